@@ -1,0 +1,33 @@
+# make install: a .venv with distcomp and every extra; make test: install, then pytest;
+# make demo: install, then the main job.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo bench clean
+
+install: $(STAMP)
+
+# Reinstall only when the declared dependencies change.
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+	# torch first and pinned, so nothing later pulls a CUDA build
+	$(BIN)/pip install --quiet torch==2.13.0
+	# DeepSpeed compiles no ops on this CPU-only machine and must see the installed torch
+	DS_BUILD_OPS=0 $(BIN)/pip install --quiet --no-build-isolation deepspeed
+	$(BIN)/pip install --quiet -e ".[all]"
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest
+
+demo: install
+	$(BIN)/python examples/demo.py
+
+bench: install
+	$(BIN)/python benchmarks/validate.py
+
+clean:
+	rm -rf $(VENV) build plugin/*.egg-info .pytest_cache .hypothesis

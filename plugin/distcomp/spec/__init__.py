@@ -1,0 +1,22 @@
+"""The DistributedComponent spec: three dialects, one immutable ComponentSpec.
+
+>>> from distcomp.spec import load
+>>> spec = load("components/pytorch-ddp-train/component.yaml")  # doctest: +SKIP
+>>> spec.render({"epochs": 3}, {"model": "/tmp/model"})          # doctest: +SKIP
+['python', 'train.py', '--epochs', '3', '--model', '/tmp/model']
+"""
+
+from ._diagnostics import Diagnostic, SpecError
+from ._loader import DIALECTS, LoadResult, check_file, check_text, detect, load, loads
+from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec
+from ._template import CommandTemplate, RenderError
+from ._types import BUILTIN_LAUNCHERS, canonical_launcher
+from ._values import InputError, bind_inputs, parse_value, render_value
+from ._jsonschema import json_schema
+
+__all__ = [
+    "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
+    "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "OutputSpec", "RenderError", "RoleSpec",
+    "SpecError", "bind_inputs", "canonical_launcher", "check_file", "check_text", "detect", "json_schema",
+    "load", "loads", "parse_value", "render_value",
+]

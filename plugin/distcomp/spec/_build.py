@@ -1,0 +1,250 @@
+"""Helpers the dialects share to turn checked YAML into records, with the semantic checks
+a schema cannot express (defaults vs types, min <= max, template references)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import _template
+from ._diagnostics import Problems, did_you_mean, one_of, show
+from ._model import EnvironmentSpec, InputSpec, OutputSpec, frozen_map
+from ._source import Located
+from ._types import PARAMETER_TYPES, PORT_TYPES
+from ._values import check_default, is_uri
+
+Path_ = tuple[object, ...]
+
+
+@dataclass
+class Context:
+    """What a dialect needs while it builds one spec."""
+
+    file: str
+    text: str
+    doc: Located
+    problems: Problems
+    base_dir: Path
+    launchers: Mapping[str, str]
+
+
+def as_map(value: Any) -> dict[str, Any]:
+    """``value`` if it is a mapping, else {} (the schema already reported it)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_str(value: Any) -> str | None:
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        return None
+    return str(value)
+
+
+def as_count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def string_map(value: Any) -> Mapping[str, str]:
+    """Environment variables / tags as strings (YAML may type ``8080`` as a number)."""
+    out = {}
+    for k, v in as_map(value).items():
+        if v is None:
+            out[k] = ""
+        elif isinstance(v, bool):
+            out[k] = "true" if v else "false"
+        elif not isinstance(v, (dict, list)):
+            out[k] = str(v)
+    return frozen_map(out)
+
+
+def make_input(ctx: Context, name: str, raw: Any, path: Path_) -> InputSpec | None:
+    """An InputSpec from a declaration ``{type: ..., default: ...}``, checking its values."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        return None
+    written = raw["type"]
+    low = written.lower()
+    optional = raw.get("optional") is True
+    description = as_str(raw.get("description"))
+    if low in PORT_TYPES:
+        spec = InputSpec(name, written, "port", holds=PORT_TYPES[low], description=description,  # type: ignore[arg-type]
+                         optional=optional)
+        default = raw.get("default", raw.get("path"))
+        return _with_default(ctx, spec, default, path + (("default" if "default" in raw else "path"),))
+    if low not in PARAMETER_TYPES:
+        return None  # reported by the schema
+    canonical = PARAMETER_TYPES[low]
+    enum = raw.get("enum")
+    enum_t = tuple(str(e) for e in enum) if isinstance(enum, list) else None
+    if canonical == "enum" and enum_t is not None and not enum_t:
+        ctx.problems.add(path + ("enum",), "an enum needs at least one value", expected="a non-empty list", got="[]")
+    lo, hi = raw.get("min"), raw.get("max")
+    lo = lo if isinstance(lo, (int, float)) and not isinstance(lo, bool) else None
+    hi = hi if isinstance(hi, (int, float)) and not isinstance(hi, bool) else None
+    if (lo is not None or hi is not None) and canonical not in ("integer", "number"):
+        key = "min" if lo is not None else "max"
+        ctx.problems.add(path + (key,), f"'{key}' only applies to integer and number inputs",
+                         expected="no min/max", got=f"{key} on a {canonical} input")
+    if canonical == "integer":
+        for key, val in (("min", lo), ("max", hi)):
+            if isinstance(val, float):
+                ctx.problems.add(path + (key,), f"'{key}' of an integer input must be an integer",
+                                 expected="an integer", got=show(val))
+    if lo is not None and hi is not None and lo > hi:
+        ctx.problems.add(path + ("min",), "min is greater than max", expected="min <= max",
+                         got=f"min={show(lo)}, max={show(hi)}")
+        lo = hi = None
+    spec = InputSpec(name, canonical, "parameter", description=description, optional=optional,
+                     enum=enum_t if enum_t else None, min=lo, max=hi)
+    value = raw.get("default", raw.get("value"))
+    return _with_default(ctx, spec, value, path + (("default" if "default" in raw else "value"),))
+
+
+def _with_default(ctx: Context, spec: InputSpec, value: Any, path: Path_) -> InputSpec:
+    if value is None:
+        return spec
+    typed, problem, expected = check_default(spec, value)
+    if problem:
+        ctx.problems.add(path, problem, expected=expected, got=show(value))
+        return spec
+    return InputSpec(**{**spec.__dict__, "default": typed})
+
+
+def literal_input(ctx: Context, name: str, value: Any, path: Path_) -> InputSpec | None:
+    """A job's ``inputs: {epochs: 1}``: the value declares the type and is the default."""
+    if isinstance(value, bool):
+        return InputSpec(name, "boolean", "parameter", default=value)
+    if isinstance(value, int):
+        return InputSpec(name, "integer", "parameter", default=value)
+    if isinstance(value, float):
+        return InputSpec(name, "number", "parameter", default=value)
+    if isinstance(value, str):
+        if is_uri(value):
+            return InputSpec(name, "uri_folder", "port", holds="folder", default=value)
+        return InputSpec(name, "string", "parameter", default=value)
+    return None
+
+
+def job_inputs(ctx: Context, raw_inputs: Mapping[str, Any]) -> dict[str, InputSpec]:
+    """v2 / draft inputs: declarations (mappings) or a job's literal values."""
+    out: dict[str, InputSpec] = {}
+    for name, value in raw_inputs.items():
+        spec = (make_input(ctx, name, value, ("inputs", name)) if isinstance(value, dict)
+                else literal_input(ctx, name, value, ("inputs", name)))
+        if spec is not None:
+            out[name] = spec
+    return out
+
+
+def default_name(file: str) -> str:
+    """A job file has no name: use its file name, made into a valid component name."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(file).stem).strip("-._")
+    return stem or "component"
+
+
+def make_output(name: str, raw: Any, default_type: str) -> OutputSpec:
+    raw = as_map(raw)
+    written = raw.get("type") if isinstance(raw.get("type"), str) else default_type
+    return OutputSpec(name, written, PORT_TYPES.get(written.lower(), "folder"),  # type: ignore[arg-type]
+                      description=as_str(raw.get("description")))
+
+
+def make_environment(raw: Any) -> EnvironmentSpec | None:
+    """Every shape people write: ``azureml:Name:1``, ``{name: ...}``, ``{image: ...}``,
+    ``{docker: {image: ...}, conda: {...}}``."""
+    if isinstance(raw, str):
+        name, version = _split_reference(raw)
+        return EnvironmentSpec(name=name, version=version, reference=raw)
+    if not isinstance(raw, dict):
+        return None
+    docker = as_map(raw.get("docker"))
+    conda = as_map(raw.get("conda"))
+    conda_file = raw.get("conda_file") or conda.get("conda_dependencies_file")
+    inline = conda.get("conda_dependencies")
+    return EnvironmentSpec(
+        name=as_str(raw.get("name")), version=as_str(raw.get("version")),
+        image=as_str(raw.get("image")) or as_str(docker.get("image")),
+        conda_file=as_str(conda_file) if isinstance(conda_file, str) else None,
+        conda=frozen_map(inline if isinstance(inline, dict) else None),
+    )
+
+
+def _split_reference(ref: str) -> tuple[str | None, str | None]:
+    body = ref[len("azureml:"):] if ref.startswith("azureml:") and not ref.startswith("azureml://") else None
+    if body is None:
+        return None, None
+    if "@" in body:
+        name, _, label = body.partition("@")
+        return name, label
+    name, _, version = body.partition(":")
+    return name, version or None
+
+
+def make_code(ctx: Context, raw: Any, path: Path_) -> Path:
+    """The folder the command runs in (default: the spec's folder); missing is a warning."""
+    if raw is None:
+        return ctx.base_dir
+    text = raw if isinstance(raw, str) else as_str(as_map(raw).get("path"))
+    where = path if isinstance(raw, str) else path + ("path",)
+    if not text:
+        return ctx.base_dir
+    if is_uri(text):
+        ctx.problems.add(where, f"code {show(text)} is not a local folder", expected="a folder path relative to the spec",
+                         hint="download the snapshot and point code: at it")
+        return ctx.base_dir
+    folder = (ctx.base_dir / text).resolve()
+    if not folder.exists():
+        ctx.problems.warn(where, f"code folder {show(text)} does not exist (resolved to {folder})",
+                          hint="create it before running; compiling does not need it")
+    return folder
+
+
+def check_names(ctx: Context, inputs: Mapping[str, Any], outputs: Mapping[str, Any], path_in: Path_, path_out: Path_) -> None:
+    for name in set(inputs) & set(outputs):
+        ctx.problems.add(path_out + (name,), f"'{name}' is both an input and an output",
+                         expected="distinct names", at_key=True)
+
+
+def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: Path_,
+                  inputs: Mapping[str, InputSpec], outputs: Mapping[str, OutputSpec]) -> _template.CommandTemplate | None:
+    """Parse the command and check every reference against the declared inputs/outputs."""
+    if not isinstance(source, str):
+        return None
+    if not source.strip():
+        ctx.problems.add(path, "the command is empty", expected="a command such as 'python train.py'")
+        return None
+    template, issues = _template.parse(source, dialect)
+    start = ctx.doc.locate(path)
+    for issue in issues:
+        line, col = _find(ctx.text, start, issue.snippet)
+        ctx.problems.at(line, col, path, issue.message, hint=issue.hint, severity=issue.severity)
+    for ref, inside in template.references():
+        pool: Mapping[str, Any] = inputs if ref.kind == "inputs" else outputs
+        line, col = _find(ctx.text, start, ref.source)
+        if ref.name not in pool:
+            noun = ref.kind[:-1]
+            ctx.problems.at(line, col, path, f"reference to undeclared {noun} '{ref.name}'",
+                    expected=one_of(pool) if pool else f"a declared {noun} (none are declared)",
+                    hint=did_you_mean(ref.name, pool))
+        elif ref.kind == "inputs":
+            inp = inputs[ref.name]
+            if inp.optional and inp.default is None and not inside:
+                opener, closer = ("[", "]") if dialect == "v1" else ("$[[", "]]")
+                ctx.problems.at(line, col, path, f"optional input '{ref.name}' is used outside an optional block",
+                        expected=f"{opener}... {ref.source}{closer}",
+                        hint=f"wrap it in {opener} {closer} so it vanishes when unset, or make the input required")
+    return template
+
+
+def _find(text: str, start: tuple[int, int], snippet: str) -> tuple[int, int]:
+    """Where ``snippet`` first appears at or after ``start`` in the file (folded YAML moves
+    text across lines, so search the raw lines); ``start`` if it cannot be found."""
+    lines = text.splitlines()
+    line0, col0 = start
+    needle = snippet.split("\n")[0][:40]
+    for idx in range(line0 - 1, len(lines)):
+        from_col = col0 - 1 if idx == line0 - 1 else 0
+        found = lines[idx].find(needle, from_col) if needle else -1
+        if found >= 0:
+            return idx + 1, found + 1
+    return start

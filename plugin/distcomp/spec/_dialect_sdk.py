@@ -1,0 +1,108 @@
+"""Dialect 1: the Component SDK ``type: DistributedComponent`` (seeds 000/001).
+
+Its schema is the one ``distcomp schema`` prints. Beyond Azure's keys it accepts, under
+``launcher:``, the counts Azure sets at submit time (``node_count``,
+``process_count_per_node``, ``worker_count``, ``parameter_server_count``), and a top-level
+``environment_variables``, so a spec can say how it runs by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ._build import (Context, as_count, as_map, as_str, check_names, make_code, make_environment, make_input,
+                     make_output, parse_command, string_map)
+from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
+from ._model import ComponentSpec, Distribution, frozen_map
+from ._schema import NAME_RE, Bool, Int, ListOf, MapOf, Node, Num, Obj, Scalar, Str, Tagged
+from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V1_PORT_NAMES, canonical_launcher, describe_launchers
+
+TYPE = "DistributedComponent"
+SCHEMA_URL = "https://componentsdk.azureedge.net/jsonschema/DistributedComponent.json"
+
+_PARAM_COMMON = {"description": TEXT, "optional": Bool("Whether the input may be left unset."),
+                 "default": Scalar("The value used when none is given."), "display_name": TEXT}
+_NUMERIC = {**_PARAM_COMMON, "min": Num("Smallest allowed value."), "max": Num("Largest allowed value.")}
+
+
+def _param(name: str, fields: dict[str, Node], required: tuple[str, ...] = ()) -> Obj:
+    return Obj({"type": Str(enum=(name,), case_insensitive=True), **fields}, required=required)
+
+
+def _inputs() -> Tagged:
+    variants: dict[str, Obj] = {
+        "String": _param("String", _PARAM_COMMON),
+        "Integer": _param("Integer", _NUMERIC),
+        "Float": _param("Float", _NUMERIC),
+        "Boolean": _param("Boolean", _PARAM_COMMON),
+        "Enum": _param("Enum", {"enum": ListOf(Scalar(), "The allowed values."), **_PARAM_COMMON}, ("enum",)),
+    }
+    port = Obj(ports(V1_PORT_NAMES, {"description": TEXT, "optional": Bool(), "display_name": TEXT,
+                                     "is_resource": Bool(), "datastore_mode": Str()}))
+    variants.update({name: port for name in V1_PORT_NAMES})
+    return Tagged("type", variants, "An input: a parameter (String, Integer, Float, Boolean, Enum) or a port (path, AnyDirectory, AnyFile, ...).",
+                  what="input type")
+
+
+def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
+    """The whole DistributedComponent dialect for a given launcher table."""
+    outputs = Obj(ports(V1_PORT_NAMES, {"description": TEXT, "is_link_mode": Bool(), "datastore_mode": Str(),
+                                        "display_name": TEXT}), required=("type",))
+    launcher = Obj({
+        "type": Str("The launcher: how the ranks are started.", enum=tuple(sorted(launchers)),
+                    case_insensitive=True, what="launcher", expected=describe_launchers(launchers)),
+        "additional_arguments": Str("The command each rank runs, with {inputs.x}, {outputs.y} and [optional blocks]."),
+        "node_count": Int("Nodes (default 1; overridable with --nodes).", minimum=1),
+        "process_count_per_node": Int("Processes per node (overridable with --nproc-per-node).", minimum=1),
+        "worker_count": Int("TensorFlow: total workers (default nodes x processes per node).", minimum=1),
+        "parameter_server_count": Int("TensorFlow: parameter servers (default 0).", minimum=0),
+    }, required=("type", "additional_arguments"), description="How the distributed job starts.")
+    return Obj({
+        "$schema": Str("The schema this file follows."),
+        "name": COMPONENT_NAME,
+        "version": VERSION,
+        "display_name": TEXT,
+        "type": Str("Must be DistributedComponent.", enum=(TYPE,), case_insensitive=True, what="component type"),
+        "description": TEXT,
+        "tags": TAGS,
+        "is_deterministic": Bool("Whether the same inputs always give the same outputs."),
+        "inputs": MapOf(_inputs(), "Inputs by name.", key_pattern=NAME_RE, key_what="input name"),
+        "outputs": MapOf(outputs, "Outputs by name.", key_pattern=NAME_RE, key_what="output name"),
+        "launcher": launcher,
+        "environment": ENVIRONMENT,
+        "environment_variables": ENV_VARS,
+        "code": CODE,
+        "successful_return_code": Str(enum=("Zero", "ZeroOrGreater"), what="return code policy"),
+    }, required=("name", "type", "launcher"), description="A distcomp / Component SDK DistributedComponent.")
+
+
+def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
+    raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
+    inputs = {n: i for n, v in raw_inputs.items() if (i := make_input(ctx, n, v, ("inputs", n))) is not None}
+    outputs = {n: make_output(n, v, "path") for n, v in raw_outputs.items()}
+    check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
+    launcher = as_map(data.get("launcher"))
+    command = parse_command(ctx, launcher.get("additional_arguments"), "v1", ("launcher", "additional_arguments"),
+                            inputs, outputs)
+    kind = canonical_launcher(launcher["type"], ctx.launchers) if isinstance(launcher.get("type"), str) else None
+    code = make_code(ctx, data.get("code"), ("code",))
+    name = data.get("name")
+    if command is None or kind is None or not isinstance(name, str) or ctx.problems.errors:
+        return None
+    nodes = as_count(launcher.get("node_count")) or 1
+    ppn = as_count(launcher.get("process_count_per_node"))
+    workers = as_count(launcher.get("worker_count"))
+    if kind == TENSORFLOW and workers is None:
+        workers = nodes * (ppn or 1)
+    ps = launcher.get("parameter_server_count") if isinstance(launcher.get("parameter_server_count"), int) else 0
+    return ComponentSpec(
+        name=name, command=command, code=code,
+        distribution=Distribution(kind, nodes, ppn, workers, ps),
+        version=as_str(data.get("version")), display_name=as_str(data.get("display_name")),
+        description=as_str(data.get("description")), tags=string_map(data.get("tags")),
+        inputs=frozen_map(inputs), outputs=frozen_map(outputs),
+        environment=make_environment(data.get("environment")),
+        environment_variables=string_map(data.get("environment_variables")),
+        successful_return_code=data.get("successful_return_code", "Zero"),
+        is_deterministic=data.get("is_deterministic") if isinstance(data.get("is_deterministic"), bool) else None,
+    )

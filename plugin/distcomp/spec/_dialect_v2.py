@@ -1,0 +1,105 @@
+"""Dialect 2: azure-ai-ml v2 ``type: command`` components and command jobs (seed 002).
+
+``distribution: {type, process_count_per_instance | worker_count, parameter_server_count}``
+and ``resources.instance_count`` give the topology. A job's ``inputs: {epochs: 1}`` are
+literal values: each declares an input whose default is that value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ._build import (Context, as_count, as_map, as_str, check_names, default_name, job_inputs, make_code,
+                     make_environment, make_output, parse_command, string_map)
+from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
+from ._model import ComponentSpec, Distribution, frozen_map
+from ._schema import NAME_RE, Anything, Bool, Int, ListOf, MapOf, Num, Obj, Scalar, Str, Tagged, Union
+from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V2_PARAMETER_NAMES, V2_PORT_NAMES, canonical_launcher
+
+_PARAM = {"description": TEXT, "optional": Bool(), "default": Scalar(), "value": Scalar(), "enum": ListOf(Scalar()),
+          "display_name": TEXT}
+_NUMERIC = {**_PARAM, "min": Num(), "max": Num()}
+_PORT = {"description": TEXT, "optional": Bool(), "path": Str("A path or data asset."), "default": Str(),
+         "mode": Str(), "datastore": Str(), "display_name": TEXT}
+
+
+def _inputs() -> Union:
+    variants: dict[str, Obj] = {}
+    for name in V2_PARAMETER_NAMES:
+        fields = _NUMERIC if name in ("integer", "number") else _PARAM
+        variants[name] = Obj({"type": Str(enum=(name,), case_insensitive=True), **fields})
+    port = Obj(ports(V2_PORT_NAMES, _PORT))
+    variants.update({name: port for name in V2_PORT_NAMES})
+    declared = Tagged("type", variants, "An input declaration.", what="input type")
+    return Union((Scalar("A job's literal input value."), declared), "An input: a declaration or a job's literal value.",
+                 expected="a value or a mapping with type:")
+
+
+def _distribution(launchers: Mapping[str, str]) -> Tagged:
+    per_instance = Int("Processes per node.", minimum=1)
+    variants: dict[str, Obj] = {}
+    for name, canonical in sorted(launchers.items()):
+        if canonical == TENSORFLOW:
+            fields = {"worker_count": Int("Total workers.", minimum=1),
+                      "parameter_server_count": Int("Parameter servers.", minimum=0)}
+        else:
+            fields = {"process_count_per_instance": per_instance}
+        variants[name] = Obj({"type": Str(enum=(name,), case_insensitive=True), **fields})
+    return Tagged("type", variants, "How the ranks are started.", what="distribution type")
+
+
+def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
+    outputs = Union((Obj(ports(V2_PORT_NAMES, {"mode": Str(), "path": Str(), "description": TEXT, "name": Str(),
+                                               "version": VERSION, "display_name": TEXT})), Scalar()),
+                    expected="a mapping with type:")
+    resources = Obj({"instance_count": Int("Nodes.", minimum=1), "instance_type": Str(), "shm_size": Str(),
+                     "docker_args": Str(), "locations": ListOf(Str()), "properties": Anything(),
+                     "max_instance_count": Int(minimum=1)}, description="Compute resources.")
+    return Obj({
+        "$schema": Str(), "type": Str(enum=("command",), case_insensitive=True, what="component type"),
+        "name": COMPONENT_NAME, "version": VERSION, "display_name": TEXT, "description": TEXT, "tags": TAGS,
+        "is_deterministic": Bool(), "inputs": MapOf(_inputs(), key_pattern=NAME_RE, key_what="input name"),
+        "outputs": MapOf(outputs, key_pattern=NAME_RE, key_what="output name"),
+        "command": Str("The command, with ${{inputs.x}}, ${{outputs.y}} and $[[optional blocks]]."),
+        "code": CODE, "environment": ENVIRONMENT, "environment_variables": ENV_VARS,
+        "distribution": _distribution(launchers), "resources": resources,
+        "compute": Str(), "experiment_name": Str(), "limits": Anything(), "services": Anything(),
+        "identity": Anything(), "properties": Anything(), "queue_settings": Anything(),
+        "additional_includes": ListOf(Str()),
+    }, required=("command",), description="An azure-ai-ml command component or job.")
+
+
+def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
+    raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
+    inputs = job_inputs(ctx, raw_inputs)
+    outputs = {n: make_output(n, v, "uri_folder") for n, v in raw_outputs.items()}
+    check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
+    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs)
+    dist = as_map(data.get("distribution"))
+    if "distribution" not in data:
+        ctx.problems.add((), "missing 'distribution:' (a distributed component needs a launcher)",
+                         expected="distribution: {type: pytorch | mpi | tensorflow, ...}",
+                         hint="add a distribution section")
+    kind = canonical_launcher(dist["type"], ctx.launchers) if isinstance(dist.get("type"), str) else None
+    code = make_code(ctx, data.get("code"), ("code",))
+    if command is None or kind is None or ctx.problems.errors:
+        return None
+    nodes = as_count(as_map(data.get("resources")).get("instance_count")) or 1
+    ppn = as_count(dist.get("process_count_per_instance"))
+    workers = as_count(dist.get("worker_count"))
+    if kind == TENSORFLOW:
+        workers = workers or nodes
+        ppn = max(1, workers // nodes)
+    ps = dist.get("parameter_server_count") if isinstance(dist.get("parameter_server_count"), int) else 0
+    name = data.get("name") if isinstance(data.get("name"), str) else default_name(ctx.file)
+    return ComponentSpec(
+        name=name, command=command, code=code,
+        distribution=Distribution(kind, nodes, ppn, workers, ps),
+        version=as_str(data.get("version")), display_name=as_str(data.get("display_name")),
+        description=as_str(data.get("description")), tags=string_map(data.get("tags")),
+        inputs=frozen_map(inputs), outputs=frozen_map(outputs),
+        environment=make_environment(data.get("environment")),
+        environment_variables=string_map(data.get("environment_variables")),
+        resources=frozen_map(as_map(data.get("resources"))),
+        is_deterministic=data.get("is_deterministic") if isinstance(data.get("is_deterministic"), bool) else None,
+    )

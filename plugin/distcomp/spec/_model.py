@@ -1,0 +1,129 @@
+"""ComponentSpec: the one immutable, dialect-free model every spec loads into."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
+
+from ._template import CommandTemplate, Ref
+from ._values import render_value
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def frozen_map(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy, so a record never shares a dict with its caller."""
+    return MappingProxyType(dict(data)) if data else _EMPTY
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input: a parameter (string, integer, number, boolean, enum) or a port."""
+
+    name: str
+    type: str  # canonical parameter type, or the port type as written (e.g. "uri_folder", "AnyDirectory")
+    kind: Literal["parameter", "port"]
+    holds: Literal["folder", "file", "any"] | None = None  # ports only
+    description: str | None = None
+    default: Any = None  # already of the input's type; for a port, a path or URI
+    optional: bool = False
+    enum: tuple[str, ...] | None = None
+    min: int | float | None = None
+    max: int | float | None = None
+
+    @property
+    def is_port(self) -> bool:
+        return self.kind == "port"
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    type: str
+    holds: Literal["folder", "file", "any"] = "folder"
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """Where the command runs: a named/registered environment, an image, a conda spec."""
+
+    name: str | None = None
+    version: str | None = None
+    image: str | None = None
+    conda_file: str | None = None
+    conda: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    reference: str | None = None  # e.g. "azureml:AzureML-Minimal:1" as written
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """Per-role settings of the distributed-job draft (launcher, worker, parameter_server)."""
+
+    name: str
+    count: int | None = None
+    resources: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    environment: EnvironmentSpec | None = None
+    environment_variables: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """How the job is spread: launcher type and replica counts (overridable at run time)."""
+
+    launcher: str  # canonical: mpi, torch.distributed, tensorflow.distributed, deepspeed, or a plugin's
+    nodes: int = 1
+    processes_per_node: int | None = None  # None: the launcher's default
+    worker_count: int | None = None  # TensorFlow: total workers
+    parameter_server_count: int = 0
+    roles: tuple[RoleSpec, ...] = ()
+
+    def role(self, name: str) -> RoleSpec | None:
+        return next((r for r in self.roles if r.name == name), None)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    name: str
+    command: CommandTemplate
+    distribution: Distribution
+    code: Path  # the folder the command runs in
+    version: str | None = None
+    display_name: str | None = None
+    description: str | None = None
+    tags: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    inputs: Mapping[str, InputSpec] = field(default_factory=lambda: _EMPTY)
+    outputs: Mapping[str, OutputSpec] = field(default_factory=lambda: _EMPTY)
+    environment: EnvironmentSpec | None = None
+    environment_variables: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    resources: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    successful_return_code: Literal["Zero", "ZeroOrGreater"] = "Zero"
+    is_deterministic: bool | None = None
+    source: Path | None = None  # the spec file, when loaded from one
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+    def with_overrides(self, *, nodes: int | None = None, processes_per_node: int | None = None) -> "ComponentSpec":
+        """A copy with the node count / processes per node replaced (run/compile flags)."""
+        dist = self.distribution
+        if nodes is not None:
+            dist = dataclasses.replace(dist, nodes=nodes)
+        if processes_per_node is not None:
+            dist = dataclasses.replace(dist, processes_per_node=processes_per_node)
+        return dataclasses.replace(self, distribution=dist)
+
+    def render(self, values: Mapping[str, Any], outputs: Mapping[str, str | Path],
+               env: Mapping[str, str] | None = None) -> list[str]:
+        """The argv for ``values`` (already typed, see ``bind_inputs``) and output paths."""
+        def lookup(ref: Ref) -> str | None:
+            if ref.kind == "outputs":
+                path = outputs.get(ref.name)
+                return None if path is None else str(path)
+            value = values.get(ref.name)
+            return None if value is None else render_value(value)
+        return self.command.render(lookup, env)

@@ -1,0 +1,132 @@
+"""Read a YAML spec into plain Python values plus the position of every key and value.
+
+PyYAML's composer gives nodes with marks; we construct the values ourselves so that
+duplicate keys, non-string keys, alias cycles and alias bombs become located spec errors
+instead of silent overwrites or exceptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from ._diagnostics import Diagnostic, PositionLookup, dotted
+
+try:  # libyaml is several times faster; fall back to the pure-Python loader
+    _Base: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on the PyYAML build
+    _Base = yaml.SafeLoader
+
+MAX_NODES = 100_000  # an alias bomb expands past this long before it hurts
+
+Path = tuple[object, ...]
+
+
+@dataclass
+class Located(PositionLookup):
+    """The document's data and where each part of it was written."""
+
+    file: str
+    data: Any = None
+    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, path: Path, *, at_key: bool = False) -> tuple[int, int]:
+        """Position of ``path``; falls back to the nearest enclosing part that exists."""
+        table = (self.keys, self.values) if at_key else (self.values, self.keys)
+        probe = tuple(path)
+        while True:
+            for t in table:
+                if probe in t:
+                    return t[probe]
+            if not probe:
+                return (1, 1)
+            probe = probe[:-1]
+
+
+class _DocumentError(Exception):
+    def __init__(self, line: int, col: int, path: Path, message: str, got: str | None = None):
+        super().__init__(message)
+        self.line, self.col, self.path, self.message, self.got = line, col, path, message, got
+
+
+def _pos(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+class _Builder:
+    def __init__(self, loader: Any, doc: Located) -> None:
+        self.loader = loader
+        self.doc = doc
+        self.count = 0
+        self.errors: list[_DocumentError] = []
+
+    def build(self, node: yaml.Node, path: Path, active: frozenset[int]) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _DocumentError(*_pos(node), path, f"document is too large (more than {MAX_NODES} nodes after expanding aliases)")
+        self.doc.values.setdefault(path, _pos(node))
+        if id(node) in active:
+            raise _DocumentError(*_pos(node), path, "an alias refers to itself (recursive YAML)")
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                return self.loader.construct_object(node, deep=True)
+            except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+                # e.g. a timestamp with month 13: keep the text, it is still a value
+                del exc
+                return node.value
+        inner = active | {id(node)}
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(child, path + (i,), inner) for i, child in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            try:
+                self.loader.flatten_mapping(node)  # resolves '<<' merge keys
+            except yaml.YAMLError as exc:
+                raise _DocumentError(*_pos(node), path, f"invalid merge key: {getattr(exc, 'problem', exc)}")
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise _DocumentError(*_pos(key_node), path, "a key must be a plain name, not a list or mapping")
+                # keys stay as written: 'on', '1' or 'null' are names in a spec, not values
+                key = key_node.value
+                if key in out:
+                    first = self.doc.keys[path + (key,)]
+                    self.errors.append(_DocumentError(*_pos(key_node), path + (key,),
+                                                      f"duplicate key '{key}' (first at line {first[0]})"))
+                    continue
+                self.doc.keys[path + (key,)] = _pos(key_node)
+                out[key] = self.build(value_node, path + (key,), inner)
+            return out
+        raise _DocumentError(*_pos(node), path, f"unsupported YAML node {type(node).__name__}")
+
+
+def parse(text: str, file: str) -> tuple[Located, list[Diagnostic]]:
+    """Parse ``text``; on failure the diagnostics say where and why, and data is None."""
+    doc = Located(file)
+    loader = _Base(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+            problem = exc.problem or str(exc)
+            return doc, [Diagnostic(file, line, col, "<document>", f"YAML syntax error: {problem}",
+                                    hint="fix the YAML syntax at this position")]
+        except yaml.YAMLError as exc:  # e.g. unacceptable characters in the reader
+            return doc, [Diagnostic(file, 1, 1, "<document>", f"YAML error: {exc}")]
+        if node is None:
+            return doc, [Diagnostic(file, 1, 1, "<document>", "the file is empty",
+                                    expected="a mapping with name, type, inputs, outputs, ...")]
+        builder = _Builder(loader, doc)
+        try:
+            doc.data = builder.build(node, (), frozenset())
+        except _DocumentError as exc:
+            return doc, [Diagnostic(file, exc.line, exc.col, dotted(exc.path), exc.message, got=exc.got)]
+        except RecursionError:
+            return doc, [Diagnostic(file, 1, 1, "<document>", "the document is nested too deeply")]
+        return doc, [Diagnostic(file, e.line, e.col, dotted(e.path), e.message) for e in builder.errors]
+    finally:
+        loader.dispose()

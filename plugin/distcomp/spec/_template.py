@@ -1,0 +1,321 @@
+"""Command templates: parsed once into words, rendered to an argv list, never through a shell.
+
+Both dialects parse into the same items:
+
+* v1 (Component SDK): ``{inputs.x}``, ``{outputs.y}``, optional blocks ``[ ... ]``
+* v2 (azure-ai-ml):   ``${{inputs.x}}``, ``${{outputs.y}}``, optional blocks ``$[[ ... ]]``
+
+Words are split by unquoted whitespace *before* any value is substituted, so a value such
+as ``a b; rm -rf /`` stays one argument. Shell quoting (``'...'``, ``"..."``, ``\\``) groups
+words as a shell would. ``$NAME`` / ``${NAME}`` outside single quotes are environment
+references, filled at the last moment from the rank's environment (``$RANK``,
+``$AZUREML_MPI_HOSTFILE``...), again as part of one word, never re-split.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterator, Literal, Mapping, Union
+
+from ._diagnostics import closest
+
+Dialect = Literal["v1", "v2"]
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Ref:
+    kind: Literal["inputs", "outputs"]
+    name: str
+    source: str  # as written, e.g. "{inputs.x}", to locate it in the file
+
+
+@dataclass(frozen=True)
+class Env:
+    name: str
+    quoted: bool  # inside "...": an unset variable leaves an empty argument, as in a shell
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Marks that a word exists even if empty (``""`` is an empty argument)."""
+
+
+@dataclass(frozen=True)
+class Break:
+    """Unquoted whitespace: ends the current word."""
+
+
+@dataclass(frozen=True)
+class Block:
+    items: tuple["Item", ...]
+    source: str
+
+
+Item = Union[Text, Ref, Env, Quote, Break, Block]
+
+
+@dataclass(frozen=True)
+class TemplateIssue:
+    message: str
+    snippet: str  # text to find in the file for a precise line:col
+    hint: str | None = None
+    severity: Literal["error", "warning"] = "error"
+
+
+class RenderError(ValueError):
+    """A value needed by the template is missing (validation normally prevents this)."""
+
+
+ValueLookup = Callable[[Ref], "str | None"]
+
+
+@dataclass(frozen=True)
+class CommandTemplate:
+    """A parsed command; ``source`` keeps the text as written for display."""
+
+    source: str
+    items: tuple[Item, ...]
+
+    def references(self) -> Iterator[tuple[Ref, bool]]:
+        """Every ``(ref, inside_optional_block)`` in order."""
+        def walk(items: tuple[Item, ...], inside: bool) -> Iterator[tuple[Ref, bool]]:
+            for item in items:
+                if isinstance(item, Ref):
+                    yield item, inside
+                elif isinstance(item, Block):
+                    yield from walk(item.items, True)
+        return walk(self.items, False)
+
+    def render(self, lookup: ValueLookup, env: Mapping[str, str] | None = None) -> list[str]:
+        """The argv. ``lookup`` answers a value or None for an unset optional input;
+        ``env`` fills ``$VAR`` references (None keeps them as written, for display)."""
+        words: list[str] = []
+        state = _Word()
+
+        def emit(items: tuple[Item, ...]) -> None:
+            for item in items:
+                if isinstance(item, Break):
+                    state.flush(words)
+                elif isinstance(item, Text):
+                    state.add(item.text, keep=True)
+                elif isinstance(item, Quote):
+                    state.add("", keep=True)
+                elif isinstance(item, Ref):
+                    value = lookup(item)
+                    if value is None:
+                        raise RenderError(f"no value for {item.kind[:-1]} '{item.name}' used outside an optional block")
+                    state.add(value, keep=True)  # a value never vanishes, even when empty
+                elif isinstance(item, Env):
+                    if env is None:
+                        state.add("${" + item.name + "}", keep=True)
+                    else:
+                        state.add(env.get(item.name, ""), keep=item.quoted)
+                elif isinstance(item, Block):
+                    if all(lookup(ref) is not None for ref in _refs(item.items)):
+                        emit(item.items)
+        emit(self.items)
+        state.flush(words)
+        return words
+
+
+class _Word:
+    """The word being built: its parts, and whether it survives if it ends up empty."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] | None = None
+        self.keep = False
+
+    def add(self, text: str, *, keep: bool) -> None:
+        if self.parts is None:
+            self.parts = []
+        self.parts.append(text)
+        self.keep = self.keep or keep or bool(text)
+
+    def flush(self, words: list[str]) -> None:
+        if self.parts is not None and self.keep:
+            words.append("".join(self.parts))
+        self.parts, self.keep = None, False
+
+
+def _refs(items: tuple[Item, ...]) -> Iterator[Ref]:
+    for item in items:
+        if isinstance(item, Ref):
+            yield item
+        elif isinstance(item, Block):
+            yield from _refs(item.items)
+
+
+_V1_REF = re.compile(r"\{(inputs|outputs)\.([^{}\s]*)\}")
+_V1_NEAR_REF = re.compile(r"\{([A-Za-z_]+)\.([A-Za-z0-9_]+)\}")  # {inptus.x}: probably a typo
+_V2_EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
+_V2_REF = re.compile(r"\s*(inputs|outputs)\.([A-Za-z0-9_]*)\s*")
+_ENV = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "2>&1", "&"})
+
+
+def parse(source: str, dialect: Dialect) -> tuple[CommandTemplate, list[TemplateIssue]]:
+    """Parse ``source``; structural problems come back as issues, never exceptions."""
+    p = _Parser(source, dialect)
+    items = p.run()
+    return CommandTemplate(source, items), p.issues
+
+
+class _Parser:
+    def __init__(self, source: str, dialect: Dialect) -> None:
+        self.s = source
+        self.dialect = dialect
+        self.i = 0
+        self.issues: list[TemplateIssue] = []
+        # a stack of open blocks: (items so far, start offset)
+        self.stack: list[tuple[list[Item], int]] = [([], 0)]
+
+    @property
+    def out(self) -> list[Item]:
+        return self.stack[-1][0]
+
+    def text(self, t: str) -> None:
+        if self.out and isinstance(self.out[-1], Text):
+            self.out[-1] = Text(self.out[-1].text + t)  # type: ignore[union-attr]
+        else:
+            self.out.append(Text(t))
+
+    def run(self) -> tuple[Item, ...]:
+        quote: str | None = None
+        quote_start = 0
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if self.try_ref(quote):
+                continue
+            if self.try_block(quote):
+                continue
+            if quote == "'":
+                if c == "'":
+                    quote = None
+                else:
+                    self.text(c)
+                self.i += 1
+                continue
+            if c == "$" and self.try_env(quoted=quote == '"'):
+                continue
+            if quote == '"':
+                if c == '"':
+                    quote = None
+                elif c == "\\" and self.i + 1 < len(s) and s[self.i + 1] in '"\\$`':
+                    self.i += 1
+                    self.text(s[self.i])
+                else:
+                    self.text(c)
+                self.i += 1
+                continue
+            if c in "'\"":
+                quote, quote_start = c, self.i
+                self.out.append(Quote())
+            elif c == "\\" and self.i + 1 < len(s):
+                self.i += 1
+                if s[self.i] != "\n":  # backslash-newline joins lines, as in a shell
+                    self.text(s[self.i])
+            elif c.isspace():
+                if not self.out or not isinstance(self.out[-1], Break):
+                    self.out.append(Break())
+            else:
+                self.text(c)
+            self.i += 1
+        if quote is not None:
+            self.issues.append(TemplateIssue(f"unclosed {quote} quote", s[quote_start:quote_start + 20],
+                                             hint=f"add the closing {quote}"))
+        opener = "[" if self.dialect == "v1" else "$[["
+        while len(self.stack) > 1:
+            items, start = self.stack.pop()
+            self.issues.append(TemplateIssue(f"unbalanced '{opener}': the optional block is never closed",
+                                             s[start:start + 20], hint="close it with '" + ("]" if self.dialect == "v1" else "]]") + "'"))
+            self.out.extend(items)
+        self.check_shell_operators()
+        return tuple(self.out)
+
+    def try_ref(self, quote: str | None) -> bool:
+        s, i = self.s, self.i
+        if self.dialect == "v1":
+            if s[i] != "{":
+                return False
+            m = _V1_REF.match(s, i)
+            if m:
+                self.out.append(Ref(m.group(1), m.group(2), m.group(0)))  # type: ignore[arg-type]
+                self.i = m.end()
+                return True
+            near = _V1_NEAR_REF.match(s, i)
+            best = closest(near.group(1), ("inputs", "outputs")) if near else None
+            if near and best:
+                self.issues.append(TemplateIssue(f"'{near.group(0)}' is not a reference", near.group(0),
+                                                 hint=f"did you mean '{{{best}.{near.group(2)}}}'?"))
+            return False
+        if not s.startswith("${{", i):
+            return False
+        m = _V2_EXPR.match(s, i)
+        if not m:
+            self.issues.append(TemplateIssue("unclosed '${{': the expression is never closed", s[i:i + 20],
+                                             hint="close it with '}}'"))
+            self.text(s[i:])
+            self.i = len(s)
+            return True
+        ref = _V2_REF.fullmatch(m.group(1))
+        if ref:
+            self.out.append(Ref(ref.group(1), ref.group(2), m.group(0)))  # type: ignore[arg-type]
+        else:
+            self.issues.append(TemplateIssue(f"unsupported expression '{m.group(0)}'", m.group(0),
+                                             hint="a component command may use ${{inputs.NAME}} and ${{outputs.NAME}}"))
+        self.i = m.end()
+        return True
+
+    def try_block(self, quote: str | None) -> bool:
+        s, i = self.s, self.i
+        if self.dialect == "v1":
+            if quote is not None or s[i] not in "[]":  # quoted brackets are literal text
+                return False
+            opened, closed, width = s[i] == "[", s[i] == "]", 1
+        else:
+            opened, closed, width = s.startswith("$[[", i), s.startswith("]]", i), (3 if s.startswith("$[[", i) else 2)
+            if not (opened or closed):
+                return False
+        opener, closer = ("[", "]") if self.dialect == "v1" else ("$[[", "]]")
+        if opened:
+            if len(self.stack) > 1:
+                self.issues.append(TemplateIssue(f"nested optional blocks are not supported ('{opener}' inside '{opener}')",
+                                                 s[i:i + 20], hint=f"close the first block with '{closer}' before opening another"))
+            self.stack.append(([], i))
+        else:
+            if len(self.stack) == 1:
+                self.issues.append(TemplateIssue(f"unbalanced '{closer}': no optional block is open", s[max(0, i - 10):i + width],
+                                                 hint=f"remove it or open the block with '{opener}'"))
+            else:
+                items, start = self.stack.pop()
+                self.out.append(Block(tuple(items), s[start:i + width]))
+        self.i += width
+        return True
+
+    def try_env(self, *, quoted: bool) -> bool:
+        m = _ENV.match(self.s, self.i)
+        if not m:
+            return False
+        self.out.append(Env(m.group(1) or m.group(2), quoted))
+        self.i = m.end()
+        return True
+
+    def check_shell_operators(self) -> None:
+        # A lone unquoted '&&' or '|' would reach the program as a literal argument.
+        prev_break = True
+        for idx, item in enumerate(self.out):
+            if isinstance(item, Text) and prev_break and item.text in SHELL_OPERATORS:
+                nxt = self.out[idx + 1] if idx + 1 < len(self.out) else Break()
+                if isinstance(nxt, Break):
+                    self.issues.append(TemplateIssue(
+                        f"shell operator '{item.text}' is passed to the program as a literal argument",
+                        item.text, severity="warning",
+                        hint="distcomp never runs commands through a shell; put the steps in a script"))
+            prev_break = isinstance(item, Break)

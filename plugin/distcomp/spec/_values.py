@@ -1,0 +1,141 @@
+"""Input values: check YAML defaults, parse ``--input NAME=VALUE`` strings, render for argv.
+
+Rendering follows Azure ML, whose command lines these specs were written for: booleans are
+``True`` / ``False``, numbers in their shortest form (``0.2``, ``1e-05``), ports as paths.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ._diagnostics import did_you_mean, one_of, show
+
+if TYPE_CHECKING:
+    from ._model import ComponentSpec, InputSpec
+
+_INT = re.compile(r"[+-]?\d+")
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+TYPE_WORDS = {
+    "integer": "an integer", "number": "a number", "boolean": "true or false",
+    "string": "a string", "enum": "one of the enum values",
+}
+
+
+def render_value(value: Any) -> str:
+    """How a typed value appears as (part of) one argument."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        return repr(value)
+    return os.fspath(value) if isinstance(value, Path) else str(value)
+
+
+def is_uri(text: str) -> bool:
+    """``azureml:x:1``, ``https://...``, ``gs://...``: not a local path."""
+    return "://" in text or text.startswith(("azureml:", "git+"))
+
+
+def check_default(spec: "InputSpec", value: Any) -> tuple[Any, str | None, str | None]:
+    """``(typed value, problem, expected)`` for a default written in YAML."""
+    t = spec.type
+    if spec.is_port:
+        if not isinstance(value, str):
+            return None, "wrong type for a port default", "a path or URI"
+        return value, None, None
+    if t == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, f"wrong type for an integer input", "an integer"
+    elif t == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, "wrong type for a number input", "a number"
+        value = float(value) if isinstance(value, float) else value
+    elif t == "boolean":
+        if not isinstance(value, bool):
+            return None, "wrong type for a boolean input", "true or false"
+    elif t in ("string", "enum"):
+        if isinstance(value, (dict, list)) or value is None:
+            return None, f"wrong type for a {t} input", "a string"
+        value = render_value(value) if not isinstance(value, str) else value
+    problem, expected = _constraints(spec, value)
+    return (None, problem, expected) if problem else (value, None, None)
+
+
+def _constraints(spec: "InputSpec", value: Any) -> tuple[str | None, str | None]:
+    if spec.enum is not None and str(value) not in spec.enum:
+        return f"{show(value)} is not one of the enum values", one_of(spec.enum)
+    if spec.min is not None and isinstance(value, (int, float)) and value < spec.min:
+        return f"{show(value)} is below the minimum", f">= {spec.min}"
+    if spec.max is not None and isinstance(value, (int, float)) and value > spec.max:
+        return f"{show(value)} is above the maximum", f"<= {spec.max}"
+    return None, None
+
+
+def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
+    """Parse a command-line value; raises ValueError with a message naming the input."""
+    t = spec.type
+    if spec.is_port:
+        if is_uri(text):
+            return text
+        path = Path(text).expanduser()
+        return (base / path if base and not path.is_absolute() else path).absolute()
+    value: Any
+    if t == "integer":
+        if not _INT.fullmatch(text.strip()):
+            raise ValueError(f"input '{spec.name}' is an integer (expected an integer, got {show(text)})")
+        value = int(text)
+    elif t == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or math.isnan(value):
+            raise ValueError(f"input '{spec.name}' is a number (expected a number, got {show(text)})")
+        value = int(value) if _INT.fullmatch(text.strip()) else value
+    elif t == "boolean":
+        low = text.strip().lower()
+        if low not in _TRUE | _FALSE:
+            raise ValueError(f"input '{spec.name}' is a boolean (expected true or false, got {show(text)})")
+        value = low in _TRUE
+    else:
+        value = text
+    problem, expected = _constraints(spec, value)
+    if problem:
+        raise ValueError(f"input '{spec.name}': {problem} (expected {expected})")
+    return value
+
+
+class InputError(ValueError):
+    """Bad ``--input`` / ``--output`` values; the message lists every problem."""
+
+
+def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | None = None) -> dict[str, Any]:
+    """Typed values for every input: given ones parsed, the rest from defaults.
+
+    Unset optional inputs are absent from the result (their blocks vanish); every problem
+    is reported at once.
+    """
+    problems: list[str] = []
+    out: dict[str, Any] = {}
+    for name in given:
+        if name not in spec.inputs:
+            hint = did_you_mean(name, spec.inputs)
+            known = ", ".join(spec.inputs) or "none"
+            problems.append(f"unknown input '{name}' (expected one of: {known})" + (f"; {hint}" if hint else ""))
+    for name, inp in spec.inputs.items():
+        if name in given:
+            try:
+                out[name] = parse_value(inp, given[name], base)
+            except ValueError as exc:
+                problems.append(str(exc))
+        elif inp.default is not None:
+            out[name] = parse_value(inp, inp.default, base) if inp.is_port else inp.default
+        elif not inp.optional:
+            problems.append(f"missing required input '{name}' (give it with --input {name}=VALUE)")
+    if problems:
+        raise InputError("\n".join(problems))
+    return out
