@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from . import _template
 from ._diagnostics import Problems, did_you_mean, one_of, show
@@ -206,8 +206,10 @@ def check_names(ctx: Context, inputs: Mapping[str, Any], outputs: Mapping[str, A
 
 
 def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: Path_,
-                  inputs: Mapping[str, InputSpec], outputs: Mapping[str, OutputSpec]) -> _template.CommandTemplate | None:
-    """Parse the command and check every reference against the declared inputs/outputs."""
+                  inputs: Mapping[str, InputSpec], outputs: Mapping[str, OutputSpec],
+                  declared: Iterable[str] = ()) -> _template.CommandTemplate | None:
+    """Parse the command and check every reference against the declared inputs/outputs.
+    ``declared`` names inputs whose declaration was bad (already reported): no cascade."""
     if not isinstance(source, str):
         return None
     if not source.strip():
@@ -216,11 +218,16 @@ def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: P
     template, issues = _template.parse(source, dialect)
     start = ctx.doc.locate(path)
     for issue in issues:
-        line, col = _find(ctx.text, start, issue.snippet)
+        line, col = _find(ctx.text, start, issue.snippet, issue.occurrence)
         ctx.problems.at(line, col, path, issue.message, hint=issue.hint, severity=issue.severity)
+    seen: dict[str, int] = {}
+    skip = set(declared) - set(inputs)
     for ref, inside in template.references():
         pool: Mapping[str, Any] = inputs if ref.kind == "inputs" else outputs
-        line, col = _find(ctx.text, start, ref.source)
+        line, col = _find(ctx.text, start, ref.source, seen.get(ref.source, 0))
+        seen[ref.source] = seen.get(ref.source, 0) + 1
+        if ref.kind == "inputs" and ref.name in skip:
+            continue
         if ref.name not in pool:
             noun = ref.kind[:-1]
             ctx.problems.at(line, col, path, f"reference to undeclared {noun} '{ref.name}'",
@@ -236,15 +243,17 @@ def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: P
     return template
 
 
-def _find(text: str, start: tuple[int, int], snippet: str) -> tuple[int, int]:
-    """Where ``snippet`` first appears at or after ``start`` in the file (folded YAML moves
-    text across lines, so search the raw lines); ``start`` if it cannot be found."""
+def _find(text: str, start: tuple[int, int], snippet: str, occurrence: int = 0) -> tuple[int, int]:
+    """Where the ``occurrence``-th ``snippet`` appears at or after ``start`` in the file.
+    Folded YAML moves words across lines but keeps each token whole, so search raw lines;
+    ``start`` if it cannot be found."""
     lines = text.splitlines()
     line0, col0 = start
-    needle = snippet.split("\n")[0][:40]
     for idx in range(line0 - 1, len(lines)):
-        from_col = col0 - 1 if idx == line0 - 1 else 0
-        found = lines[idx].find(needle, from_col) if needle else -1
-        if found >= 0:
-            return idx + 1, found + 1
+        at = col0 - 1 if idx == line0 - 1 else 0
+        while snippet and (found := lines[idx].find(snippet, at)) >= 0:
+            if occurrence == 0:
+                return idx + 1, found + 1
+            occurrence -= 1
+            at = found + len(snippet)
     return start

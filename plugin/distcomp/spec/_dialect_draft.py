@@ -62,12 +62,12 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     inputs = job_inputs(ctx, raw_inputs)
     outputs = {n: make_output(n, v, "uri_folder") for n, v in raw_outputs.items()}
     check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
-    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs)
+    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs, raw_inputs)
     frameworks = as_map(data.get("distributed"))
     kind = None
     if isinstance(data.get("distributed"), dict) and len(frameworks) != 1:
         ctx.problems.add(("distributed",), "exactly one framework is needed",
-                         expected="one of: mpi, pytorch, tensorflow", got=", ".join(frameworks) or "none")
+                         expected="one of: mpi, pytorch, tensorflow", got=", ".join(frameworks) or "none", at_key=True)
     elif frameworks:
         (fw_name, fw), = frameworks.items()
         kind = canonical_launcher(fw_name, ctx.launchers)

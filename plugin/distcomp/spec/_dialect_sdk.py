@@ -83,7 +83,7 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
     launcher = as_map(data.get("launcher"))
     command = parse_command(ctx, launcher.get("additional_arguments"), "v1", ("launcher", "additional_arguments"),
-                            inputs, outputs)
+                            inputs, outputs, raw_inputs)
     kind = canonical_launcher(launcher["type"], ctx.launchers) if isinstance(launcher.get("type"), str) else None
     code = make_code(ctx, data.get("code"), ("code",))
     name = data.get("name")
@@ -92,8 +92,9 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     nodes = as_count(launcher.get("node_count")) or 1
     ppn = as_count(launcher.get("process_count_per_node"))
     workers = as_count(launcher.get("worker_count"))
-    if kind == TENSORFLOW and workers is None:
-        workers = nodes * (ppn or 1)
+    if kind == TENSORFLOW:  # nodes x processes per node is the worker count
+        workers = workers or nodes * (ppn or 1)
+        ppn = ppn or max(1, workers // nodes)
     ps = launcher.get("parameter_server_count") if isinstance(launcher.get("parameter_server_count"), int) else 0
     return ComponentSpec(
         name=name, command=command, code=code,

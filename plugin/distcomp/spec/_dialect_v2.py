@@ -74,12 +74,12 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     inputs = job_inputs(ctx, raw_inputs)
     outputs = {n: make_output(n, v, "uri_folder") for n, v in raw_outputs.items()}
     check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
-    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs)
+    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs, raw_inputs)
     dist = as_map(data.get("distribution"))
     if "distribution" not in data:
-        ctx.problems.add((), "missing 'distribution:' (a distributed component needs a launcher)",
+        ctx.problems.add((), "missing required key 'distribution'",
                          expected="distribution: {type: pytorch | mpi | tensorflow, ...}",
-                         hint="add a distribution section")
+                         hint="a distributed component must say how its ranks start")
     kind = canonical_launcher(dist["type"], ctx.launchers) if isinstance(dist.get("type"), str) else None
     code = make_code(ctx, data.get("code"), ("code",))
     if command is None or kind is None or ctx.problems.errors:

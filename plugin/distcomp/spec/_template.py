@@ -63,7 +63,8 @@ Item = Union[Text, Ref, Env, Quote, Break, Block]
 @dataclass(frozen=True)
 class TemplateIssue:
     message: str
-    snippet: str  # text to find in the file for a precise line:col
+    snippet: str  # a token without whitespace, to find in the file for a precise line:col
+    occurrence: int = 0  # which appearance of the snippet in the command (folding keeps tokens intact)
     hint: str | None = None
     severity: Literal["error", "warning"] = "error"
 
@@ -179,6 +180,9 @@ class _Parser:
     def out(self) -> list[Item]:
         return self.stack[-1][0]
 
+    def issue(self, message: str, snippet: str, at: int, **kw: object) -> None:
+        self.issues.append(TemplateIssue(message, snippet, self.s.count(snippet, 0, at), **kw))  # type: ignore[arg-type]
+
     def text(self, t: str) -> None:
         if self.out and isinstance(self.out[-1], Text):
             self.out[-1] = Text(self.out[-1].text + t)  # type: ignore[union-attr]
@@ -228,14 +232,13 @@ class _Parser:
                 self.text(c)
             self.i += 1
         if quote is not None:
-            self.issues.append(TemplateIssue(f"unclosed {quote} quote", s[quote_start:quote_start + 20],
-                                             hint=f"add the closing {quote}"))
-        opener = "[" if self.dialect == "v1" else "$[["
-        while len(self.stack) > 1:
+            self.issue(f"unclosed {quote} quote", quote, quote_start, hint=f"add the closing {quote}")
+        opener, closer = ("[", "]") if self.dialect == "v1" else ("$[[", "]]")
+        while len(self.stack) > 1:  # close it at the end, so its contents raise no further errors
             items, start = self.stack.pop()
-            self.issues.append(TemplateIssue(f"unbalanced '{opener}': the optional block is never closed",
-                                             s[start:start + 20], hint="close it with '" + ("]" if self.dialect == "v1" else "]]") + "'"))
-            self.out.extend(items)
+            self.issue(f"unbalanced '{opener}': the optional block is never closed", opener, start,
+                       hint=f"close it with '{closer}'")
+            self.out.append(Block(tuple(items), s[start:]))
         self.check_shell_operators()
         return tuple(self.out)
 
@@ -252,15 +255,14 @@ class _Parser:
             near = _V1_NEAR_REF.match(s, i)
             best = closest(near.group(1), ("inputs", "outputs")) if near else None
             if near and best:
-                self.issues.append(TemplateIssue(f"'{near.group(0)}' is not a reference", near.group(0),
-                                                 hint=f"did you mean '{{{best}.{near.group(2)}}}'?"))
+                self.issue(f"'{near.group(0)}' is not a reference", near.group(0), i,
+                           hint=f"did you mean '{{{best}.{near.group(2)}}}'?")
             return False
         if not s.startswith("${{", i):
             return False
         m = _V2_EXPR.match(s, i)
         if not m:
-            self.issues.append(TemplateIssue("unclosed '${{': the expression is never closed", s[i:i + 20],
-                                             hint="close it with '}}'"))
+            self.issue("unclosed '${{': the expression is never closed", "${{", i, hint="close it with '}}'")
             self.text(s[i:])
             self.i = len(s)
             return True
@@ -268,8 +270,8 @@ class _Parser:
         if ref:
             self.out.append(Ref(ref.group(1), ref.group(2), m.group(0)))  # type: ignore[arg-type]
         else:
-            self.issues.append(TemplateIssue(f"unsupported expression '{m.group(0)}'", m.group(0),
-                                             hint="a component command may use ${{inputs.NAME}} and ${{outputs.NAME}}"))
+            self.issue(f"unsupported expression '{m.group(0)}'", "${{", i,
+                       hint="a component command may use ${{inputs.NAME}} and ${{outputs.NAME}}")
         self.i = m.end()
         return True
 
@@ -286,13 +288,13 @@ class _Parser:
         opener, closer = ("[", "]") if self.dialect == "v1" else ("$[[", "]]")
         if opened:
             if len(self.stack) > 1:
-                self.issues.append(TemplateIssue(f"nested optional blocks are not supported ('{opener}' inside '{opener}')",
-                                                 s[i:i + 20], hint=f"close the first block with '{closer}' before opening another"))
+                self.issue(f"nested optional blocks are not supported ('{opener}' inside '{opener}')", opener, i,
+                           hint=f"close the first block with '{closer}' before opening another")
             self.stack.append(([], i))
         else:
             if len(self.stack) == 1:
-                self.issues.append(TemplateIssue(f"unbalanced '{closer}': no optional block is open", s[max(0, i - 10):i + width],
-                                                 hint=f"remove it or open the block with '{opener}'"))
+                self.issue(f"unbalanced '{closer}': no optional block is open", closer, i,
+                           hint=f"remove it or open the block with '{opener}'")
             else:
                 items, start = self.stack.pop()
                 self.out.append(Block(tuple(items), s[start:i + width]))
@@ -309,13 +311,8 @@ class _Parser:
 
     def check_shell_operators(self) -> None:
         # A lone unquoted '&&' or '|' would reach the program as a literal argument.
-        prev_break = True
-        for idx, item in enumerate(self.out):
-            if isinstance(item, Text) and prev_break and item.text in SHELL_OPERATORS:
-                nxt = self.out[idx + 1] if idx + 1 < len(self.out) else Break()
-                if isinstance(nxt, Break):
-                    self.issues.append(TemplateIssue(
-                        f"shell operator '{item.text}' is passed to the program as a literal argument",
-                        item.text, severity="warning",
-                        hint="distcomp never runs commands through a shell; put the steps in a script"))
-            prev_break = isinstance(item, Break)
+        words = re.findall(r"(?:(?<=\s)|^)(\S+)(?=\s|$)", self.s)
+        for word in dict.fromkeys(w for w in words if w in SHELL_OPERATORS):
+            self.issue(f"shell operator '{word}' is passed to the program as a literal argument",
+                       word, self.s.find(word), severity="warning",
+                       hint="distcomp never runs commands through a shell; put the steps in a script")

@@ -1,0 +1,1 @@
+print("corpus code folder")

@@ -1,0 +1,152 @@
+"""The `distcomp` command as a user runs it: a real subprocess, exit codes, stderr, no tracebacks."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distcomp.spec import json_schema
+from tests.conftest import CORPUS, SHARED
+
+
+def distcomp(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "distcomp", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60)
+
+
+def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+
+
+def test_validate_all_valid_exits_0() -> None:
+    files = [str(p) for p in sorted((CORPUS / "valid").glob("*.y*ml"))]
+    proc = distcomp("validate", *files)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert f"{files[0]}: ok: draft-mpi (mpi, 4 nodes x 4 processes)" in proc.stdout.splitlines()
+
+
+def test_validate_any_invalid_exits_2_with_errors_on_stderr() -> None:
+    good = CORPUS / "valid" / "sdk-minimal.yaml"
+    bad = CORPUS / "invalid" / "unknown-launcher.yaml"
+    proc = distcomp("validate", str(good), str(bad))
+    assert proc.returncode == 2
+    no_traceback(proc)
+    expected = [f"{bad}:{line}" for line in bad.with_suffix(".expected").read_text().splitlines()]
+    assert proc.stderr.splitlines() == expected + [f"{bad}: invalid (1 error)"]
+    assert proc.stdout.splitlines() == [f"{good}: ok: minimal (mpi, 1 node x 1 process)"]
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "invalid").glob("*.y*ml")), ids=lambda p: p.name)
+def test_validate_never_tracebacks_on_bad_specs(path: Path) -> None:
+    proc = distcomp("validate", "-q", str(path))
+    assert proc.returncode == 2
+    no_traceback(proc)
+    assert proc.stdout == ""
+
+
+def test_validate_warnings_do_not_fail(tmp_path: Path) -> None:
+    spec = SHARED / "peer-specs" / "azureml-v2-job-horovod-mpi.yml"
+    proc = distcomp("validate", str(spec))
+    assert proc.returncode == 0
+    assert "code: code folder 'src' does not exist" in proc.stderr and "[warning]" in proc.stderr
+
+
+def test_validate_file_problems(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    proc = distcomp("validate", str(tmp_path / "missing.yaml"), str(binary), str(tmp_path))
+    no_traceback(proc)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"distcomp validate: {tmp_path}: no component.yaml under this folder"]
+    proc = distcomp("validate", str(tmp_path / "missing.yaml"), str(binary))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"{tmp_path / 'missing.yaml'}:1:1: <file>: no such file (expected the path of a spec file)",
+        f"{tmp_path / 'missing.yaml'}: invalid (1 error)",
+        f"{binary}:1:1: <file>: is not UTF-8 text (byte 0) (expected a UTF-8 YAML file)",
+        f"{binary}: invalid (1 error)",
+    ]
+
+
+def test_validate_a_folder_finds_component_files(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "component.yaml").write_text(
+            f"name: {name}\ntype: DistributedComponent\nlauncher: {{type: mpi, additional_arguments: 'true'}}\n")
+    proc = distcomp("validate", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 2
+
+
+def test_render_prints_shell_quoted_argv() -> None:
+    spec = SHARED / "peer-specs" / "azureml-v1-distributed-mpi.yaml"
+    proc = distcomp("render", str(spec), "--input", "input_path=/data", "--input", "string_parameter=a b; rm -rf /",
+                    "--output", "output_path=/out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "python train.py --input-path /data --string-parameter 'a b; rm -rf /' --output-path /out\n"
+    proc = distcomp("render", str(spec), "--json", "--input", "input_path=/data", "--output", "output_path=/out")
+    assert json.loads(proc.stdout) == ["python", "train.py", "--input-path", "/data", "--output-path", "/out"]
+
+
+def test_render_defaults_outputs_under_cwd_and_fills_env(tmp_path: Path) -> None:
+    spec = CORPUS / "valid" / "sdk-horovod.yaml"
+    proc = distcomp("render", str(spec), "--json", "--env", "AZUREML_MPI_HOSTFILE=/tmp/hosts", cwd=tmp_path)
+    assert json.loads(proc.stdout) == ["python", "src/train.py", "--hostfile", "/tmp/hosts"]
+    proc = distcomp("render", str(CORPUS / "valid" / "v2-component.yml"), "--json", "-i", "data=d", cwd=tmp_path)
+    argv = json.loads(proc.stdout)
+    assert argv[argv.index("--model") + 1] == str(tmp_path / "outputs" / "model")
+    assert argv[argv.index("--data") + 1] == str(tmp_path / "d")
+
+
+def test_render_bad_inputs_exit_2_without_traceback() -> None:
+    spec = CORPUS / "valid" / "sdk-full.yaml"
+    proc = distcomp("render", str(spec), "--input", "epochs=many", "--output", "nope=/x", "--input", "bad")
+    assert proc.returncode == 2
+    no_traceback(proc)
+    assert proc.stderr == "distcomp render: --input 'bad': expected NAME=VALUE\n"
+    proc = distcomp("render", str(spec), "--input", "epochs=many", "--output", "nope=/x")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"{spec}: unknown output 'nope' (expected one of: model)"]
+    proc = distcomp("render", str(spec), "--input", "epochs=many")
+    assert proc.stderr.splitlines() == [f"{spec}: missing required input 'data' (give it with --input data=VALUE)",
+                                        f"{spec}: input 'epochs' is an integer (expected an integer, got 'many')"]
+    proc = distcomp("render", str(CORPUS / "invalid" / "enum-default.yaml"))
+    assert proc.returncode == 2 and "inputs.optimizer.default" in proc.stderr
+    no_traceback(proc)
+
+
+def test_schema_command_prints_the_generated_schema(tmp_path: Path) -> None:
+    proc = distcomp("schema")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == json_schema("sdk")
+    out = tmp_path / "s.json"
+    assert distcomp("schema", "--dialect", "v2", "-o", str(out)).returncode == 0
+    assert json.loads(out.read_text()) == json_schema("v2")
+
+
+def test_usage_errors_exit_2() -> None:
+    proc = distcomp("validate")
+    assert proc.returncode == 2 and "usage:" in proc.stderr
+    proc = distcomp("frobnicate")
+    assert proc.returncode == 2
+
+
+def test_console_script_is_installed() -> None:
+    exe = Path(sys.executable).with_name("distcomp")
+    proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, env={**os.environ})
+    assert proc.returncode == 0 and proc.stdout.startswith("distcomp ")
+
+
+def test_validate_imports_no_heavy_framework() -> None:
+    """validate must stay fast: no mlflow, kfp, azure, torch or tensorflow on its path."""
+    spec = CORPUS / "valid" / "sdk-full.yaml"
+    code = ("import sys; from distcomp.cli import main; rc = main(['validate', '-q', sys.argv[1]]); "
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'mlflow', 'kfp', 'azure', 'torch', 'tensorflow', 'deepspeed', 'mpi4py', 'jsonschema', 'pydantic'}); "
+            "print(rc, heavy)")
+    proc = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "0 []", proc.stderr

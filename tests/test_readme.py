@@ -1,0 +1,34 @@
+"""Every `distcomp` command the README shows works as written."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text()
+BLOCKS = re.findall(r"```sh\n(.*?)```", README, re.S)
+COMMANDS = [line.split("#")[0].strip() for block in BLOCKS for line in block.splitlines()
+            if line.strip().startswith("distcomp ")]
+
+
+def test_readme_shows_exactly_the_two_make_commands() -> None:
+    make_lines = [line.split("#")[0].strip() for b in BLOCKS for line in b.splitlines() if line.startswith("make ")]
+    assert make_lines == ["make demo", "make test"]
+
+
+def test_readme_has_commands() -> None:
+    assert len(COMMANDS) >= 4
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_readme_command_runs(command: str) -> None:
+    argv = shlex.split(command)
+    exe = str(Path(sys.executable).with_name(argv[0]))
+    proc = subprocess.run([exe, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
