@@ -10,9 +10,9 @@ from typing import Any, Iterable, Mapping
 
 from . import _template
 from ._diagnostics import Problems, did_you_mean, one_of, show
-from ._model import EnvironmentSpec, InputSpec, OutputSpec, frozen_map
+from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec, frozen_map
 from ._source import Located
-from ._types import PARAMETER_TYPES, PORT_TYPES
+from ._types import PARAMETER_TYPES, PORT_TYPES, TENSORFLOW
 from ._values import check_default, is_uri
 
 Path_ = tuple[object, ...]
@@ -56,6 +56,63 @@ def string_map(value: Any) -> Mapping[str, str]:
         elif not isinstance(v, (dict, list)):
             out[k] = str(v)
     return frozen_map(out)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What every dialect reads the same way: inputs, outputs, command, code folder."""
+
+    inputs: dict[str, InputSpec]
+    outputs: dict[str, OutputSpec]
+    command: _template.CommandTemplate | None
+    code: Path
+
+
+def read_parts(ctx: Context, data: dict[str, Any], *, dialect: _template.Dialect, command_path: Path_,
+               output_type: str) -> Parts:
+    """Inputs (declarations, or a job's literal values), outputs, the checked command, code."""
+    raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
+    inputs: dict[str, InputSpec] = {}
+    for name, value in raw_inputs.items():
+        spec = (make_input(ctx, name, value, ("inputs", name)) if isinstance(value, dict)
+                else literal_input(name, value))
+        if spec is not None:
+            inputs[name] = spec
+    outputs = {n: make_output(n, v, output_type) for n, v in raw_outputs.items()}
+    for name in set(raw_inputs) & set(raw_outputs):
+        ctx.problems.add(("outputs", name), f"'{name}' is both an input and an output", expected="distinct names",
+                         at_key=True)
+    source: Any = data
+    for key in command_path:
+        source = as_map(source).get(key)  # type: ignore[call-overload]
+    command = parse_command(ctx, source, dialect, command_path, inputs, outputs, raw_inputs)
+    return Parts(inputs, outputs, command, make_code(ctx, data.get("code"), ("code",)))
+
+
+def topology(launcher: str, nodes: int, ppn: int | None, workers: int | None, ps: int,
+             roles: tuple[RoleSpec, ...] = ()) -> Distribution:
+    """The Distribution; for TensorFlow, nodes x processes per node is the worker count."""
+    if launcher == TENSORFLOW:
+        workers = workers or nodes * (ppn or 1)
+        ppn = ppn or max(1, workers // nodes)
+    return Distribution(launcher, nodes, ppn, workers, ps, roles)
+
+
+def assemble(data: dict[str, Any], parts: Parts, name: str, distribution: Distribution,
+             **extra: Any) -> ComponentSpec:
+    """The ComponentSpec from the fields all dialects write alike, plus ``extra``."""
+    assert parts.command is not None
+    deterministic = data.get("is_deterministic")
+    return ComponentSpec(
+        name=name, command=parts.command, code=parts.code, distribution=distribution,
+        version=as_str(data.get("version")), display_name=as_str(data.get("display_name")),
+        description=as_str(data.get("description")), tags=string_map(data.get("tags")),
+        inputs=frozen_map(parts.inputs), outputs=frozen_map(parts.outputs),
+        environment=make_environment(data.get("environment")),
+        environment_variables=string_map(data.get("environment_variables")),
+        is_deterministic=deterministic if isinstance(deterministic, bool) else None,
+        **extra,
+    )
 
 
 def make_input(ctx: Context, name: str, raw: Any, path: Path_) -> InputSpec | None:
@@ -110,7 +167,7 @@ def _with_default(ctx: Context, spec: InputSpec, value: Any, path: Path_) -> Inp
     return InputSpec(**{**spec.__dict__, "default": typed})
 
 
-def literal_input(ctx: Context, name: str, value: Any, path: Path_) -> InputSpec | None:
+def literal_input(name: str, value: Any) -> InputSpec | None:
     """A job's ``inputs: {epochs: 1}``: the value declares the type and is the default."""
     if isinstance(value, bool):
         return InputSpec(name, "boolean", "parameter", default=value)
@@ -123,17 +180,6 @@ def literal_input(ctx: Context, name: str, value: Any, path: Path_) -> InputSpec
             return InputSpec(name, "uri_folder", "port", holds="folder", default=value)
         return InputSpec(name, "string", "parameter", default=value)
     return None
-
-
-def job_inputs(ctx: Context, raw_inputs: Mapping[str, Any]) -> dict[str, InputSpec]:
-    """v2 / draft inputs: declarations (mappings) or a job's literal values."""
-    out: dict[str, InputSpec] = {}
-    for name, value in raw_inputs.items():
-        spec = (make_input(ctx, name, value, ("inputs", name)) if isinstance(value, dict)
-                else literal_input(ctx, name, value, ("inputs", name)))
-        if spec is not None:
-            out[name] = spec
-    return out
 
 
 def default_name(file: str) -> str:
@@ -197,12 +243,6 @@ def make_code(ctx: Context, raw: Any, path: Path_) -> Path:
         ctx.problems.warn(where, f"code folder {show(text)} does not exist (resolved to {folder})",
                           hint="create it before running; compiling does not need it")
     return folder
-
-
-def check_names(ctx: Context, inputs: Mapping[str, Any], outputs: Mapping[str, Any], path_in: Path_, path_out: Path_) -> None:
-    for name in set(inputs) & set(outputs):
-        ctx.problems.add(path_out + (name,), f"'{name}' is both an input and an output",
-                         expected="distinct names", at_key=True)
 
 
 def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: Path_,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._build import (Context, as_count, as_map, as_str, check_names, default_name, job_inputs, make_code,
-                     make_environment, make_output, parse_command, string_map)
+from ._build import (Context, as_count, as_map, as_str, assemble, default_name, make_environment, read_parts,
+                     string_map, topology)
 from ._diagnostics import did_you_mean
 from ._dialect_v2 import _inputs as v2_inputs
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
-from ._model import ComponentSpec, Distribution, RoleSpec, frozen_map
+from ._model import ComponentSpec, RoleSpec, frozen_map
 from ._schema import NAME_RE, Anything, Int, MapOf, Obj, Scalar, Str, Union
 from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V2_PORT_NAMES, canonical_launcher, describe_launchers
 
@@ -58,47 +58,30 @@ def _role_spec(name: str, raw: dict[str, Any]) -> RoleSpec:
 
 
 def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
-    raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
-    inputs = job_inputs(ctx, raw_inputs)
-    outputs = {n: make_output(n, v, "uri_folder") for n, v in raw_outputs.items()}
-    check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
-    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs, raw_inputs)
+    parts = read_parts(ctx, data, dialect="v2", command_path=("command",), output_type="uri_folder")
     frameworks = as_map(data.get("distributed"))
     kind = None
     if isinstance(data.get("distributed"), dict) and len(frameworks) != 1:
         ctx.problems.add(("distributed",), "exactly one framework is needed",
                          expected="one of: mpi, pytorch, tensorflow", got=", ".join(frameworks) or "none", at_key=True)
     elif frameworks:
-        (fw_name, fw), = frameworks.items()
+        fw_name = next(iter(frameworks))
         kind = canonical_launcher(fw_name, ctx.launchers)
         if kind is None:
             ctx.problems.add(("distributed", fw_name), f"unknown launcher '{fw_name}'",
                              expected=describe_launchers(ctx.launchers), hint=did_you_mean(fw_name, ctx.launchers),
                              at_key=True)
-    code = make_code(ctx, data.get("code"), ("code",))
-    if command is None or kind is None or ctx.problems.errors:
+    if parts.command is None or kind is None or ctx.problems.errors:
         return None
     fw = as_map(frameworks[fw_name])
     roles = tuple(_role_spec(name, as_map(fw[name])) for name in ROLES if name in fw)
-    worker = as_map(fw.get("worker"))
+    count = as_count(as_map(fw.get("worker")).get("count")) or 1
     compute = as_map(data.get("compute"))
-    count = as_count(worker.get("count")) or 1
     nodes = as_count(compute.get("instance_count")) or as_count(compute.get("node_count"))
-    workers = ps = None
-    if kind == TENSORFLOW:
-        workers, nodes = count, nodes or count
+    if kind == TENSORFLOW:  # worker count is the TF worker count; nodes default to one per worker
         ps = as_count(as_map(fw.get("parameter_server")).get("count")) or 0
-        ppn = max(1, workers // nodes)
-    else:
-        nodes = nodes or count
-        ppn = as_count(worker.get("slots_per"))
-    return ComponentSpec(
-        name=as_str(data.get("name")) or default_name(ctx.file), command=command, code=code,
-        distribution=Distribution(kind, nodes, ppn, workers, ps or 0, roles),
-        version=as_str(data.get("version")), display_name=as_str(data.get("display_name")),
-        description=as_str(data.get("description")), tags=string_map(data.get("tags")),
-        inputs=frozen_map(inputs), outputs=frozen_map(outputs),
-        environment=make_environment(data.get("environment")),
-        environment_variables=string_map(data.get("environment_variables")),
-        resources=frozen_map(compute),
-    )
+        topo = topology(kind, nodes or count, None, count, ps, roles)
+    else:  # worker count is the node count; slots_per the processes per node
+        topo = topology(kind, nodes or count, as_count(as_map(fw.get("worker")).get("slots_per")), None, 0, roles)
+    name = as_str(data.get("name")) or default_name(ctx.file)
+    return assemble(data, parts, name, topo, resources=frozen_map(compute))

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._build import (Context, as_count, as_map, as_str, check_names, make_code, make_environment, make_input,
-                     make_output, parse_command, string_map)
+from ._build import Context, as_count, as_map, assemble, read_parts, topology
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
-from ._model import ComponentSpec, Distribution, frozen_map
+from ._model import ComponentSpec
 from ._schema import NAME_RE, Bool, Int, ListOf, MapOf, Node, Num, Obj, Scalar, Str, Tagged
-from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V1_PORT_NAMES, canonical_launcher, describe_launchers
+from ._types import BUILTIN_LAUNCHERS, V1_PORT_NAMES, canonical_launcher, describe_launchers
 
 TYPE = "DistributedComponent"
 SCHEMA_URL = "https://componentsdk.azureedge.net/jsonschema/DistributedComponent.json"
@@ -77,33 +76,13 @@ def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
 
 
 def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
-    raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
-    inputs = {n: i for n, v in raw_inputs.items() if (i := make_input(ctx, n, v, ("inputs", n))) is not None}
-    outputs = {n: make_output(n, v, "path") for n, v in raw_outputs.items()}
-    check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
+    parts = read_parts(ctx, data, dialect="v1", command_path=("launcher", "additional_arguments"), output_type="path")
     launcher = as_map(data.get("launcher"))
-    command = parse_command(ctx, launcher.get("additional_arguments"), "v1", ("launcher", "additional_arguments"),
-                            inputs, outputs, raw_inputs)
     kind = canonical_launcher(launcher["type"], ctx.launchers) if isinstance(launcher.get("type"), str) else None
-    code = make_code(ctx, data.get("code"), ("code",))
     name = data.get("name")
-    if command is None or kind is None or not isinstance(name, str) or ctx.problems.errors:
+    if parts.command is None or kind is None or not isinstance(name, str) or ctx.problems.errors:
         return None
-    nodes = as_count(launcher.get("node_count")) or 1
-    ppn = as_count(launcher.get("process_count_per_node"))
-    workers = as_count(launcher.get("worker_count"))
-    if kind == TENSORFLOW:  # nodes x processes per node is the worker count
-        workers = workers or nodes * (ppn or 1)
-        ppn = ppn or max(1, workers // nodes)
-    ps = launcher.get("parameter_server_count") if isinstance(launcher.get("parameter_server_count"), int) else 0
-    return ComponentSpec(
-        name=name, command=command, code=code,
-        distribution=Distribution(kind, nodes, ppn, workers, ps),
-        version=as_str(data.get("version")), display_name=as_str(data.get("display_name")),
-        description=as_str(data.get("description")), tags=string_map(data.get("tags")),
-        inputs=frozen_map(inputs), outputs=frozen_map(outputs),
-        environment=make_environment(data.get("environment")),
-        environment_variables=string_map(data.get("environment_variables")),
-        successful_return_code=data.get("successful_return_code", "Zero"),
-        is_deterministic=data.get("is_deterministic") if isinstance(data.get("is_deterministic"), bool) else None,
-    )
+    ps = launcher.get("parameter_server_count")
+    dist = topology(kind, as_count(launcher.get("node_count")) or 1, as_count(launcher.get("process_count_per_node")),
+                    as_count(launcher.get("worker_count")), ps if isinstance(ps, int) else 0)
+    return assemble(data, parts, name, dist, successful_return_code=data.get("successful_return_code", "Zero"))

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._build import (Context, as_count, as_map, as_str, check_names, default_name, job_inputs, make_code,
-                     make_environment, make_output, parse_command, string_map)
+from ._build import Context, as_count, as_map, assemble, default_name, read_parts, topology
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
-from ._model import ComponentSpec, Distribution, frozen_map
+from ._model import ComponentSpec, frozen_map
 from ._schema import NAME_RE, Anything, Bool, Int, ListOf, MapOf, Num, Obj, Scalar, Str, Tagged, Union
 from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V2_PARAMETER_NAMES, V2_PORT_NAMES, canonical_launcher
 
@@ -70,36 +69,18 @@ def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
 
 
 def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
-    raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
-    inputs = job_inputs(ctx, raw_inputs)
-    outputs = {n: make_output(n, v, "uri_folder") for n, v in raw_outputs.items()}
-    check_names(ctx, raw_inputs, raw_outputs, ("inputs",), ("outputs",))
-    command = parse_command(ctx, data.get("command"), "v2", ("command",), inputs, outputs, raw_inputs)
+    parts = read_parts(ctx, data, dialect="v2", command_path=("command",), output_type="uri_folder")
     dist = as_map(data.get("distribution"))
     if "distribution" not in data:
         ctx.problems.add((), "missing required key 'distribution'",
                          expected="distribution: {type: pytorch | mpi | tensorflow, ...}",
                          hint="a distributed component must say how its ranks start")
     kind = canonical_launcher(dist["type"], ctx.launchers) if isinstance(dist.get("type"), str) else None
-    code = make_code(ctx, data.get("code"), ("code",))
-    if command is None or kind is None or ctx.problems.errors:
+    if parts.command is None or kind is None or ctx.problems.errors:
         return None
-    nodes = as_count(as_map(data.get("resources")).get("instance_count")) or 1
-    ppn = as_count(dist.get("process_count_per_instance"))
-    workers = as_count(dist.get("worker_count"))
-    if kind == TENSORFLOW:
-        workers = workers or nodes
-        ppn = max(1, workers // nodes)
-    ps = dist.get("parameter_server_count") if isinstance(dist.get("parameter_server_count"), int) else 0
+    resources = as_map(data.get("resources"))
+    ps = dist.get("parameter_server_count")
+    topo = topology(kind, as_count(resources.get("instance_count")) or 1, as_count(dist.get("process_count_per_instance")),
+                    as_count(dist.get("worker_count")), ps if isinstance(ps, int) else 0)
     name = data.get("name") if isinstance(data.get("name"), str) else default_name(ctx.file)
-    return ComponentSpec(
-        name=name, command=command, code=code,
-        distribution=Distribution(kind, nodes, ppn, workers, ps),
-        version=as_str(data.get("version")), display_name=as_str(data.get("display_name")),
-        description=as_str(data.get("description")), tags=string_map(data.get("tags")),
-        inputs=frozen_map(inputs), outputs=frozen_map(outputs),
-        environment=make_environment(data.get("environment")),
-        environment_variables=string_map(data.get("environment_variables")),
-        resources=frozen_map(as_map(data.get("resources"))),
-        is_deterministic=data.get("is_deterministic") if isinstance(data.get("is_deterministic"), bool) else None,
-    )
+    return assemble(data, parts, name, topo, resources=frozen_map(resources))

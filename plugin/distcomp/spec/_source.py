@@ -47,9 +47,9 @@ class Located(PositionLookup):
 
 
 class _DocumentError(Exception):
-    def __init__(self, line: int, col: int, path: Path, message: str, got: str | None = None):
+    def __init__(self, line: int, col: int, path: Path, message: str, hint: str | None = None):
         super().__init__(message)
-        self.line, self.col, self.path, self.message, self.got = line, col, path, message, got
+        self.line, self.col, self.path, self.message, self.hint = line, col, path, message, hint
 
 
 def _pos(node: yaml.Node) -> tuple[int, int]:
@@ -73,10 +73,11 @@ class _Builder:
         if isinstance(node, yaml.ScalarNode):
             try:
                 return self.loader.construct_object(node, deep=True)
-            except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-                # e.g. a timestamp with month 13: keep the text, it is still a value
+            except Exception as exc:  # PyYAML's constructors raise anything: '!!int' alone is an IndexError
+                tag = node.tag.rsplit(":", 1)[-1]
                 del exc
-                return node.value
+                raise _DocumentError(*_pos(node), path, f"{node.value!r} is not a valid YAML {tag}",
+                                     hint="fix the value, or quote it to make it a string") from None
         inner = active | {id(node)}
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, path + (i,), inner) for i, child in enumerate(node.value)]
@@ -124,7 +125,7 @@ def parse(text: str, file: str) -> tuple[Located, list[Diagnostic]]:
         try:
             doc.data = builder.build(node, (), frozenset())
         except _DocumentError as exc:
-            return doc, [Diagnostic(file, exc.line, exc.col, dotted(exc.path), exc.message, got=exc.got)]
+            return doc, [Diagnostic(file, exc.line, exc.col, dotted(exc.path), exc.message, hint=exc.hint)]
         except RecursionError:
             return doc, [Diagnostic(file, 1, 1, "<document>", "the document is nested too deeply")]
         return doc, [Diagnostic(file, e.line, e.col, dotted(e.path), e.message) for e in builder.errors]
