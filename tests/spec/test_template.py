@@ -137,7 +137,7 @@ def test_bind_inputs_reports_every_problem() -> None:
         "missing required input 'name' (give it with --input name=VALUE)",
         "input 'flag' is a boolean (expected true or false, got 'maybe')",
         "input 'n' is an integer (expected an integer, got 'three')",
-        "input 'lr' is a number (expected a number, got 'fast')",
+        "input 'lr' is a number (expected a finite number, got 'fast')",
     ]
 
 

@@ -238,8 +238,14 @@ def make_code(ctx: Context, raw: Any, path: Path_) -> Path:
         ctx.problems.add(where, f"code {show(text)} is not a local folder", expected="a folder path relative to the spec",
                          hint="download the snapshot and point code: at it")
         return ctx.base_dir
-    folder = (ctx.base_dir / text).resolve()
-    if not folder.exists():
+    try:
+        folder = (ctx.base_dir / text).resolve()
+        exists = folder.is_dir()
+    except (OSError, ValueError) as exc:  # name too long, NUL byte, ...
+        ctx.problems.add(where, f"code folder {show(text)} is not a usable path ({getattr(exc, 'strerror', None) or exc})",
+                         expected="a folder path relative to the spec")
+        return ctx.base_dir
+    if not exists:
         ctx.problems.warn(where, f"code folder {show(text)} does not exist (resolved to {folder})",
                           hint="create it before running; compiling does not need it")
     return folder

@@ -20,6 +20,7 @@ except AttributeError:  # pragma: no cover - depends on the PyYAML build
     _Base = yaml.SafeLoader
 
 MAX_NODES = 100_000  # an alias bomb expands past this long before it hurts
+MAX_DEPTH = 64  # a spec nests ~6 deep; libyaml's composer recurses in C and crashes near 10,000
 
 Path = tuple[object, ...]
 
@@ -103,12 +104,38 @@ class _Builder:
         raise _DocumentError(*_pos(node), path, f"unsupported YAML node {type(node).__name__}")
 
 
+def _too_deep(text: str) -> yaml.Event | None:
+    """The first event nested deeper than MAX_DEPTH, read from libyaml's iterative parser."""
+    loader, depth = _Base(text), 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return event
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+        return None
+    finally:
+        loader.dispose()
+
+
 def parse(text: str, file: str) -> tuple[Located, list[Diagnostic]]:
     """Parse ``text``; on failure the diagnostics say where and why, and data is None."""
     doc = Located(file)
+    try:
+        text.encode("utf-8")  # libyaml needs UTF-8; a str from check_text() may hold lone surrogates
+    except UnicodeEncodeError as exc:
+        return doc, [Diagnostic(file, 1, exc.start + 1, "<document>", f"the text is not valid Unicode ({exc.reason})")]
     loader = _Base(text)
     try:
         try:
+            deep = _too_deep(text)
+            if deep is not None:
+                m = deep.start_mark
+                return doc, [Diagnostic(file, m.line + 1, m.column + 1, "<document>",
+                                        f"the document is nested too deeply (more than {MAX_DEPTH} levels)")]
             node = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark

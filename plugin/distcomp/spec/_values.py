@@ -81,7 +81,11 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     if spec.is_port:
         if is_uri(text):
             return text
-        path = Path(text).expanduser()
+        path = Path(text)
+        try:
+            path = path.expanduser()
+        except RuntimeError:  # '~nosuchuser': keep it as written
+            pass
         return (base / path if base and not path.is_absolute() else path).absolute()
     value: Any
     if t == "integer":
@@ -89,13 +93,15 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
             raise ValueError(f"input '{spec.name}' is an integer (expected an integer, got {show(text)})")
         value = int(text)
     elif t == "number":
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or math.isnan(value):
-            raise ValueError(f"input '{spec.name}' is a number (expected a number, got {show(text)})")
-        value = int(value) if _INT.fullmatch(text.strip()) else value
+        if _INT.fullmatch(text.strip()):
+            value = int(text)  # exact, however long: 10 stays 10, not 10.0
+        else:
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise ValueError(f"input '{spec.name}' is a number (expected a finite number, got {show(text)})")
     elif t == "boolean":
         low = text.strip().lower()
         if low not in _TRUE | _FALSE:
