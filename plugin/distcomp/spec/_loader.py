@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,14 +88,13 @@ def check_text(text: str, file: str, base_dir: Path,
     ctx = Context(file, text, doc, problems, base_dir, launchers)
     try:
         spec = dialect.build(ctx, doc.data)
-    except Exception as exc:  # a builder bug must not hide the user's errors found so far
-        if problems.errors:
-            spec = None
-        else:
-            raise exc
+    except Exception:  # a builder bug must not hide the user's errors found so far
+        if not problems.errors:
+            raise
+        spec = None
     if spec is not None and problems.errors:
         spec = None
-    return LoadResult(spec if spec is None else _with_source(spec, file), tuple(_sorted(problems.items)), key)
+    return LoadResult(spec, tuple(_sorted(problems.items)), key)
 
 
 def check_file(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> LoadResult:
@@ -115,7 +115,10 @@ def check_file(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUIL
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         return _fail(shown, f"is not UTF-8 text (byte {exc.start})", "a UTF-8 YAML file")
-    return check_text(text, shown, p.resolve().parent, launchers)
+    result = check_text(text, shown, p.resolve().parent, launchers)
+    if result.spec is not None:
+        result = dataclasses.replace(result, spec=dataclasses.replace(result.spec, source=p.resolve()))
+    return result
 
 
 def load(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> ComponentSpec:
@@ -141,9 +144,3 @@ def _fail(file: str, message: str, expected: str) -> LoadResult:
 
 def _sorted(items: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(items, key=lambda d: (d.line, d.col))
-
-
-def _with_source(spec: ComponentSpec, file: str) -> ComponentSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, source=Path(file).resolve()) if not file.startswith("<") else spec

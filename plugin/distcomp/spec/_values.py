@@ -133,13 +133,13 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
             known = ", ".join(spec.inputs) or "none"
             problems.append(f"unknown input '{name}' (expected one of: {known})" + (f"; {hint}" if hint else ""))
     for name, inp in spec.inputs.items():
-        if name in given:
-            try:
-                out[name] = parse_value(inp, given[name], base)
+        if name in given or (inp.is_port and inp.default is not None):
+            try:  # a port's default is a path, resolved like a given one
+                out[name] = parse_value(inp, given.get(name, inp.default), base)
             except ValueError as exc:
                 problems.append(str(exc))
         elif inp.default is not None:
-            out[name] = parse_value(inp, inp.default, base) if inp.is_port else inp.default
+            out[name] = inp.default
         elif not inp.optional:
             problems.append(f"missing required input '{name}' (give it with --input {name}=VALUE)")
     if problems:
