@@ -77,6 +77,9 @@ def test_validate_a_folder_finds_component_files(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
         (tmp_path / name / "component.yaml").write_text(
             f"name: {name}\ntype: DistributedComponent\nlauncher: {{type: mpi, additional_arguments: 'true'}}\n")
+    hidden = tmp_path / ".venv" / "lib" / "site-packages" / "pkg"
+    hidden.mkdir(parents=True)
+    (hidden / "component.yaml").write_text("not: a spec\n")
     proc = distcomp("validate", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 2

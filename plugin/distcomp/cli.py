@@ -34,12 +34,15 @@ class _Usage(Exception):
 
 
 def _expand(paths: Sequence[str]) -> list[str]:
-    """Files as given; a folder stands for the component.yaml files under it."""
+    """Files as given; a folder stands for the component.yaml files under it (hidden
+    folders such as .venv and installed packages are skipped)."""
     out: list[str] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(str(f) for name in SPEC_NAMES for f in path.rglob(name))
+            found = sorted(str(f) for name in SPEC_NAMES for f in path.rglob(name)
+                           if not any(part.startswith(".") or part == "site-packages"
+                                      for part in f.relative_to(path).parts))
             if not found:
                 raise _Usage(f"{p}: no component.yaml under this folder")
             out.extend(found)

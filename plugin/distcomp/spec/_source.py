@@ -86,7 +86,7 @@ class _Builder:
             try:
                 self.loader.flatten_mapping(node)  # resolves '<<' merge keys
             except yaml.YAMLError as exc:
-                raise _DocumentError(*_pos(node), path, f"invalid merge key: {getattr(exc, 'problem', exc)}")
+                raise _DocumentError(*_pos(node), path, f"invalid merge key: {getattr(exc, 'problem', exc)}") from None
             out: dict[str, Any] = {}
             for key_node, value_node in node.value:
                 if not isinstance(key_node, yaml.ScalarNode):

@@ -49,7 +49,7 @@ def check_default(spec: "InputSpec", value: Any) -> tuple[Any, str | None, str |
         return value, None, None
     if t == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            return None, f"wrong type for an integer input", "an integer"
+            return None, "wrong type for an integer input", "an integer"
     elif t == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None, "wrong type for a number input", "a number"
