@@ -7,12 +7,12 @@
 """
 
 from ._diagnostics import Diagnostic, SpecError
+from ._jsonschema import json_schema
 from ._loader import DIALECTS, LoadResult, check_file, check_text, detect, load, loads
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec
 from ._template import CommandTemplate, RenderError
 from ._types import BUILTIN_LAUNCHERS, canonical_launcher
 from ._values import InputError, bind_inputs, parse_value, render_value
-from ._jsonschema import json_schema
 
 __all__ = [
     "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",

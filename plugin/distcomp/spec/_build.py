@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import _template
-from ._diagnostics import Problems, did_you_mean, one_of, show
+from ._diagnostics import DocPath, Problems, did_you_mean, one_of, show
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec, frozen_map
 from ._source import Located
 from ._types import PARAMETER_TYPES, PORT_TYPES, TENSORFLOW
 from ._values import check_default, is_uri
-
-Path_ = tuple[object, ...]
 
 
 @dataclass
@@ -68,7 +66,7 @@ class Parts:
     code: Path
 
 
-def read_parts(ctx: Context, data: dict[str, Any], *, dialect: _template.Dialect, command_path: Path_,
+def read_parts(ctx: Context, data: dict[str, Any], *, dialect: _template.Dialect, command_path: DocPath,
                output_type: str) -> Parts:
     """Inputs (declarations, or a job's literal values), outputs, the checked command, code."""
     raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
@@ -115,7 +113,7 @@ def assemble(data: dict[str, Any], parts: Parts, name: str, distribution: Distri
     )
 
 
-def make_input(ctx: Context, name: str, raw: Any, path: Path_) -> InputSpec | None:
+def make_input(ctx: Context, name: str, raw: Any, path: DocPath) -> InputSpec | None:
     """An InputSpec from a declaration ``{type: ..., default: ...}``, checking its values."""
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
         return None
@@ -157,7 +155,7 @@ def make_input(ctx: Context, name: str, raw: Any, path: Path_) -> InputSpec | No
     return _with_default(ctx, spec, value, path + (("default" if "default" in raw else "value"),))
 
 
-def _with_default(ctx: Context, spec: InputSpec, value: Any, path: Path_) -> InputSpec:
+def _with_default(ctx: Context, spec: InputSpec, value: Any, path: DocPath) -> InputSpec:
     if value is None:
         return spec
     typed, problem, expected = check_default(spec, value)
@@ -226,7 +224,7 @@ def _split_reference(ref: str) -> tuple[str | None, str | None]:
     return name, version or None
 
 
-def make_code(ctx: Context, raw: Any, path: Path_) -> Path:
+def make_code(ctx: Context, raw: Any, path: DocPath) -> Path:
     """The folder the command runs in (default: the spec's folder); missing is a warning."""
     if raw is None:
         return ctx.base_dir
@@ -251,7 +249,7 @@ def make_code(ctx: Context, raw: Any, path: Path_) -> Path:
     return folder
 
 
-def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: Path_,
+def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: DocPath,
                   inputs: Mapping[str, InputSpec], outputs: Mapping[str, OutputSpec],
                   declared: Iterable[str] = ()) -> _template.CommandTemplate | None:
     """Parse the command and check every reference against the declared inputs/outputs.

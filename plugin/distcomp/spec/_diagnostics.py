@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
 Severity = Literal["error", "warning"]
+DocPath = tuple[object, ...]  # keys and list indexes from the document root, e.g. ("inputs", "lr", "min")
 
 
 @dataclass(frozen=True)
@@ -89,18 +90,18 @@ class Problems:
     positions: "PositionLookup"
     items: list[Diagnostic] = field(default_factory=list)
 
-    def add(self, path: tuple[object, ...], message: str, *, expected: str | None = None,
+    def add(self, path: DocPath, message: str, *, expected: str | None = None,
             got: str | None = None, hint: str | None = None, at_key: bool = False,
             severity: Severity = "error") -> None:
         line, col = self.positions.locate(path, at_key=at_key)
         self.at(line, col, path, message, expected=expected, got=got, hint=hint, severity=severity)
 
-    def at(self, line: int, col: int, path: tuple[object, ...], message: str, *, expected: str | None = None,
+    def at(self, line: int, col: int, path: DocPath, message: str, *, expected: str | None = None,
            got: str | None = None, hint: str | None = None, severity: Severity = "error") -> None:
         """Add a problem at an explicit position (inside a multi-line command, say)."""
         self.items.append(Diagnostic(self.file, line, col, dotted(path), message, severity, expected, got, hint))
 
-    def warn(self, path: tuple[object, ...], message: str, **kw: object) -> None:
+    def warn(self, path: DocPath, message: str, **kw: object) -> None:
         self.add(path, message, severity="warning", **kw)  # type: ignore[arg-type]
 
     @property
@@ -111,7 +112,7 @@ class Problems:
 class PositionLookup:
     """Protocol-like base: maps a document path to a (line, col)."""
 
-    def locate(self, path: tuple[object, ...], *, at_key: bool = False) -> tuple[int, int]:
+    def locate(self, path: DocPath, *, at_key: bool = False) -> tuple[int, int]:
         raise NotImplementedError
 
 

@@ -11,9 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ._diagnostics import Problems, did_you_mean, one_of, show
-
-Path = tuple[object, ...]
+from ._diagnostics import DocPath, Problems, did_you_mean, one_of, show
 
 
 def _ci_pattern(words: list[str]) -> str:
@@ -28,7 +26,7 @@ class Node:
 
     description: str = ""
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         raise NotImplementedError
 
     def json(self) -> dict[str, Any]:
@@ -57,7 +55,7 @@ class Str(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, str)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, str):
             problems.add(path, "wrong type", expected="a string", got=show(value))
             return False
@@ -93,7 +91,7 @@ class Int(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not self.accepts_type(value):
             problems.add(path, "wrong type", expected="an integer", got=show(value))
             return False
@@ -117,7 +115,7 @@ class Num(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not self.accepts_type(value):
             problems.add(path, "wrong type", expected="a number", got=show(value))
             return False
@@ -134,7 +132,7 @@ class Bool(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, bool)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, bool):
             problems.add(path, "wrong type", expected="true or false", got=show(value))
             return False
@@ -153,7 +151,7 @@ class Scalar(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, (str, int, float, bool))
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not self.accepts_type(value):
             problems.add(path, "wrong type", expected="a string, number or boolean", got=show(value))
             return False
@@ -169,7 +167,7 @@ class Anything(Node):
 
     description: str = ""
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         return True
 
     def json(self) -> dict[str, Any]:
@@ -184,7 +182,7 @@ class ListOf(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, list)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, list):
             problems.add(path, "wrong type", expected="a list", got=show(value))
             return False
@@ -206,7 +204,7 @@ class Obj(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, dict)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, dict):
             problems.add(path, "wrong type", expected="a mapping", got=show(value))
             return False
@@ -251,7 +249,7 @@ class MapOf(Node):
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, dict)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, dict):
             problems.add(path, "wrong type", expected="a mapping of names to values", got=show(value))
             return False
@@ -282,7 +280,7 @@ class Union(Node):
     def accepts_type(self, value: Any) -> bool:
         return any(o.accepts_type(value) for o in self.options)
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         for option in self.options:
             if option.accepts_type(value):
                 return option.check(value, path, problems)
@@ -313,7 +311,7 @@ class Tagged(Node):
         tag = value.get(self.tag) if isinstance(value, dict) else None
         return self._lower.get(tag.lower()) if isinstance(tag, str) else None
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, dict):
             problems.add(path, "wrong type", expected=f"a mapping with '{self.tag}:'", got=show(value))
             return False
@@ -359,7 +357,7 @@ class Null(Node):
     def accepts_type(self, value: Any) -> bool:
         return value is None
 
-    def check(self, value: Any, path: Path, problems: Problems) -> bool:
+    def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if value is not None:
             problems.add(path, "wrong type", expected="nothing", got=show(value))
             return False

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ._diagnostics import Diagnostic, PositionLookup, dotted
+from ._diagnostics import Diagnostic, DocPath, PositionLookup, dotted
 
 try:  # libyaml is several times faster; fall back to the pure-Python loader
     _Base: type = yaml.CSafeLoader
@@ -22,8 +22,6 @@ except AttributeError:  # pragma: no cover - depends on the PyYAML build
 MAX_NODES = 100_000  # an alias bomb expands past this long before it hurts
 MAX_DEPTH = 64  # a spec nests ~6 deep; libyaml's composer recurses in C and crashes near 10,000
 
-Path = tuple[object, ...]
-
 
 @dataclass
 class Located(PositionLookup):
@@ -31,10 +29,10 @@ class Located(PositionLookup):
 
     file: str
     data: Any = None
-    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    values: dict[DocPath, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[DocPath, tuple[int, int]] = field(default_factory=dict)
 
-    def locate(self, path: Path, *, at_key: bool = False) -> tuple[int, int]:
+    def locate(self, path: DocPath, *, at_key: bool = False) -> tuple[int, int]:
         """Position of ``path``; falls back to the nearest enclosing part that exists."""
         table = (self.keys, self.values) if at_key else (self.values, self.keys)
         probe = tuple(path)
@@ -48,7 +46,7 @@ class Located(PositionLookup):
 
 
 class _DocumentError(Exception):
-    def __init__(self, line: int, col: int, path: Path, message: str, hint: str | None = None):
+    def __init__(self, line: int, col: int, path: DocPath, message: str, hint: str | None = None):
         super().__init__(message)
         self.line, self.col, self.path, self.message, self.hint = line, col, path, message, hint
 
@@ -64,7 +62,7 @@ class _Builder:
         self.count = 0
         self.errors: list[_DocumentError] = []
 
-    def build(self, node: yaml.Node, path: Path, active: frozenset[int]) -> Any:
+    def build(self, node: yaml.Node, path: DocPath, active: frozenset[int]) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
             raise _DocumentError(*_pos(node), path, f"document is too large (more than {MAX_NODES} nodes after expanding aliases)")
