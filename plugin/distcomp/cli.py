@@ -8,9 +8,12 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .spec import ComponentSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SPEC_NAMES = ("component.yaml", "component.yml")
@@ -97,6 +100,92 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _load(path: str, launchers: "Mapping[str, str] | None" = None) -> "ComponentSpec":
+    """The spec at ``path``; every problem is printed and the command stops (exit 2)."""
+    from .spec import SpecError, load
+
+    try:
+        return load(path, launchers) if launchers is not None else load(path)
+    except SpecError as exc:
+        raise _Usage(str(exc)) from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .jobs import create_outputs, default_run_dir, make_job
+    from .plugins import PluginError, get_plugin_manager
+    from .spec import InputError, RenderError
+    from .targets.local import LaunchError, RunOptions, run_topology
+
+    pm = get_plugin_manager()
+    spec = _load(args.spec, pm.alias_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
+    try:
+        launcher = pm.launcher(spec.distribution.launcher)
+        cwd = Path.cwd()
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(spec, cwd)
+        job = make_job(spec, _pairs(args.input, "--input"), _pairs(args.output, "--output"), run_dir, cwd)
+        options = RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace, not args.quiet, job.job_id)
+    except (PluginError, InputError, ValueError) as exc:
+        raise _Usage(str(exc).replace("\n", "\n  ")) from None
+    try:
+        topology = launcher.type.factory(spec)
+    except Exception as exc:  # a plugin's factory: name it, do not crash
+        print(f"distcomp run: launcher {launcher.type.name!r} from {launcher.provider} could not lay out "
+              f"the job: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
+    say(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
+        f"process(es), world size {topology.world_size} ({roles})")
+    say(f"run folder {_rel(job.run_dir)} (logs in {_rel(job.run_dir / 'logs')})")
+    create_outputs(job)
+    try:
+        result = run_topology(spec, topology, job.values, job.outputs, options,
+                              console=sys.stdout.write, notify=say)
+    except (LaunchError, RenderError) as exc:
+        say(f"failed: {exc}")
+        return EXIT_FAILED
+    if result.state == "succeeded":
+        outs = ", ".join(f"{n}={_rel(Path(p))}" for n, p in result.outputs.items())
+        say(f"succeeded in {result.wall_s:.1f} s" + (f" after {result.attempts - 1} restart(s)" if result.attempts > 1 else "")
+            + (f"; outputs: {outs}" if outs else ""))
+    elif result.state == "failed":
+        assert result.root_cause is not None
+        say(f"job failed: {result.root_cause.describe()}\nthe other processes were stopped; logs in "
+            f"{_rel(result.run_dir / 'logs')}")
+    else:
+        say(result.message)
+    return result.exit_code
+
+
+def cmd_launchers(args: argparse.Namespace) -> int:
+    from .plugins import PluginError, get_plugin_manager
+
+    try:
+        launchers = get_plugin_manager().launchers()
+    except PluginError as exc:
+        raise _Usage(str(exc)) from None
+    if args.json:
+        print(json.dumps([{"name": l.type.name, "aliases": list(l.type.aliases), "provider": l.provider,
+                           "description": l.type.description} for l in launchers.values()], indent=2))
+        return EXIT_OK
+    width = max(len(n) for n in launchers)
+    for name, l in launchers.items():
+        aliases = ", ".join(l.type.aliases) or "-"
+        print(f"{name:<{width}}  provider: {l.provider}; aliases: {aliases}\n{'':<{width}}  {l.type.description}")
+    return EXIT_OK
+
+
+def say(message: str) -> None:
+    """distcomp's own progress and reports go to stderr; rank output goes to stdout."""
+    print("distcomp run: " + message, file=sys.stderr, flush=True)
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from .spec import json_schema
 
@@ -106,6 +195,24 @@ def cmd_schema(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _number(kind: type, minimum: float, what: str):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum or value != value:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+_positive = _number(int, 1, "an integer >= 1")
+_count = _number(int, 0, "an integer >= 0")
+_count_float = _number(float, 0, "a number of seconds >= 0")
+_seconds = _number(float, 1e-9, "a number of seconds > 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +235,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fill $NAME references (without --env they are shown as ${NAME})")
     p.add_argument("--json", action="store_true", help="print the argv as a JSON list")
     p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("run", help="run a component here, with real ranks started by its launcher",
+                       description="Run SPEC on this machine: every rank a real process with its launcher's "
+                                   "contract; --nodes simulates several nodes. Exit 0 only if every rank succeeded.")
+    p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
+    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
+    p.add_argument("--output", "-o", action="append", metavar="NAME=PATH",
+                   help="where an output goes (default RUN_DIR/outputs/NAME)")
+    p.add_argument("--nodes", type=_positive, metavar="N", help="nodes to simulate on this machine (default: the spec's)")
+    p.add_argument("--nproc-per-node", type=_positive, metavar="M", help="processes per node (default: the spec's)")
+    p.add_argument("--run-dir", metavar="DIR", help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop the job after this long (restarts included)")
+    p.add_argument("--max-restarts", type=_count, default=0, metavar="K", help="restart every rank up to K times after a failure")
+    p.add_argument("--grace", type=_count_float, default=5.0, metavar="SECONDS",
+                   help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not copy rank output to the console (logs only)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("launchers", help="list the launcher types, their aliases and providers")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    p.set_defaults(func=cmd_launchers)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the DistributedComponent dialect")
     p.add_argument("--dialect", choices=("sdk", "v2", "draft"), default="sdk",

@@ -109,8 +109,12 @@ class ComponentSpec:
         return f"{self.name}@{self.version}" if self.version else self.name
 
     def with_overrides(self, *, nodes: int | None = None, processes_per_node: int | None = None) -> "ComponentSpec":
-        """A copy with the node count / processes per node replaced (run/compile flags)."""
+        """A copy with the node count / processes per node replaced (run/compile flags).
+
+        Either one drops a TensorFlow worker count, so nodes x processes per node is the new one."""
         dist = self.distribution
+        if nodes is not None or processes_per_node is not None:
+            dist = dataclasses.replace(dist, worker_count=None)
         if nodes is not None:
             dist = dataclasses.replace(dist, nodes=nodes)
         if processes_per_node is not None:

@@ -1,0 +1,24 @@
+"""DeepSpeed: the torch.distributed contract, which ``deepspeed.init_distributed`` reads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..hookspec import hookimpl
+from ..records import LauncherType, Topology
+from .torch import rank_topology
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
+
+NAME = "deepspeed"
+
+
+def deepspeed_topology(spec: "ComponentSpec") -> Topology:
+    return rank_topology(spec, NAME)
+
+
+@hookimpl
+def distcomp_launchers():  # type: ignore[no-untyped-def]
+    yield LauncherType(name=NAME, factory=deepspeed_topology,
+                       description="DeepSpeed: the torch.distributed env; init_distributed() discovers it")

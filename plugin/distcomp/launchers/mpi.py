@@ -1,0 +1,52 @@
+"""MPI (and Horovod): ``mpirun`` once, over a hostfile of ``host slots=N`` lines.
+
+The ranks get Open MPI's own ``OMPI_COMM_WORLD_*`` env from mpirun; distcomp adds Azure ML's
+``AZUREML_MPI_HOSTFILE`` and ``AZ_BATCH_MASTER_NODE`` and forwards them with ``-x``. When
+several nodes are simulated on one machine, Open MPI's ssh agent is replaced by
+``node_agent.sh`` so each node still gets its own daemon and local rank layout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..hookspec import hookimpl
+from ..records import COMMAND, JOB_DIR, LauncherType, Replica, Topology, host, node_name, port
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
+
+NAME = "mpi"
+HOSTFILE = "hostfile"
+NODE_AGENT = Path(__file__).with_name("node_agent.sh")
+
+
+def mpi_topology(spec: "ComponentSpec") -> Topology:
+    d = spec.distribution
+    nodes, per_node = d.nodes, d.processes_per_node or 1
+    world = nodes * per_node
+    env = {
+        "AZUREML_MPI_HOSTFILE": f"{JOB_DIR}/{HOSTFILE}",
+        "AZ_BATCH_MASTER_NODE": f"{host(0)}:{port('master')}",
+    }
+    forward = sorted({*env, *spec.environment_variables})
+    argv = ["mpirun", "--allow-run-as-root", "--hostfile", f"{JOB_DIR}/{HOSTFILE}", "-np", str(world),
+            "--map-by", "slot", "--output", "tag"]
+    for name in forward:
+        argv += ["-x", name]
+    launcher = Replica(role="launcher", index=0, node=0, argv=(*argv, COMMAND), env=env, ranks=world,
+                       output="openmpi-tagged")
+    hostfile = "".join(f"{node_name(n)} slots={per_node}\n" for n in range(nodes))
+    local_env = {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}"} if nodes > 1 else {}
+    if per_node > 1 or nodes > 1:
+        local_env["OMP_NUM_THREADS"] = "1"
+    return Topology(launcher=NAME, nodes=nodes, processes_per_node=per_node, world_size=world,
+                    replicas=(launcher,), files={HOSTFILE: hostfile}, ports=("master",), local_env=local_env)
+
+
+@hookimpl
+def distcomp_launchers():  # type: ignore[no-untyped-def]
+    yield LauncherType(name=NAME, factory=mpi_topology, aliases=("horovod", "openmpi"),
+                       description="MPI via mpirun and a hostfile (Open MPI; Horovod)")
+

@@ -1,0 +1,152 @@
+"""The plugin manager: built-in launchers first, then entry points in group ``distcomp``,
+then checks. Loading happens on first use, never at import time."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+import pluggy
+
+from . import hookspec
+from .records import LauncherType
+
+__all__ = ["BUILTIN_PLUGINS", "DuplicateLauncherError", "Launcher", "PluginError", "PluginFailure",
+           "PluginManager", "UnknownLauncherError", "get_plugin_manager"]
+
+BUILTIN_PLUGINS = (
+    "distcomp.launchers.torch",
+    "distcomp.launchers.mpi",
+    "distcomp.launchers.tensorflow",
+    "distcomp.launchers.deepspeed",
+)
+
+
+class PluginError(Exception):
+    pass
+
+
+class DuplicateLauncherError(PluginError):
+    pass
+
+
+class UnknownLauncherError(PluginError):
+    pass
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that could not be loaded or whose hook raised; it is skipped."""
+
+    plugin: str
+    provider: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"distcomp: plugin {self.plugin!r} from {self.provider} skipped: {self.error}"
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A registered launcher type and who provides it."""
+
+    type: LauncherType
+    provider: str  # "distcomp" for the built-ins, else the distribution (or plugin) name
+
+
+class PluginManager(pluggy.PluginManager):
+    def __init__(self) -> None:
+        super().__init__(hookspec.PROJECT)
+        self.add_hookspecs(hookspec.DistcompSpecs)
+        self.failures: list[PluginFailure] = []
+        self._providers: dict[int, str] = {}
+        self._launchers: Mapping[str, Launcher] | None = None
+
+    # -- loading -------------------------------------------------------------------------
+    def register_plugin(self, plugin: Any, name: str | None = None, provider: str | None = None) -> str | None:
+        """Register ``plugin`` (a module or object with hookimpls), remembering its provider."""
+        registered = self.register(plugin, name=name)
+        if registered is not None:
+            self._providers[id(plugin)] = provider or registered
+            self._launchers = None
+        return registered
+
+    def load_builtins(self) -> None:
+        for module in BUILTIN_PLUGINS:
+            self.register_plugin(importlib.import_module(module), name=module, provider="distcomp")
+
+    def load_entrypoints(self, eps: Iterable[EntryPoint] | None = None) -> None:
+        """Load every ``distcomp`` entry point; one that fails to import is reported and skipped."""
+        for ep in entry_points(group=hookspec.PROJECT) if eps is None else eps:
+            dist = getattr(ep, "dist", None)
+            provider = f"{dist.name} {dist.version}" if dist is not None else ep.value
+            if self.has_plugin(ep.name) or self.is_blocked(ep.name):
+                continue
+            try:
+                self.register_plugin(ep.load(), name=ep.name, provider=provider)
+            except Exception as exc:  # any error in foreign code: skip it and say why
+                self._fail(ep.name, provider, exc)
+
+    def _fail(self, plugin: str, provider: str, exc: BaseException) -> None:
+        failure = PluginFailure(plugin, provider, f"{type(exc).__name__}: {exc}")
+        self.failures.append(failure)
+        print(failure, file=sys.stderr)
+
+    # -- serving -------------------------------------------------------------------------
+    def launchers(self) -> Mapping[str, Launcher]:
+        """Every launcher by canonical name. Two providers of one name (or alias) raise."""
+        if self._launchers is not None:
+            return self._launchers
+        found: dict[str, Launcher] = {}
+        owner: dict[str, Launcher] = {}  # every name and alias -> its launcher
+        for impl in self.hook.distcomp_launchers.get_hookimpls():  # in registration order
+            provider = self._providers.get(id(impl.plugin), impl.plugin_name)
+            try:
+                items = list(impl.function() or ())
+                bad = [x for x in items if not isinstance(x, LauncherType)]
+                if bad:
+                    raise TypeError(f"distcomp_launchers must yield LauncherType records, got {type(bad[0]).__name__}")
+            except Exception as exc:
+                self._fail(impl.plugin_name, provider, exc)
+                continue
+            for item in items:
+                launcher = Launcher(item, provider)
+                for name in item.names():
+                    if name in owner:
+                        other = owner[name]
+                        what = f"launcher {name!r}" if name in (item.name, other.type.name) else f"launcher alias {name!r}"
+                        raise DuplicateLauncherError(
+                            f"{what} is provided twice: by {other.provider} ({other.type.name}) and by "
+                            f"{provider} ({item.name}); uninstall or disable one of them")
+                    owner[name] = launcher
+                found[item.name] = launcher
+        self._launchers = MappingProxyType(found)
+        return self._launchers
+
+    def alias_table(self) -> Mapping[str, str]:
+        """Every name and alias, lowercased -> canonical name (what the spec loaders take)."""
+        return MappingProxyType({n: l.type.name for l in self.launchers().values() for n in l.type.names()})
+
+    def launcher(self, name: str) -> Launcher:
+        """The launcher for ``name`` or any of its aliases (any case)."""
+        table = self.alias_table()
+        canonical = table.get(name.strip().lower())
+        if canonical is None:
+            known = ", ".join(sorted(self.launchers())) or "none"
+            raise UnknownLauncherError(f"unknown launcher {name!r}; known launchers: {known}"
+                                       " (see `distcomp launchers`)")
+        return self.launchers()[canonical]
+
+
+@functools.cache
+def get_plugin_manager() -> PluginManager:
+    """The process-wide manager: built-ins, then installed plugins."""
+    pm = PluginManager()
+    pm.load_builtins()
+    pm.load_entrypoints()
+    return pm

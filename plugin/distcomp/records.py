@@ -1,0 +1,183 @@
+"""The records plugins exchange with distcomp: a launcher type and the Topology it makes.
+
+A Topology is target-neutral: addresses, ports, the job folder and the component's own
+command appear in it as placeholders (``{{host:0}}``, ``{{port:master}}``, ``{{job_dir}}``,
+``{{command}}``) that a target fills into a copy at the last moment, never by string
+concatenation of user values and never through a shell.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Mapping
+
+if TYPE_CHECKING:
+    from .spec import ComponentSpec
+
+__all__ = [
+    "COMMAND", "JOB_DIR", "JOB_ID", "LauncherType", "MAX_RESTARTS", "PlaceholderError", "RESTART",
+    "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
+]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ROLE = re.compile(r"^[a-z][a-z0-9_-]*$")
+# {{kind}} or {{kind:arg}}; kinds are fixed so a stray "{{" in user text is never bound.
+_PLACEHOLDER = re.compile(r"\{\{(host|node|port|job_dir|job_id|restart|max_restarts|command)(?::([A-Za-z0-9_.-]+))?\}\}")
+
+COMMAND = "{{command}}"  # a whole argv item: the component's rendered command goes here
+JOB_DIR = "{{job_dir}}"  # the job's folder (where the target writes Topology.files)
+JOB_ID = "{{job_id}}"
+RESTART = "{{restart}}"  # 0 on the first attempt, then 1, 2, ...
+MAX_RESTARTS = "{{max_restarts}}"
+
+
+def host(node: int) -> str:
+    """The address of node ``node`` (127.0.0.1 locally, a pod's DNS name in a cluster)."""
+    return f"{{{{host:{node}}}}}"
+
+
+def node_name(node: int) -> str:
+    """The host name of node ``node`` as a hostfile lists it."""
+    return f"{{{{node:{node}}}}}"
+
+
+def port(name: str) -> str:
+    """A port the target allocates once per job attempt, declared in ``Topology.ports``."""
+    return f"{{{{port:{name}}}}}"
+
+
+class PlaceholderError(ValueError):
+    pass
+
+
+def placeholders(text: str) -> list[tuple[str, str | None]]:
+    """The ``(kind, arg)`` of every placeholder in ``text``."""
+    return [(m.group(1), m.group(2)) for m in _PLACEHOLDER.finditer(text)]
+
+
+def bind(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each placeholder replaced from ``values`` (keys ``host:0``, ``job_dir``...)."""
+    def one(m: re.Match[str]) -> str:
+        key = m.group(1) + (f":{m.group(2)}" if m.group(2) is not None else "")
+        if key not in values:
+            raise PlaceholderError(f"no value for placeholder {m.group(0)}")
+        return values[key]
+    return _PLACEHOLDER.sub(one, text)
+
+
+def _frozen(env: Mapping[str, str], what: str) -> Mapping[str, str]:
+    for k, v in env.items():
+        if not isinstance(k, str) or not _ENV.match(k):
+            raise ValueError(f"{what}: {k!r} is not an environment variable name")
+        if not isinstance(v, str):
+            raise ValueError(f"{what}: {k}={v!r} must be a string (got {type(v).__name__})")
+    return MappingProxyType(dict(env))
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One process the job starts: a rank, a TF task, or a wrapper such as ``mpirun``."""
+
+    role: str  # worker, chief, ps, evaluator, launcher, ...
+    index: int  # within its role
+    node: int  # which node it runs on
+    argv: tuple[str, ...] = (COMMAND,)
+    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    rank: int | None = None  # its global rank when the process is one rank
+    ranks: int = 1  # how many ranks it hosts (mpirun: all of them)
+    service: bool = False  # serves the others and is stopped once they finish (TF parameter servers)
+    output: Literal["plain", "openmpi-tagged"] = "plain"  # openmpi-tagged: lines start "[1,RANK]<stdout>: "
+
+    def __post_init__(self) -> None:
+        if not _ROLE.match(self.role):
+            raise ValueError(f"Replica.role {self.role!r}: expected lowercase letters, digits, '_' or '-'")
+        if self.index < 0 or self.node < 0 or self.ranks < 1:
+            raise ValueError(f"Replica {self.role}{self.index}: index and node must be >= 0 and ranks >= 1")
+        argv = tuple(self.argv)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"Replica {self.role}{self.index}: argv must be a non-empty list of strings")
+        if argv.count(COMMAND) != 1:
+            raise ValueError(f"Replica {self.role}{self.index}: argv must hold {COMMAND} exactly once, as a whole item")
+        object.__setattr__(self, "argv", argv)
+        object.__setattr__(self, "env", _frozen(self.env, f"Replica {self.role}{self.index} env"))
+
+    @property
+    def name(self) -> str:
+        """``rank3`` for a rank, else role and index (``ps0``, ``launcher0``)."""
+        return f"rank{self.rank}" if self.rank is not None else f"{self.role}{self.index}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What a launcher factory makes of a ComponentSpec: the replicas and what they need."""
+
+    launcher: str
+    nodes: int
+    processes_per_node: int
+    world_size: int
+    replicas: tuple[Replica, ...]
+    files: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # job-dir file -> content
+    ports: tuple[str, ...] = ()  # names the target allocates, used as {{port:NAME}}
+    local_env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # only when all nodes share one machine
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.processes_per_node < 1 or self.world_size < 1:
+            raise ValueError("Topology: nodes, processes_per_node and world_size must be >= 1")
+        replicas = tuple(self.replicas)
+        if not replicas or all(r.service for r in replicas):
+            raise ValueError("Topology: needs at least one replica that is not a service")
+        seen = {(r.role, r.index) for r in replicas}
+        if len(seen) != len(replicas):
+            raise ValueError("Topology: two replicas share a role and index")
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "ports", tuple(self.ports))
+        object.__setattr__(self, "local_env", _frozen(self.local_env, "Topology.local_env"))
+        for name in self.files:
+            if not re.match(r"^[A-Za-z0-9_.-]+$", name) or name in (".", ".."):
+                raise ValueError(f"Topology.files: {name!r} must be a plain file name")
+        object.__setattr__(self, "files", MappingProxyType(dict(self.files)))
+        used = {arg for r in replicas for text in (*r.argv, *r.env.values()) for kind, arg in placeholders(text)
+                if kind == "port"}
+        used |= {arg for text in self.files.values() for kind, arg in placeholders(text) if kind == "port"}
+        missing = sorted(str(u) for u in used - set(self.ports))
+        if missing:
+            raise ValueError(f"Topology: ports used but not declared in Topology.ports: {', '.join(missing)}")
+
+    def roles(self) -> dict[str, int]:
+        """Replica count per role, in order of first appearance."""
+        out: dict[str, int] = {}
+        for r in self.replicas:
+            out[r.role] = out.get(r.role, 0) + 1
+        return out
+
+
+Factory = Callable[["ComponentSpec"], Topology]
+
+
+@dataclass(frozen=True)
+class LauncherType:
+    """A launcher a plugin provides: its name, the aliases users may write, and its factory."""
+
+    name: str
+    factory: Factory
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        aliases = tuple(self.aliases) if not isinstance(self.aliases, str) else (self.aliases,)
+        for n in (self.name, *aliases):
+            if not isinstance(n, str) or not _NAME.match(n):
+                raise ValueError(f"LauncherType name {n!r}: expected lowercase letters, digits, '.', '_' or '-',"
+                                 " starting with a letter")
+        if not callable(self.factory):
+            raise ValueError(f"LauncherType {self.name!r}: factory must be callable (got {type(self.factory).__name__})")
+        object.__setattr__(self, "aliases", tuple(dict.fromkeys(a for a in aliases if a != self.name)))
+
+    def names(self) -> Iterable[str]:
+        return (self.name, *self.aliases)

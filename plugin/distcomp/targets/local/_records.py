@@ -1,0 +1,110 @@
+"""Records of a local run: its options, each process's end, the root cause, the result."""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+State = Literal["succeeded", "failed", "timed_out", "interrupted"]
+EXIT_CODES: Mapping[str, int] = {"succeeded": 0, "failed": 1, "timed_out": 124}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    run_dir: Path
+    timeout: float | None = None  # seconds for the whole job, restarts included
+    max_restarts: int = 0
+    grace: float = 5.0  # seconds between SIGTERM and SIGKILL when a job is stopped
+    echo: bool = True  # copy rank output to the console with a [rankN] prefix
+    job_id: str = "distcomp"
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds (got {self.timeout})")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0 (got {self.max_restarts})")
+        if self.grace < 0:
+            raise ValueError(f"grace must be >= 0 seconds (got {self.grace})")
+
+
+def describe_exit(returncode: int) -> str:
+    """``exited with code 3`` or ``was killed by signal 9 (SIGKILL)``."""
+    if returncode < 0:
+        try:
+            name = _signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"was killed by signal {-returncode} ({name})"
+    return f"exited with code {returncode}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The root cause of a failed attempt: the first rank (or process) to fail."""
+
+    name: str  # rank1, ps0, launcher0
+    role: str
+    node: int
+    returncode: int  # negative: killed by that signal
+    log: Path
+    tail: tuple[str, ...] = ()
+    pid: int | None = None
+    after: float = 0.0  # seconds since the attempt started
+    detail: str = ""  # what the launcher itself said (mpirun's report)
+
+    def describe(self) -> str:
+        where = f"{self.name} ({self.role}, node {self.node}" + (f", pid {self.pid})" if self.pid else ")")
+        lines = [f"{where} {describe_exit(self.returncode)} after {self.after:.1f} s"]
+        if self.detail:
+            lines.append(f"  {self.detail}")
+        if self.tail:
+            lines.append(f"  last lines of {self.log}:")
+            lines += [f"    {line}" for line in self.tail]
+        else:
+            lines.append(f"  it printed nothing (log: {self.log})")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    name: str
+    role: str
+    node: int
+    pid: int
+    returncode: int | None  # None: still running when the job ended (it was then killed)
+    log: Path
+
+
+@dataclass(frozen=True)
+class RunResult:
+    state: State
+    run_dir: Path
+    attempts: int
+    wall_s: float
+    processes: tuple[ProcessResult, ...] = ()
+    root_cause: Failure | None = None
+    failures: tuple[Failure, ...] = ()  # root causes of earlier attempts that were restarted
+    signal: int | None = None  # the signal that interrupted the job
+    message: str = ""
+    outputs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        if self.state == "interrupted":
+            return 128 + (self.signal or _signal.SIGINT)
+        return EXIT_CODES[self.state]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value

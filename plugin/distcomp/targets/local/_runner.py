@@ -1,0 +1,73 @@
+"""Run a ComponentSpec's Topology on this machine: prepare, supervise, restart, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ...records import Topology
+from ...spec import ComponentSpec
+from ._output import Logs
+from ._prepare import prepare
+from ._records import Failure, RunOptions, RunResult
+from ._supervisor import Supervisor
+
+Notify = Callable[[str], None]
+
+
+class LaunchError(Exception):
+    """A process could not be started at all (its program is missing or not executable)."""
+
+
+def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], outputs: Mapping[str, str],
+                 options: RunOptions, console: Notify | None = None, notify: Notify | None = None) -> RunResult:
+    """Run every attempt of the job; the result records each failure that caused a restart."""
+    say = notify or (lambda _msg: None)
+    run_dir = options.run_dir
+    logs = Logs(run_dir / "logs", console if options.echo else None)
+    supervisor = Supervisor(logs, options.grace, spec.successful_return_code == "ZeroOrGreater")
+    t0 = time.monotonic()
+    deadline = t0 + options.timeout if options.timeout is not None else None
+    failures: list[Failure] = []
+    attempt = 0
+    try:
+        while True:
+            launches = prepare(spec, topology, values, outputs, run_dir, options.job_id, attempt, options.max_restarts)
+            try:
+                result = supervisor.run(launches, attempt, deadline)
+            except OSError as exc:  # the program is missing, not executable, or the folder is gone
+                program = exc.filename or launches[0].argv[0]
+                raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc} (command run in "
+                                  f"{spec.code}; is it installed and on PATH?)") from None
+            left = deadline is None or time.monotonic() < deadline
+            if result.outcome == "failed" and attempt < options.max_restarts and left:
+                assert result.failure is not None
+                failures.append(result.failure)
+                attempt += 1
+                say(f"attempt {attempt} failed: {result.failure.describe()}\n"
+                    f"restarting every rank (restart {attempt} of {options.max_restarts})")
+                continue
+            break
+    finally:
+        logs.close()
+    state = result.outcome
+    message = ""
+    if state == "timed_out":
+        message = (f"job timed out after {options.timeout:g} s (--timeout); stopped what was still running: "
+                   f"{', '.join(result.still_running) or 'nothing'}")
+    elif state == "interrupted":
+        message = f"interrupted by signal {result.signal}; every rank was stopped"
+    final = RunResult(state, run_dir, attempt + 1, time.monotonic() - t0, result.processes, result.failure,
+                      tuple(failures), result.signal, message, dict(outputs))
+    _write_status(run_dir / "status.json", final)
+    return final
+
+
+def _write_status(path: Path, result: RunResult) -> None:
+    """The final status record, written whole or not at all."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,252 @@
+"""Start one attempt of a job and watch it, the way TorchX's local scheduler and torchrun do.
+
+All processes of a job share one process group, so a signal reaches every rank and anything
+a rank started. The first process to fail ends the attempt: the group gets SIGTERM, then
+SIGKILL after the grace period. One loop, no threads: it waits on the processes' pipes and
+on a wake-up pipe that SIGCHLD, SIGINT and SIGTERM write to, so a failure is seen at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._output import Logs, Stream
+from ._prepare import Launch
+from ._records import Failure, ProcessResult
+
+Outcome = Literal["succeeded", "failed", "timed_out", "interrupted"]
+_MPI_EXIT = re.compile(r"Process name: \[[^\]]*,(\d+)\]\s+Exit code:\s+(\d+)")
+_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
+
+
+@dataclass
+class _Proc:
+    launch: Launch
+    popen: subprocess.Popen[bytes]
+    stream: Stream
+    started: float
+    log_offset: int
+    ended: float | None = None
+
+
+@dataclass
+class Attempt:
+    outcome: Outcome
+    processes: tuple[ProcessResult, ...]
+    failure: Failure | None = None
+    signal: int | None = None
+    still_running: tuple[str, ...] = ()  # names of what the timeout or signal had to stop
+
+
+@dataclass
+class _Signals:
+    """Route SIGCHLD/SIGINT/SIGTERM into a wake-up pipe while an attempt runs (main thread only)."""
+
+    received: list[int] = field(default_factory=list)
+    _old: dict[int, object] = field(default_factory=dict)
+    _old_fd: int = -1
+    read_fd: int = -1
+    write_fd: int = -1
+
+    def __enter__(self) -> "_Signals":
+        import threading
+        if threading.current_thread() is not threading.main_thread():
+            return self  # a library caller in a thread: plain polling, no signal handling
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self.write_fd, False)
+        self._old_fd = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if signum != signal.SIGCHLD:
+            self.received.append(signum)
+
+    def drain(self) -> None:
+        if self.read_fd >= 0:
+            try:
+                while os.read(self.read_fd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def __exit__(self, *exc: object) -> None:
+        if self.read_fd < 0:
+            return
+        for sig, old in self._old.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+        signal.set_wakeup_fd(self._old_fd)
+        os.close(self.read_fd)
+        os.close(self.write_fd)
+
+
+def _failed(returncode: int, zero_or_greater: bool) -> bool:
+    return returncode < 0 if zero_or_greater else returncode != 0
+
+
+class Supervisor:
+    """Runs attempts of one job; ``logs`` collects output across attempts."""
+
+    def __init__(self, logs: Logs, grace: float, zero_or_greater: bool = False) -> None:
+        self.logs = logs
+        self.grace = grace
+        self.zero_or_greater = zero_or_greater
+        self._selector = selectors.DefaultSelector()
+
+    # -- start ---------------------------------------------------------------------------
+    def _start(self, launches: tuple[Launch, ...], attempt: int) -> list[_Proc]:
+        procs: list[_Proc] = []
+        pgid = 0
+        try:
+            for launch in launches:
+                r = launch.replica
+                names = [r.name] if r.output == "plain" else [f"rank{i}" for i in range(r.ranks)] + [r.name]
+                for name in names:
+                    self.logs.open(name, f"=== attempt {attempt + 1}: {r.role} {r.index} on node {r.node}: "
+                                         f"{' '.join(launch.argv)}")
+                offset = self.logs.path(r.name).stat().st_size
+                popen = subprocess.Popen(
+                    list(launch.argv), cwd=launch.cwd, env=dict(launch.env), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=pgid)
+                pgid = pgid or popen.pid
+                assert popen.stdout is not None
+                os.set_blocking(popen.stdout.fileno(), False)
+                proc = _Proc(launch, popen, Stream(r, self.logs), time.monotonic(), offset)
+                self._selector.register(popen.stdout, selectors.EVENT_READ, proc)
+                procs.append(proc)
+        except BaseException:
+            self._stop(procs)
+            raise
+        return procs
+
+    # -- watch ---------------------------------------------------------------------------
+    def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None) -> Attempt:
+        with _Signals() as signals:
+            t0 = time.monotonic()
+            procs = self._start(launches, attempt)
+            failed: tuple[_Proc, int, float] | None = None  # the first process to fail, its code, when
+            outcome: Outcome | None = None
+            while outcome is None:
+                timeout = 0.05 if signals.read_fd < 0 else 1.0
+                if deadline is not None:
+                    timeout = max(0.0, min(timeout, deadline - time.monotonic()))
+                self._pump(timeout, signals)
+                now = time.monotonic()
+                for p in procs:
+                    if p.ended is None and p.popen.poll() is not None:
+                        p.ended = now
+                        if failed is None and _failed(p.popen.returncode, self.zero_or_greater):
+                            failed = (p, p.popen.returncode, now - t0)
+                if signals.received:
+                    outcome = "interrupted"
+                elif failed is not None:
+                    outcome = "failed"
+                elif all(p.ended is not None for p in procs if not p.launch.replica.service):
+                    outcome = "succeeded"
+                elif deadline is not None and now >= deadline:
+                    outcome = "timed_out"
+            still = tuple(p.launch.replica.name for p in procs
+                          if p.ended is None and not (outcome == "succeeded" and p.launch.replica.service))
+            self._stop(procs, signals)
+            # built after the stop, so the tail holds the last output drained from its pipe
+            failure = self._failure(*failed) if failed is not None and outcome == "failed" else None
+            results = tuple(ProcessResult(p.launch.replica.name, p.launch.replica.role, p.launch.replica.node,
+                                          p.popen.pid, p.popen.returncode if p.ended is not None else None,
+                                          self.logs.path(p.launch.replica.name)) for p in procs)
+            return Attempt(outcome, results, failure,
+                           signals.received[0] if signals.received else None, still)
+
+    def _pump(self, timeout: float, signals: _Signals) -> None:
+        """Move whatever output is ready into the logs; wait at most ``timeout``."""
+        if signals.read_fd >= 0 and signals.read_fd not in {k.fd for k in self._selector.get_map().values()}:
+            self._selector.register(signals.read_fd, selectors.EVENT_READ, None)
+        if not self._selector.get_map():
+            time.sleep(timeout)
+            return
+        for key, _ in self._selector.select(timeout):
+            if key.data is None:
+                signals.drain()
+                continue
+            try:
+                data = os.read(key.fd, 65536)
+            except BlockingIOError:
+                continue
+            key.data.stream.feed(data)
+            if not data:
+                self._selector.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+
+    # -- stop ----------------------------------------------------------------------------
+    def _stop(self, procs: list[_Proc], signals: _Signals | None = None) -> None:
+        """SIGTERM to the group and each process, SIGKILL after the grace period, then drain."""
+        pgid = procs[0].popen.pid if procs else None
+
+        def send(sig: int) -> None:
+            if pgid is not None:
+                try:
+                    os.killpg(pgid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            for p in procs:
+                if p.popen.poll() is None:
+                    try:
+                        p.popen.send_signal(sig)
+                    except ProcessLookupError:
+                        pass
+
+        sigs = signals or _Signals()
+        send(signal.SIGTERM)
+        end = time.monotonic() + self.grace
+        while any(p.popen.poll() is None for p in procs) and time.monotonic() < end:
+            if len(sigs.received) > 1:
+                break  # a second Ctrl-C: do not wait for the grace period
+            self._pump(0.02, sigs)
+        send(signal.SIGKILL)
+        for p in procs:
+            p.popen.wait()
+            if p.ended is None:
+                p.ended = time.monotonic()
+        # the output still in the pipes; a grandchild that kept a pipe open gets a short while
+        end = time.monotonic() + 0.5
+        while any(key.data is not None for key in self._selector.get_map().values()) and time.monotonic() < end:
+            self._pump(0.05, sigs)
+        for key in list(self._selector.get_map().values()):
+            self._selector.unregister(key.fileobj)
+            if key.data is not None:
+                key.data.stream.feed(b"")
+                key.fileobj.close()  # type: ignore[union-attr]
+        self.logs.flush()
+
+    # -- report --------------------------------------------------------------------------
+    def _failure(self, p: _Proc, rc: int, after: float) -> Failure:
+        r = p.launch.replica
+        name, detail, pid = r.name, "", p.popen.pid
+        if r.output == "openmpi-tagged":  # mpirun says which rank ended the job
+            text = " ".join(self._log_text(p).split())
+            m, s = _MPI_EXIT.search(text), _MPI_SIGNAL.search(text)
+            if m:
+                name, detail = f"rank{m.group(1)}", f"mpirun: rank {m.group(1)} exited with code {m.group(2)}"
+                rc = int(m.group(2))
+            elif s:
+                name, rc = f"rank{s.group(1)}", -int(s.group(4))
+                detail, pid = f"mpirun: rank {s.group(1)} (pid {s.group(2)}) exited on signal {s.group(4)}", int(s.group(2))
+        tail = tuple(self.logs.tails.get(name) or ())
+        if name != r.name and not tail:
+            tail = tuple(self.logs.tails.get(r.name) or ())
+        role = r.role if name == r.name else "rank"  # a rank that mpirun started
+        return Failure(name, role, r.node, rc, self.logs.path(name), tail, pid, after, detail)
+
+    def _log_text(self, p: _Proc) -> str:
+        self.logs.flush()
+        with open(self.logs.path(p.launch.replica.name), "rb") as f:
+            f.seek(p.log_offset)
+            return f.read().decode("utf-8", "replace")
