@@ -58,8 +58,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .spec import check_file
 
     bad = 0
+    table = _launcher_table()
     for file in _expand(args.paths):
-        result = check_file(file)
+        result = check_file(file, table)
         for diag in result.diagnostics:
             print(diag, file=sys.stderr)
         if result.spec is None:
@@ -78,7 +79,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from .spec import InputError, RenderError, SpecError, bind_inputs, load
 
     try:
-        spec = load(args.spec)
+        spec = load(args.spec, _launcher_table())
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -100,6 +101,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _launcher_table() -> "Mapping[str, str]":
+    """Every launcher name and alias the installed plugins provide (built-ins included)."""
+    from .plugins import PluginError, get_plugin_manager
+
+    try:
+        return get_plugin_manager().alias_table()
+    except PluginError as exc:
+        raise _Usage(str(exc)) from None
+
+
 def _load(path: str, launchers: "Mapping[str, str] | None" = None) -> "ComponentSpec":
     """The spec at ``path``; every problem is printed and the command stops (exit 2)."""
     from .spec import SpecError, load
@@ -117,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .targets.local import LaunchError, RunOptions, run_topology
 
     pm = get_plugin_manager()
-    spec = _load(args.spec, pm.alias_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
+    spec = _load(args.spec, _launcher_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
     try:
         launcher = pm.launcher(spec.distribution.launcher)
         cwd = Path.cwd()

@@ -42,7 +42,10 @@ class Logs:
         text = raw.decode("utf-8", "replace").rstrip("\r")
         self.tails[name].append(text)
         if self.console is not None:
-            self.console(f"[{name}]: {text}\n")
+            try:
+                self.console(f"[{name}]: {text}\n")
+            except (OSError, ValueError):  # the console went away (closed pipe): keep logging
+                self.console = None
 
     def flush(self) -> None:
         for f in self._files.values():

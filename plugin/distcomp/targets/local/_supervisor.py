@@ -133,27 +133,11 @@ class Supervisor:
         with _Signals() as signals:
             t0 = time.monotonic()
             procs = self._start(launches, attempt)
-            failed: tuple[_Proc, int, float] | None = None  # the first process to fail, its code, when
-            outcome: Outcome | None = None
-            while outcome is None:
-                timeout = 0.05 if signals.read_fd < 0 else 1.0
-                if deadline is not None:
-                    timeout = max(0.0, min(timeout, deadline - time.monotonic()))
-                self._pump(timeout, signals)
-                now = time.monotonic()
-                for p in procs:
-                    if p.ended is None and p.popen.poll() is not None:
-                        p.ended = now
-                        if failed is None and _failed(p.popen.returncode, self.zero_or_greater):
-                            failed = (p, p.popen.returncode, now - t0)
-                if signals.received:
-                    outcome = "interrupted"
-                elif failed is not None:
-                    outcome = "failed"
-                elif all(p.ended is not None for p in procs if not p.launch.replica.service):
-                    outcome = "succeeded"
-                elif deadline is not None and now >= deadline:
-                    outcome = "timed_out"
+            try:
+                outcome, failed = self._watch(procs, signals, deadline, t0)
+            except BaseException:  # never leave ranks behind, whatever went wrong here
+                self._stop(procs, signals)
+                raise
             still = tuple(p.launch.replica.name for p in procs
                           if p.ended is None and not (outcome == "succeeded" and p.launch.replica.service))
             self._stop(procs, signals)
@@ -164,6 +148,30 @@ class Supervisor:
                                           self.logs.path(p.launch.replica.name)) for p in procs)
             return Attempt(outcome, results, failure,
                            signals.received[0] if signals.received else None, still)
+
+    def _watch(self, procs: list[_Proc], signals: _Signals, deadline: float | None,
+               t0: float) -> tuple[Outcome, tuple[_Proc, int, float] | None]:
+        """Wait until every required process is done, one fails, a signal comes or time is up."""
+        failed: tuple[_Proc, int, float] | None = None
+        while True:
+            timeout = 0.05 if signals.read_fd < 0 else 1.0
+            if deadline is not None:
+                timeout = max(0.0, min(timeout, deadline - time.monotonic()))
+            self._pump(timeout, signals)
+            now = time.monotonic()
+            for p in procs:
+                if p.ended is None and p.popen.poll() is not None:
+                    p.ended = now
+                    if failed is None and _failed(p.popen.returncode, self.zero_or_greater):
+                        failed = (p, p.popen.returncode, now - t0)
+            if signals.received:
+                return "interrupted", failed
+            if failed is not None:
+                return "failed", failed
+            if all(p.ended is not None for p in procs if not p.launch.replica.service):
+                return "succeeded", failed
+            if deadline is not None and now >= deadline:
+                return "timed_out", failed
 
     def _pump(self, timeout: float, signals: _Signals) -> None:
         """Move whatever output is ready into the logs; wait at most ``timeout``."""
