@@ -85,7 +85,13 @@ class PluginManager(pluggy.PluginManager):
         for ep in entry_points(group=hookspec.PROJECT) if eps is None else eps:
             dist = getattr(ep, "dist", None)
             provider = f"{dist.name} {dist.version}" if dist is not None else ep.value
-            if self.has_plugin(ep.name) or self.is_blocked(ep.name):
+            if self.is_blocked(ep.name):
+                continue
+            if self.has_plugin(ep.name):
+                other = self._providers.get(id(self.get_plugin(ep.name)), ep.name)
+                if other != provider:  # two distributions claim one plugin name: say so
+                    self._fail(ep.name, provider, PluginError(f"the plugin name {ep.name!r} is already "
+                                                              f"taken by {other}"))
                 continue
             try:
                 self.register_plugin(ep.load(), name=ep.name, provider=provider)
@@ -94,6 +100,8 @@ class PluginManager(pluggy.PluginManager):
 
     def _fail(self, plugin: str, provider: str, exc: BaseException) -> None:
         failure = PluginFailure(plugin, provider, f"{type(exc).__name__}: {exc}")
+        if failure in self.failures:  # launchers() reruns the hooks after each register
+            return
         self.failures.append(failure)
         print(failure, file=sys.stderr)
 

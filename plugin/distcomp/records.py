@@ -21,9 +21,10 @@ __all__ = [
     "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
-_NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
-_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ROLE = re.compile(r"^[a-z][a-z0-9_-]*$")
+# \Z, not $: "$" would also accept a name that ends in a newline
+_NAME = re.compile(r"^[a-z][a-z0-9_.-]*\Z")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_ROLE = re.compile(r"^[a-z][a-z0-9_-]*\Z")
 # {{kind}} or {{kind:arg}}; kinds are fixed so a stray "{{" in user text is never bound.
 _PLACEHOLDER = re.compile(r"\{\{(host|node|port|job_dir|job_id|restart|max_restarts|command)(?::([A-Za-z0-9_.-]+))?\}\}")
 
@@ -139,7 +140,7 @@ class Topology:
         object.__setattr__(self, "ports", tuple(self.ports))
         object.__setattr__(self, "local_env", _frozen(self.local_env, "Topology.local_env"))
         for name in self.files:
-            if not re.match(r"^[A-Za-z0-9_.-]+$", name) or name in (".", ".."):
+            if not re.match(r"^[A-Za-z0-9_.-]+\Z", name) or name in (".", ".."):
                 raise ValueError(f"Topology.files: {name!r} must be a plain file name")
         object.__setattr__(self, "files", MappingProxyType(dict(self.files)))
         used = {arg for r in replicas for text in (*r.argv, *r.env.values()) for kind, arg in placeholders(text)
