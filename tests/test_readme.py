@@ -32,3 +32,13 @@ def test_readme_command_runs(command: str) -> None:
     proc = subprocess.run([exe, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_readme_documents_every_builtin_launcher() -> None:
+    from distcomp.plugins import PluginManager
+
+    pm = PluginManager()
+    pm.load_builtins()
+    table = README.split("### Running locally", 1)[1].split("###", 1)[0]
+    for name in pm.launchers():
+        assert f"| `{name}` |" in table, f"README's launcher table misses {name}"

@@ -29,15 +29,18 @@ class RunOptions:
             raise ValueError(f"grace must be >= 0 seconds (got {self.grace})")
 
 
+def describe_signal(number: int | None) -> str:
+    """``signal 9 (SIGKILL)``."""
+    try:
+        name = _signal.Signals(number or 0).name
+    except ValueError:
+        name = "unknown signal"
+    return f"signal {number} ({name})"
+
+
 def describe_exit(returncode: int) -> str:
     """``exited with code 3`` or ``was killed by signal 9 (SIGKILL)``."""
-    if returncode < 0:
-        try:
-            name = _signal.Signals(-returncode).name
-        except ValueError:
-            name = "unknown signal"
-        return f"was killed by signal {-returncode} ({name})"
-    return f"exited with code {returncode}"
+    return f"was killed by {describe_signal(-returncode)}" if returncode < 0 else f"exited with code {returncode}"
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from ...records import Topology
 from ...spec import ComponentSpec
 from ._output import Logs
 from ._prepare import prepare
-from ._records import Failure, RunOptions, RunResult
-from ._supervisor import Supervisor
+from ._records import Failure, RunOptions, RunResult, describe_signal
+from ._supervisor import StartError, Supervisor
 
 Notify = Callable[[str], None]
 
@@ -38,10 +38,13 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
             launches = prepare(spec, topology, values, outputs, run_dir, options.job_id, attempt, options.max_restarts)
             try:
                 result = supervisor.run(launches, attempt, deadline)
-            except OSError as exc:  # the program is missing, not executable, or the folder is gone
-                program = exc.filename or launches[0].argv[0]
-                raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc} (command run in "
+            except StartError as exc:  # the program is missing, not executable, or the folder is gone
+                program = exc.error.filename or exc.launch.argv[0]
+                raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "
                                   f"{spec.code}; is it installed and on PATH?)") from None
+            except OSError as exc:  # a log could not be written (disk full, ...); the ranks were stopped
+                raise LaunchError(f"cannot write the logs in {logs.log_dir}: {exc.strerror or exc}; "
+                                  "every rank was stopped") from None
             left = deadline is None or time.monotonic() < deadline
             if result.outcome == "failed" and attempt < options.max_restarts and left:
                 assert result.failure is not None
@@ -51,15 +54,22 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
                     f"restarting every rank (restart {attempt} of {options.max_restarts})")
                 continue
             break
+    except LaunchError as exc:  # still leave the final record behind, then report
+        _write_status(run_dir / "status.json", RunResult("failed", run_dir, attempt + 1, time.monotonic() - t0,
+                                                         failures=tuple(failures), message=str(exc)))
+        raise
     finally:
-        logs.close()
+        try:
+            logs.close()
+        except OSError:  # the disk is full: reported above, or by the job's own result
+            pass
     state = result.outcome
     message = ""
     if state == "timed_out":
         message = (f"job timed out after {options.timeout:g} s (--timeout); stopped what was still running: "
                    f"{', '.join(result.still_running) or 'nothing'}")
     elif state == "interrupted":
-        message = f"interrupted by signal {result.signal}; every rank was stopped"
+        message = f"interrupted by {describe_signal(result.signal)}; every rank was stopped"
     final = RunResult(state, run_dir, attempt + 1, time.monotonic() - t0, result.processes, result.failure,
                       tuple(failures), result.signal, message, dict(outputs))
     _write_status(run_dir / "status.json", final)
@@ -69,5 +79,8 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
 def _write_status(path: Path, result: RunResult) -> None:
     """The final status record, written whole or not at all."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError:  # a full disk: the console report still says what happened
+        tmp.unlink(missing_ok=True)

@@ -26,6 +26,14 @@ _MPI_EXIT = re.compile(r"Process name: \[[^\]]*,(\d+)\]\s+Exit code:\s+(\d+)")
 _MPI_SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
 
 
+class StartError(Exception):
+    """A process could not be started (exec failed): which one, and the OSError."""
+
+    def __init__(self, launch: Launch, error: OSError) -> None:
+        super().__init__(str(error))
+        self.launch, self.error = launch, error
+
+
 @dataclass
 class _Proc:
     launch: Launch
@@ -114,9 +122,12 @@ class Supervisor:
                     self.logs.open(name, f"=== attempt {attempt + 1}: {r.role} {r.index} on node {r.node}: "
                                          f"{' '.join(launch.argv)}")
                 offset = self.logs.path(r.name).stat().st_size
-                popen = subprocess.Popen(
-                    list(launch.argv), cwd=launch.cwd, env=dict(launch.env), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=pgid)
+                try:
+                    popen = subprocess.Popen(
+                        list(launch.argv), cwd=launch.cwd, env=dict(launch.env), stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=pgid)
+                except OSError as exc:
+                    raise StartError(launch, exc) from exc
                 pgid = pgid or popen.pid
                 assert popen.stdout is not None
                 os.set_blocking(popen.stdout.fileno(), False)
@@ -140,12 +151,13 @@ class Supervisor:
                 raise
             still = tuple(p.launch.replica.name for p in procs
                           if p.ended is None and not (outcome == "succeeded" and p.launch.replica.service))
+            ended = [p.ended is not None for p in procs]  # before the stop: the others were stopped
             self._stop(procs, signals)
             # built after the stop, so the tail holds the last output drained from its pipe
             failure = self._failure(*failed) if failed is not None and outcome == "failed" else None
             results = tuple(ProcessResult(p.launch.replica.name, p.launch.replica.role, p.launch.replica.node,
-                                          p.popen.pid, p.popen.returncode if p.ended is not None else None,
-                                          self.logs.path(p.launch.replica.name)) for p in procs)
+                                          p.popen.pid, p.popen.returncode if done else None,
+                                          self.logs.path(p.launch.replica.name)) for p, done in zip(procs, ended))
             return Attempt(outcome, results, failure,
                            signals.received[0] if signals.received else None, still)
 
@@ -212,17 +224,19 @@ class Supervisor:
                         pass
 
         sigs = signals or _Signals()
-        send(signal.SIGTERM)
-        end = time.monotonic() + self.grace
-        while any(p.popen.poll() is None for p in procs) and time.monotonic() < end:
-            if len(sigs.received) > 1:
-                break  # a second Ctrl-C: do not wait for the grace period
-            self._pump(0.02, sigs)
-        send(signal.SIGKILL)
-        for p in procs:
-            p.popen.wait()
-            if p.ended is None:
-                p.ended = time.monotonic()
+        try:
+            send(signal.SIGTERM)
+            end = time.monotonic() + self.grace
+            while any(p.popen.poll() is None for p in procs) and time.monotonic() < end:
+                if len(sigs.received) > 1:
+                    break  # a second Ctrl-C: do not wait for the grace period
+                self._pump(0.02, sigs)
+        finally:  # whatever failed while draining (a log that cannot be written), nothing survives
+            send(signal.SIGKILL)
+            for p in procs:
+                p.popen.wait()
+                if p.ended is None:
+                    p.ended = time.monotonic()
         # the output still in the pipes; a grandchild that kept a pipe open gets a short while
         end = time.monotonic() + 0.5
         while any(key.data is not None for key in self._selector.get_map().values()) and time.monotonic() < end:
