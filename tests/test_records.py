@@ -377,7 +377,11 @@ def test_deepspeed_is_the_torch_contract(tmp_path: Path) -> None:
     spec = sdk(tmp_path, "deepspeed", "  node_count: 2\n  process_count_per_node: 3\n")
     t = deepspeed_topology(spec)
     assert (t.launcher, t.world_size, len(t.replicas)) == ("deepspeed", 6, 6)
-    assert dataclasses.replace(t, launcher="torch.distributed") == rank_topology(spec)
+    torch = rank_topology(spec)
+    assert dataclasses.replace(t, launcher="torch.distributed", local_env=torch.local_env) == torch
+    # without a GPU DeepSpeed is told to use its CPU accelerator instead of probing for CUDA
+    extra = {} if Path("/dev/nvidiactl").exists() else {"DS_ACCELERATOR": "cpu"}
+    assert dict(t.local_env) == {**torch.local_env, **extra}
 
 
 def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
@@ -396,7 +400,8 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
     assert dict(r.env) == {"AZUREML_MPI_HOSTFILE": "{{job_dir}}/hostfile", "AZ_BATCH_MASTER_NODE": "{{host:0}}:{{port:master}}"}
     assert dict(t.files) == {"hostfile": "{{node:0}} slots=2\n{{node:1}} slots=2\n"}
     assert t.ports == ("master",)
-    assert dict(t.local_env) == {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}", "OMP_NUM_THREADS": "1"}
+    assert dict(t.local_env) == {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}", "OMP_NUM_THREADS": "1",
+                                 "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_coll": "^han"}
     assert NODE_AGENT.is_file()
     assert bind(t.files["hostfile"], all_values(t)) == "node0 slots=2\nnode1 slots=2\n"
     assert bind(r.env["AZ_BATCH_MASTER_NODE"], all_values(t)) == "10.0.0.1:20000"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
@@ -15,7 +17,11 @@ NAME = "deepspeed"
 
 
 def deepspeed_topology(spec: "ComponentSpec") -> Topology:
-    return rank_topology(spec, NAME)
+    topology = rank_topology(spec, NAME)
+    if Path("/dev/nvidiactl").exists():
+        return topology
+    # without a GPU, say so rather than let DeepSpeed probe for one and warn on every rank
+    return dataclasses.replace(topology, local_env={**topology.local_env, "DS_ACCELERATOR": "cpu"})
 
 
 @hookimpl

@@ -38,7 +38,17 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     launcher = Replica(role="launcher", index=0, node=0, argv=(*argv, COMMAND), env=env, ranks=world,
                        output="openmpi-tagged")
     hostfile = "".join(f"{node_name(n)} slots={per_node}\n" for n in range(nodes))
-    local_env = {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}"} if nodes > 1 else {}
+    local_env: dict[str, str] = {}
+    if nodes > 1:
+        local_env.update({
+            "PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}",
+            # Simulated nodes share one host: btl/sm names its segments by host name and local
+            # rank, so node0's and node1's local rank 0 would map one segment (SIGSEGV), and
+            # coll/han splits by a locality that disagrees with the hostfile (MPI_Barrier hangs).
+            # Between simulated nodes, talk TCP, as between real ones.
+            "OMPI_MCA_btl": "self,tcp",
+            "OMPI_MCA_coll": "^han",
+        })
     if per_node > 1 or nodes > 1:
         local_env["OMP_NUM_THREADS"] = "1"
     return Topology(launcher=NAME, nodes=nodes, processes_per_node=per_node, world_size=world,

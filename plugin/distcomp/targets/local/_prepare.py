@@ -1,4 +1,4 @@
-"""Bind a Topology to this machine: every node is 127.0.0.1, ports are free ones, and each
+"""Bind a Topology to this machine: node N is 127.0.0.N+1, ports are free ones, and each
 replica gets a copy of its argv and env with the placeholders filled in."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from ...records import COMMAND, Replica, Topology, bind
 from ...spec import ComponentSpec
 from ._ports import free_ports
 
-LOCALHOST = "127.0.0.1"
+def node_address(node: int) -> str:
+    """A loopback address per simulated node (127.0.0.1, 127.0.0.2, ...: Linux routes all of
+    127/8 here), so each node is told apart by its address as in a cluster."""
+    return f"127.0.{node // 250}.{node % 250 + 1}"
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ def bindings(topology: Topology, job_dir: Path, job_id: str, attempt: int, max_r
     values = {"job_dir": str(job_dir), "job_id": job_id, "restart": str(attempt),
               "max_restarts": str(max_restarts)}
     for n in range(topology.nodes):
-        values[f"host:{n}"] = LOCALHOST
+        values[f"host:{n}"] = node_address(n)
         # a single node is this machine; simulated nodes get names the launcher's local agent maps here
         values[f"node:{n}"] = "localhost" if topology.nodes == 1 else f"node{n}"
     values.update({f"port:{name}": str(p) for name, p in zip(topology.ports, free_ports(len(topology.ports)))})

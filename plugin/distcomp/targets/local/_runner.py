@@ -28,7 +28,8 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
     say = notify or (lambda _msg: None)
     run_dir = options.run_dir
     logs = Logs(run_dir / "logs", console if options.echo else None)
-    supervisor = Supervisor(logs, options.grace, spec.successful_return_code == "ZeroOrGreater")
+    supervisor = Supervisor(logs, options.grace, spec.successful_return_code == "ZeroOrGreater",
+                            topology.processes_per_node)
     t0 = time.monotonic()
     deadline = t0 + options.timeout if options.timeout is not None else None
     failures: list[Failure] = []

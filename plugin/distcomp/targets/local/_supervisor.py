@@ -24,6 +24,7 @@ from ._records import Failure, ProcessResult
 Outcome = Literal["succeeded", "failed", "timed_out", "interrupted"]
 _MPI_EXIT = re.compile(r"Process name: \[[^\]]*,(\d+)\]\s+Exit code:\s+(\d+)")
 _MPI_SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
+_MPI_ABORT = re.compile(r'process rank (\d+) with PID (\d+) on node (\S+) calling\s+"abort"')
 
 
 class StartError(Exception):
@@ -104,8 +105,9 @@ def _failed(returncode: int, zero_or_greater: bool) -> bool:
 class Supervisor:
     """Runs attempts of one job; ``logs`` collects output across attempts."""
 
-    def __init__(self, logs: Logs, grace: float, zero_or_greater: bool = False) -> None:
+    def __init__(self, logs: Logs, grace: float, zero_or_greater: bool = False, processes_per_node: int = 1) -> None:
         self.logs = logs
+        self.processes_per_node = processes_per_node
         self.grace = grace
         self.zero_or_greater = zero_or_greater
         self._selector = selectors.DefaultSelector()
@@ -254,18 +256,23 @@ class Supervisor:
         name, detail, pid = r.name, "", p.popen.pid
         if r.output == "openmpi-tagged":  # mpirun says which rank ended the job
             text = " ".join(self._log_text(p).split())
-            m, s = _MPI_EXIT.search(text), _MPI_SIGNAL.search(text)
+            m, s, a = _MPI_EXIT.search(text), _MPI_SIGNAL.search(text), _MPI_ABORT.search(text)
             if m:
                 name, detail = f"rank{m.group(1)}", f"mpirun: rank {m.group(1)} exited with code {m.group(2)}"
                 rc = int(m.group(2))
             elif s:
                 name, rc = f"rank{s.group(1)}", -int(s.group(4))
                 detail, pid = f"mpirun: rank {s.group(1)} (pid {s.group(2)}) exited on signal {s.group(4)}", int(s.group(2))
+            elif a:
+                name, pid = f"rank{a.group(1)}", int(a.group(2))
+                detail = f"mpirun: rank {a.group(1)} (pid {a.group(2)}) called abort or exited without MPI_Finalize"
         tail = tuple(self.logs.tails.get(name) or ())
         if name != r.name and not tail:
             tail = tuple(self.logs.tails.get(r.name) or ())
-        role = r.role if name == r.name else "rank"  # a rank that mpirun started
-        return Failure(name, role, r.node, rc, self.logs.path(name), tail, pid, after, detail)
+        role, node = r.role, r.node
+        if name != r.name:  # a rank that mpirun started: ranks fill the nodes in order
+            role, node = "rank", int(name[4:]) // self.processes_per_node
+        return Failure(name, role, node, rc, self.logs.path(name), tail, pid, after, detail)
 
     def _log_text(self, p: _Proc) -> str:
         self.logs.flush()
