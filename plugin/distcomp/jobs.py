@@ -3,7 +3,7 @@ paths under the run folder. Everything here is checked before any process starts
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +27,7 @@ class Job:
 
 def default_run_dir(spec: ComponentSpec, base: Path) -> Path:
     """``runs/NAME-YYYYmmdd-HHMMSS-xxxx`` under ``base``: unique, and sorted by time."""
-    return base / "runs" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    return base / "runs" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
 def _check_local_ports(spec: ComponentSpec, values: Mapping[str, Any]) -> list[str]:
