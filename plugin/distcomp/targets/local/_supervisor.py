@@ -144,6 +144,8 @@ class Supervisor:
     # -- watch ---------------------------------------------------------------------------
     def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None) -> Attempt:
         with _Signals() as signals:
+            if signals.read_fd >= 0:  # a signal wakes the loop at once
+                self._selector.register(signals.read_fd, selectors.EVENT_READ, None)
             t0 = time.monotonic()
             procs = self._start(launches, attempt)
             try:
@@ -189,8 +191,6 @@ class Supervisor:
 
     def _pump(self, timeout: float, signals: _Signals) -> None:
         """Move whatever output is ready into the logs; wait at most ``timeout``."""
-        if signals.read_fd >= 0 and signals.read_fd not in {k.fd for k in self._selector.get_map().values()}:
-            self._selector.register(signals.read_fd, selectors.EVENT_READ, None)
         if not self._selector.get_map():
             time.sleep(timeout)
             return
