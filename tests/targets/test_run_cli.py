@@ -252,7 +252,8 @@ def test_log_that_cannot_be_written_is_reported_and_leaves_no_rank(tmp_path: Pat
     (run_dir / "logs").mkdir(parents=True)
     (run_dir / "logs" / "rank1.log").symlink_to("/dev/full")
     run = run_fault(tmp_path, "--grace", "1", "--timeout", "6", mode="flood")
-    assert_no_survivors(run.state_dir, 2)
+    # rank1's first lines already fail to land, so rank0 may be stopped before it records itself
+    assert_no_survivors(run.state_dir, 2, at_least=1)
     assert run.returncode in (1, 124), run.explain()
     assert "Traceback" not in run.stderr, run.stderr
     assert "No space left on device" in run.stderr, run.stderr
