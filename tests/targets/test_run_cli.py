@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.targets._jobs import FAULT, JOBS, WAIT, assert_no_survivors, clean_env, distcomp_argv, finish, run_fault, start
+from tests.targets._jobs import FAULT, JOBS, WAIT, assert_no_survivors, clean_env, distcomp_argv, run_fault, start
 
 SUCCEEDED = r"distcomp run: succeeded in \d+\.\d s; outputs: result=job-run/outputs/result\n"
 

@@ -92,6 +92,29 @@ def arguments() -> argparse.Namespace:
     return args
 
 
+def expect_torch_rank(args: argparse.Namespace, mark: str) -> tuple[int, int, int, dict[str, Any]]:
+    """The torch.distributed contract every torch-launched rank shares (torch, DeepSpeed):
+    rank, world and node layout, the master, the spec's marker variable and rank_info().
+    Returns (rank, world, master_port, rank_info)."""
+    nodes, per_node = args.nodes, args.per_node
+    world = nodes * per_node
+    rank = int(env("RANK"))
+    check(0 <= rank < world, f"RANK={rank} is outside 0..{world - 1}")
+    local, node = rank % per_node, rank // per_node  # ranks are numbered node by node
+    expect("WORLD_SIZE", world)
+    expect("LOCAL_RANK", local)
+    expect("LOCAL_WORLD_SIZE", per_node)
+    expect("NODE_RANK", node)
+    expect("GROUP_RANK", node)
+    expect("MASTER_ADDR", LOCALHOST)
+    master_port = port_of(env("MASTER_PORT"), "MASTER_PORT")
+    expect("DISTCOMP_TEST_MARK", mark)  # the spec's environment_variables
+    expect_cpu_threads(nodes, per_node)
+    absent("openmpi", "tensorflow", "azure", "kubeflow")
+    info = expect_rank_info(RankInfo(rank, world, local, per_node, node, LOCALHOST, master_port, "torch"))
+    return rank, world, master_port, info
+
+
 def expected_sum(world: int) -> int:
     """sum(rank + 1 for each rank): what the all-reduce of ``rank + 1`` gives."""
     return world * (world + 1) // 2

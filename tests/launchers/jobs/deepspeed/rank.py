@@ -5,28 +5,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # jobs/: the shared _contract helpers
 
-from _contract import (LOCALHOST, RankInfo, absent, arguments, check, env, expect, expect_cpu_threads,  # noqa: E402
-                       expect_rank_info, expected_sum, finish, port_of)
+from _contract import arguments, check, expect_torch_rank, expected_sum, finish  # noqa: E402
 
 args = arguments()
-nodes, per_node = args.nodes, args.per_node
-world = nodes * per_node
-
 # what init_distributed needs to skip its MPI discovery: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK
-rank = int(env("RANK"))
-check(0 <= rank < world, f"RANK={rank} is outside 0..{world - 1}")
-local, node = rank % per_node, rank // per_node
-expect("WORLD_SIZE", world)
-expect("LOCAL_RANK", local)
-expect("LOCAL_WORLD_SIZE", per_node)
-expect("NODE_RANK", node)
-expect("GROUP_RANK", node)
-expect("MASTER_ADDR", LOCALHOST)
-master_port = port_of(env("MASTER_PORT"), "MASTER_PORT")
-expect("DISTCOMP_TEST_MARK", "deepspeed")
-expect_cpu_threads(nodes, per_node)
-absent("openmpi", "tensorflow", "azure", "kubeflow")
-info = expect_rank_info(RankInfo(rank, world, local, per_node, node, LOCALHOST, master_port, "torch"))
+rank, world, master_port, info = expect_torch_rank(args, "deepspeed")
 
 import deepspeed  # noqa: E402
 import deepspeed.comm as ds_comm  # noqa: E402

@@ -1,6 +1,5 @@
 """One MPI rank under mpirun: Open MPI's env, Azure ML's hostfile and master node, mpi4py allreduce."""
 
-import os
 import sys
 from pathlib import Path
 

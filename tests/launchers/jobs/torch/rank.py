@@ -7,34 +7,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # jobs/: the share
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-from _contract import (LOCALHOST, RankInfo, absent, arguments, check, env, expect, expect_cpu_threads,  # noqa: E402
-                       expect_rank_info, expected_sum, finish, port_of)
+from _contract import arguments, check, env, expect, expect_torch_rank, expected_sum, finish  # noqa: E402
 
 args = arguments()
-nodes, per_node = args.nodes, args.per_node
-world = nodes * per_node
-
-rank = int(env("RANK"))
-check(0 <= rank < world, f"RANK={rank} is outside 0..{world - 1}")
-local, node = rank % per_node, rank // per_node  # ranks are numbered node by node
-expect("WORLD_SIZE", world)
-expect("LOCAL_RANK", local)
-expect("LOCAL_WORLD_SIZE", per_node)
-expect("NODE_RANK", node)
-expect("GROUP_RANK", node)
-expect("GROUP_WORLD_SIZE", nodes)
+rank, world, master_port, info = expect_torch_rank(args, "torch")
+# the rest of torchrun's worker env
+expect("GROUP_WORLD_SIZE", args.nodes)
 expect("ROLE_NAME", "default")
 expect("ROLE_RANK", rank)
 expect("ROLE_WORLD_SIZE", world)
 expect("TORCHELASTIC_RESTART_COUNT", 0)
 expect("TORCHELASTIC_MAX_RESTARTS", 0)
 expect("TORCHELASTIC_USE_AGENT_STORE", "False")
-expect("MASTER_ADDR", LOCALHOST)
-master_port = port_of(env("MASTER_PORT"), "MASTER_PORT")
-expect("DISTCOMP_TEST_MARK", "torch")  # the spec's environment_variables
-expect_cpu_threads(nodes, per_node)
-absent("openmpi", "tensorflow", "azure", "kubeflow")
-info = expect_rank_info(RankInfo(rank, world, local, per_node, node, LOCALHOST, master_port, "torch"))
 
 dist.init_process_group("gloo")  # env://, with rank 0 hosting the store at MASTER_ADDR:MASTER_PORT
 check(dist.get_rank() == rank and dist.get_world_size() == world,
