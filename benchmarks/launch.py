@@ -34,7 +34,6 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from _report import Row, load, ratio_at_most, report, seconds_at_most  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "benchmarks" / "jobs"
@@ -188,7 +189,7 @@ def _distcomp(job: str, expect_rc: int) -> Go:
         with Run(timeout) as run:
             start = time.perf_counter()
             proc = run.start([sys.executable, "-m", "distcomp", "run", str(JOBS / job / "component.yaml"),
-                              "--quiet", "--run-dir", str(run_dir)], ROOT, run.env(**extra), log)
+                              "--quiet", "--no-tracking", "--run-dir", str(run_dir)], ROOT, run.env(**extra), log)
             rc = proc.wait()
             end_wall = time.time()
             elapsed = time.perf_counter() - start
@@ -312,10 +313,6 @@ def measure(bench: Bench, which: str, tmp_root: Path, timeout: float, keep: bool
         (bench.ours_s if which == "ours" else bench.raw_s).append(value)
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def _terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # unwinds through Run.__exit__: the running job is stopped
 
@@ -347,7 +344,7 @@ def main() -> int:
     tf = next((str(b.rounds) for b in todo if b.key == "tf"), "skipped")
     print(f"rounds: {args.rounds} (tf: {tf}), "
           f"warm-up: {args.warmup}, cores: {os.cpu_count()}, python: {sys.executable}", flush=True)
-    load0 = _load()
+    load0 = load()
     t0 = time.monotonic()
     if os.environ.get("PYTHONDONTWRITEBYTECODE") and not args.pycache:
         print("note: PYTHONDONTWRITEBYTECODE is set, so modules without a .pyc already (distcomp's own, "
@@ -368,33 +365,11 @@ def main() -> int:
                     if not bench.error:
                         measure(bench, which, Path(tmp_root), args.timeout, keep=i >= 0)
 
-    print(f"total {time.monotonic() - t0:.0f} s; load average before {load0}, after {_load()}"
+    print(f"total {time.monotonic() - t0:.0f} s; load average before {load0}, after {load()}"
           " (other work on the machine skews the numbers)\n")
-    head = f"{'benchmark':<33} {'vs':<18} {'distcomp s':>10} {'raw s':>8} {'ratio':>7}  {'goal':<14} result"
-    print(head)
-    print("-" * len(head))
-    missed = broken = 0
-    for b in todo:
-        if b.error or not b.ours_s or not b.raw_s:
-            broken += 1
-            print(f"{b.name:<33} {b.raw_label:<18} {'':>10} {'':>8} {'':>7}  {'':<14} ERROR")
-            continue
-        ours, raw = statistics.median(b.ours_s), statistics.median(b.raw_s)
-        ratio = ours / raw
-        value = ratio if b.goal_is_ratio else ours
-        goal = f"ratio <= {b.goal:g}" if b.goal_is_ratio else f"<= {b.goal:g} s"
-        ok = value <= b.goal
-        missed += not ok
-        print(f"{b.name:<33} {b.raw_label:<18} {ours:>10.3f} {raw:>8.3f} {ratio:>7.3f}  {goal:<14} "
-              f"{'PASS' if ok else 'MISS'}")
-    print("\nevery run (s), in round order:")
-    for b in todo:
-        if b.ours_s or b.raw_s:
-            print(f"  {b.name}: distcomp {' '.join(f'{x:.3f}' for x in b.ours_s)} | "
-                  f"{b.raw_label} {' '.join(f'{x:.3f}' for x in b.raw_s)}")
-    for b in todo:
-        if b.error:
-            print(f"\nERROR {b.error}")
+    missed, broken = report([Row(b.name, b.raw_label, b.ours_s, b.raw_s,
+                                 ratio_at_most(b.goal) if b.goal_is_ratio else seconds_at_most(b.goal), b.error)
+                             for b in todo])
     if broken:
         return 2
     return 1 if args.check and missed else 0

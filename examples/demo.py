@@ -4,6 +4,7 @@ example on 2 real local ranks with `distcomp run` and show its loss falling."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -39,20 +40,38 @@ def show(path: Path) -> bool:
 
 
 def train() -> bool:
-    """The main job, exactly as a user runs it: `distcomp run` on 2 ranks."""
+    """The main job, exactly as a user runs it: `distcomp run` on 2 ranks, tracked by MLflow."""
     spec = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
     with tempfile.TemporaryDirectory(prefix="distcomp-demo-") as tmp:
-        argv = [sys.executable, "-m", "distcomp", "run", str(spec), "--run-dir", tmp, "--timeout", "300"]
-        print(f"\n$ distcomp run {spec.relative_to(ROOT)} --run-dir {tmp}", flush=True)
-        if subprocess.run(argv).returncode != 0:
+        uri = f"sqlite:///{tmp}/mlflow.db"
+        run_dir = Path(tmp) / "run"
+        argv = [sys.executable, "-m", "distcomp", "run", str(spec), "--run-dir", str(run_dir), "--timeout", "300"]
+        print(f"\n$ MLFLOW_TRACKING_URI={uri} distcomp run {spec.relative_to(ROOT)} --run-dir {run_dir}", flush=True)
+        if subprocess.run(argv, env={**os.environ, "MLFLOW_TRACKING_URI": uri}).returncode != 0:
             print("FAIL the training job failed")
             return False
-        metrics = json.loads((Path(tmp) / "outputs" / "model" / "metrics.json").read_text())
+        metrics = json.loads((run_dir / "outputs" / "model" / "metrics.json").read_text())
+        tracked = mlflow_loss(uri, "pytorch-ddp-example")  # the component name
     loss = metrics["loss"]
     print(f"loss by epoch on {metrics['world_size']} ranks: " + " -> ".join(f"{x:.4f}" for x in loss))
     falling = loss[-1] < loss[0]
     print("ok   loss fell" if falling else "FAIL loss did not fall")
-    return falling
+    same = [round(x, 6) for x in tracked] == [round(x, 6) for x in loss]
+    print(f"ok   one MLflow run holds rank 0's {len(tracked)} loss points" if same
+          else f"FAIL MLflow has {tracked}, the job reported {loss}")
+    return falling and same
+
+
+def mlflow_loss(uri: str, experiment: str) -> list[float]:
+    """The loss history of the job's one MLflow run."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id]) if exp else []
+    if len(runs) != 1:
+        return []
+    return [m.value for m in sorted(client.get_metric_history(runs[0].info.run_id, "loss"), key=lambda m: m.step)]
 
 
 def main() -> int:

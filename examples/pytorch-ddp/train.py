@@ -19,6 +19,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+from distcomp import runtime  # MLflow logging from rank 0 (a no-op on the other ranks)
+
 
 def make_data(samples: int, seed: int) -> TensorDataset:
     g = torch.Generator().manual_seed(seed)
@@ -44,6 +46,7 @@ def main() -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
     torch.manual_seed(args.seed)
+    runtime.log_params({"world_size": world, "device": device.type})
 
     data = make_data(args.samples, args.seed)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
@@ -71,6 +74,7 @@ def main() -> None:
         dist.all_reduce(total)  # mean loss over every rank's samples
         mean = (total[0] / total[1]).item()
         history.append(mean)
+        runtime.log_metrics({"loss": mean, "epoch_seconds": time.perf_counter() - start}, step=epoch)
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} loss {mean:.4f} ({count} steps/rank, "
                   f"{time.perf_counter() - start:.2f}s)", flush=True)
@@ -79,6 +83,7 @@ def main() -> None:
         args.model_dir.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), args.model_dir / "model.pt")
         (args.model_dir / "metrics.json").write_text(json.dumps({"loss": history, "world_size": world}))
+        runtime.log_artifact(str(args.model_dir / "model.pt"), "model")
     dist.barrier()
     dist.destroy_process_group()
 

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from . import __version__
 
 if TYPE_CHECKING:
+    from .jobs import Job
+    from .records import Topology
     from .spec import ComponentSpec
+    from .targets.local import RunResult
+    from .tracking import JobRun
+    from .tracking._monitors import Monitors
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SPEC_NAMES = ("component.yaml", "component.yml")
@@ -127,6 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .spec import InputError, RenderError
     from .targets.local import LaunchError, RunOptions, run_topology
 
+    if args.no_tracking and (args.system_metrics or args.experiment):
+        raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
     pm = get_plugin_manager()
     spec = _load(args.spec, _launcher_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
     try:
@@ -134,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cwd = Path.cwd()
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(spec, cwd)
         job = make_job(spec, _pairs(args.input, "--input"), _pairs(args.output, "--output"), run_dir, cwd)
-        options = RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace, not args.quiet, job.job_id)
+        RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace)  # checks the numbers
     except (PluginError, InputError, ValueError) as exc:
         raise _Usage(str(exc).replace("\n", "\n  ")) from None
     try:
@@ -146,14 +153,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
     say(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
         f"process(es), world size {topology.world_size} ({roles})")
+    tracking = None if args.no_tracking else _start_tracking(job, topology, cwd, args.experiment)
+    options = RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace, not args.quiet, job.job_id,
+                         env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})
     say(f"run folder {_rel(job.run_dir)} (logs in {_rel(job.run_dir / 'logs')})")
     create_outputs(job)
+    monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if args.system_metrics else None
     try:
         result = run_topology(spec, topology, job.values, job.outputs, options,
                               console=sys.stdout.write, notify=say)
     except (LaunchError, RenderError) as exc:
         say(f"failed: {exc}")
+        _end_tracking(tracking, monitors, None, job.run_dir, str(exc))
         return EXIT_FAILED
+    except BaseException:  # distcomp itself was stopped outside the supervisor: end the run, then go
+        _end_tracking(tracking, monitors, None, job.run_dir, "distcomp was stopped before the job ended",
+                      "interrupted")
+        raise
     if result.state == "succeeded":
         outs = ", ".join(f"{n}={_rel(Path(p))}" for n, p in result.outputs.items())
         say(f"succeeded in {result.wall_s:.1f} s" + (f" after {result.attempts - 1} restart(s)" if result.attempts > 1 else "")
@@ -164,7 +180,44 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{_rel(result.run_dir / 'logs')}")
     else:
         say(result.message)
+    _end_tracking(tracking, monitors, result, job.run_dir)
     return result.exit_code
+
+
+def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str | None) -> "JobRun | None":
+    """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
+    import os
+
+    from .tracking import TrackingError, describe, start_run
+
+    try:
+        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=say)
+    except TrackingError as exc:
+        raise _Usage(f"MLflow tracking: {exc}") from None
+    if tracking is not None:
+        say(describe(tracking))
+    return tracking
+
+
+def _start_monitors(tracking: "JobRun | None", topology: "Topology", log_dir: Path) -> "Monitors | None":
+    """One MLflow system-metrics monitor per node, named as MLflow's node id (node0, node1, ...)."""
+    if tracking is None:
+        return None
+    from .tracking._monitors import start_monitors
+
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return start_monitors(tracking.run.run_id, tracking.uri, [f"node{n}" for n in range(topology.nodes)], log_dir)
+
+
+def _end_tracking(tracking: "JobRun | None", monitors: "Monitors | None", result: "RunResult | None",
+                  run_dir: Path, error: str = "", state: str = "failed") -> None:
+    problems = monitors.stop() if monitors is not None else []
+    if tracking is not None:
+        status, more = tracking.finish(result, run_dir / "logs", error, state)
+        problems += more
+        say(f"MLflow run {tracking.run.run_id}: {status}")
+    for problem in problems:
+        say(f"warning: {problem}")
 
 
 def cmd_launchers(args: argparse.Namespace) -> int:
@@ -262,6 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=_count_float, default=5.0, metavar="SECONDS",
                    help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not copy rank output to the console (logs only)")
+    p.add_argument("--no-tracking", action="store_true",
+                   help="no MLflow run (default: one run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    p.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the run (default: the component name)")
+    p.add_argument("--system-metrics", action="store_true",
+                   help="log CPU, memory (and GPU) metrics of every node to the run")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("launchers", help="list the launcher types, their aliases and providers")

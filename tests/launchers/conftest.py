@@ -61,7 +61,7 @@ def run_job(job: str, tmp_path: Path, world: int, *flags: str, inputs: dict[str,
     """``distcomp run jobs/JOB/component.yaml`` in ``tmp_path``; checks the common contract."""
     run_dir = tmp_path / "run"
     argv = [sys.executable, "-m", "distcomp", "run", str(JOBS / job / "component.yaml"), "--run-dir", str(run_dir),
-            "--timeout", str(timeout), "--grace", "2", *flags]
+            "--timeout", str(timeout), "--grace", "2", "--no-tracking", *flags]
     for name, value in (inputs or {}).items():
         argv += ["--input", f"{name}={value}"]
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=clean_env(),

@@ -1,5 +1,29 @@
 """Code that runs inside every rank. Kept import-light: a rank pays for what it uses."""
 
+from ._logging import (
+    flush,
+    is_logging_rank,
+    log_artifact,
+    log_artifacts,
+    log_metric,
+    log_metrics,
+    log_param,
+    log_params,
+    run_id,
+)
 from ._rankinfo import RankInfo, RankInfoError, rank_info
 
-__all__ = ["RankInfo", "RankInfoError", "rank_info"]
+__all__ = [
+    "RankInfo",
+    "RankInfoError",
+    "flush",
+    "is_logging_rank",
+    "log_artifact",
+    "log_artifacts",
+    "log_metric",
+    "log_metrics",
+    "log_param",
+    "log_params",
+    "rank_info",
+    "run_id",
+]

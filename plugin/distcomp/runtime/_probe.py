@@ -2,8 +2,12 @@
 
 import dataclasses
 import json
+import sys
 
 from ._rankinfo import rank_info
 
 if __name__ == "__main__":
-    print(json.dumps(dataclasses.asdict(rank_info())), flush=True)
+    # one write(): with PYTHONUNBUFFERED, print() writes the text and "\n" apart, and ranks
+    # sharing a stdout could interleave between the two
+    sys.stdout.write(json.dumps(dataclasses.asdict(rank_info())) + "\n")
+    sys.stdout.flush()

@@ -62,13 +62,14 @@ def base_env(spec: ComponentSpec, topology: Topology, outer: Mapping[str, str]) 
 
 def prepare(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], outputs: Mapping[str, str],
             job_dir: Path, job_id: str, attempt: int = 0, max_restarts: int = 0,
-            outer: Mapping[str, str] | None = None) -> tuple[Launch, ...]:
+            outer: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> tuple[Launch, ...]:
     """Write the topology's files into ``job_dir`` and make one Launch per replica."""
     binding = bindings(topology, job_dir, job_id, attempt, max_restarts)
     job_dir.mkdir(parents=True, exist_ok=True)
     for name, content in topology.files.items():
         (job_dir / name).write_text(bind(content, binding), encoding="utf-8")
     common = base_env(spec, topology, os.environ if outer is None else outer)
+    common.update(extra or {})
     launches = []
     for replica in topology.replicas:
         env = {**common, **{k: bind(v, binding) for k, v in replica.env.items()}}

@@ -19,6 +19,7 @@ class RunOptions:
     grace: float = 5.0  # seconds between SIGTERM and SIGKILL when a job is stopped
     echo: bool = True  # copy rank output to the console with a [rankN] prefix
     job_id: str = "distcomp"
+    env: Mapping[str, str] = field(default_factory=dict)  # set in every process, over the spec's (tracking)
 
     def __post_init__(self) -> None:
         if self.timeout is not None and self.timeout <= 0:

@@ -36,7 +36,8 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
     attempt = 0
     try:
         while True:
-            launches = prepare(spec, topology, values, outputs, run_dir, options.job_id, attempt, options.max_restarts)
+            launches = prepare(spec, topology, values, outputs, run_dir, options.job_id, attempt, options.max_restarts,
+                               extra=options.env)
             try:
                 result = supervisor.run(launches, attempt, deadline)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone

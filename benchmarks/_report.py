@@ -1,0 +1,72 @@
+"""The results table every benchmark prints: medians, the ratio to the raw tool, the goal."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+# (distcomp median, raw median) -> (goal met, the goal as text)
+Judge = Callable[[float, float], tuple[bool, str]]
+
+
+def ratio_at_most(goal: float) -> Judge:
+    return lambda ours, raw: (ours / raw <= goal, f"ratio <= {goal:g}")
+
+
+def seconds_at_most(goal: float) -> Judge:
+    return lambda ours, raw: (ours <= goal, f"<= {goal:g} s")
+
+
+def added_at_most(goal: float) -> Judge:
+    return lambda ours, raw: (ours - raw <= goal, f"+{goal:g} s ({ours - raw:+.2f})")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    raw_label: str
+    ours_s: Sequence[float]
+    raw_s: Sequence[float]
+    judge: Judge
+    error: str = ""
+    notes: Mapping[str, Sequence[float]] = field(default_factory=dict)  # printed beside, not judged
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _each(values: Sequence[float]) -> str:
+    return " ".join(f"{x:.3f}" for x in values)
+
+
+def report(rows: Sequence[Row]) -> tuple[int, int]:
+    """Print the table, every run and the errors; returns (goals missed, benchmarks broken)."""
+    width = max([len("benchmark"), *(len(r.name) for r in rows)]) + 1
+    head = f"{'benchmark':<{width}} {'vs':<18} {'distcomp s':>10} {'raw s':>8} {'ratio':>7}  {'goal':<16} result"
+    print(head)
+    print("-" * len(head))
+    missed = broken = 0
+    for r in rows:
+        if r.error or not r.ours_s or not r.raw_s:
+            broken += 1
+            print(f"{r.name:<{width}} {r.raw_label:<18} {'':>10} {'':>8} {'':>7}  {'':<16} ERROR")
+            continue
+        ours, raw = statistics.median(r.ours_s), statistics.median(r.raw_s)
+        ok, goal = r.judge(ours, raw)
+        missed += not ok
+        print(f"{r.name:<{width}} {r.raw_label:<18} {ours:>10.3f} {raw:>8.3f} {ours / raw:>7.3f}  {goal:<16} "
+              f"{'PASS' if ok else 'MISS'}")
+    print("\nevery run (s), in round order:")
+    for r in rows:
+        if r.ours_s or r.raw_s:
+            print(f"  {r.name}: distcomp {_each(r.ours_s)} | {r.raw_label} {_each(r.raw_s)}")
+            for label, values in r.notes.items():
+                if values:
+                    print(f"    {label}: median {statistics.median(values):.3f} s ({_each(values)})")
+    for r in rows:
+        if r.error:
+            print(f"\nERROR {r.name}: {r.error}")
+    return missed, broken

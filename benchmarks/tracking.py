@@ -1,0 +1,239 @@
+"""MLflow tracking from a distributed job: distcomp against plain MLflow, side by side.
+
+Each round runs every variant once, as a fresh process, alternating which side goes first;
+medians over the rounds are printed with their ratio to plain MLflow. Each measurement gets a
+fresh run in a fresh SQLite store (a copy of one made up front), as `distcomp run` would make.
+
+  (a) logging   N metric points (default 10,000) from rank 0. distcomp: seconds from the first
+                distcomp.runtime.log_metric call until flush() returns, with everything durable
+                in the store (the worker writes SQLite directly, no `import mlflow`). Plain
+                MLflow: N mlflow.log_metric calls into the same kind of store, with `import mlflow`
+                and start_run() left out of its time (they are printed apart). Goal: ratio <= 0.1.
+
+  (b) job        wall time of `distcomp run` of a 2-rank torch job (benchmarks/jobs/), tracking
+                on (a fresh SQLite store: the run created, the logs attached, the run ended)
+                against --no-tracking, for a job that logs nothing (torch_allreduce: the
+                launcher's cost) and one that logs 30 points and 2 params from rank 0
+                (torch_logged: the ranks' cost too). Goal: <= 0.5 s added.
+
+Every run's metric history is read back: a point missing is an error, not a fast run. Parts are
+functions in PARTS (name -> function(args, store) -> list of Result); add one there.
+
+    python benchmarks/tracking.py [--part a|b] [--rounds N] [--points N] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _report import Row, added_at_most, load, ratio_at_most, report  # benchmarks/_report.py
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "OMPI_", "PMI_",
+                 "MPI_LOCAL", "TF_CONFIG", "PET_", "MASTER_", "AZ_BATCH", "MLFLOW_", "DISTCOMP_")
+
+
+class RunError(Exception):
+    """A measurement did not do what it should (exit code, missing points, timeout)."""
+
+
+@dataclass
+class Result:
+    name: str
+    raw_label: str
+    goal: float  # ours / raw must be <= goal
+    max_added_s: float | None = None  # instead: ours - raw must be <= this many seconds
+    ours_s: list[float] = field(default_factory=list)
+    raw_s: list[float] = field(default_factory=list)
+    notes: dict[str, list[float]] = field(default_factory=dict)  # figures printed beside, not judged
+    error: str = ""
+
+
+class Stores:
+    """Fresh SQLite stores, each a copy of a template made once (MLflow's schema set-up takes seconds)."""
+
+    def __init__(self, root: Path) -> None:
+        import mlflow  # the benchmark's own process only; what is measured runs apart
+
+        self.root, self.mlflow = root, mlflow
+        self.template = root / "template.db"
+        client = mlflow.MlflowClient(f"sqlite:///{self.template}")
+        self.experiment_id = client.create_experiment("bench", artifact_location=str(root / "template-artifacts"))
+        self.count = 0
+
+    def fresh(self) -> tuple[str, str, object]:
+        """(tracking URI, run id, client) of a new run in a new store."""
+        self.count += 1
+        db = self.root / f"store{self.count}.db"
+        shutil.copyfile(self.template, db)
+        client = self.mlflow.MlflowClient(f"sqlite:///{db}")
+        return f"sqlite:///{db}", client.create_run(self.experiment_id).info.run_id, client
+
+
+def rank_env(uri: str, run_id: str, experiment_id: str) -> dict[str, str]:
+    """What `distcomp run` gives rank 0 of 2: torchrun's contract and the MLflow run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
+    path = env.get("PATH", os.defpath).split(os.pathsep)
+    env["PATH"] = os.pathsep.join([str(BIN), *[p for p in path if p != str(BIN)]])
+    env.update(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT="29500", MLFLOW_RUN_ID=run_id, DISTCOMP_MLFLOW_RUN_ID=run_id, MLFLOW_TRACKING_URI=uri,
+               MLFLOW_EXPERIMENT_ID=experiment_id,
+               MLFLOW_DISABLE_TELEMETRY="true")  # nothing leaves the machine; same for both sides
+    return env
+
+
+def run_json(code: str, env: dict[str, str], timeout: float) -> dict:
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"ran past {timeout:g} s") from None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise RunError(f"exited {proc.returncode}; stderr:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- part (a): metric logging --------------------------------------------------------------------
+
+OURS_LOGGING = """
+import json, time
+import distcomp.runtime as rt
+start = time.perf_counter()
+for i in range({n}):
+    rt.log_metric("loss", 1.0 / (i + 1), step=i)
+queued = time.perf_counter() - start
+ok = rt.flush()
+print(json.dumps({{"s": time.perf_counter() - start, "queued_s": queued, "flushed": ok}}))
+"""
+
+RAW_LOGGING = """
+import json, time
+start = time.perf_counter()
+import mlflow
+mlflow.start_run()  # resumes the launcher's run (MLFLOW_RUN_ID), as a rank using MLflow directly would
+ready = time.perf_counter()
+for i in range({n}):
+    mlflow.log_metric("loss", 1.0 / (i + 1), step=i)
+end = time.perf_counter()
+print(json.dumps({{"s": end - ready, "setup_s": ready - start}}))
+"""
+
+
+def bench_logging(args: argparse.Namespace, stores: Stores) -> list[Result]:
+    n = args.points
+    result = Result(f"(a) {n:,} metric points", "mlflow.log_metric", 0.1,
+                    notes={"distcomp: calls queued in": [], "plain: import + start_run": []})
+    for i in range(-args.warmup, args.rounds):
+        print(f"  (a) {'warm-up' if i < 0 else f'round {i + 1}/{args.rounds}'}", file=sys.stderr, flush=True)
+        for which in (("ours", "raw") if i % 2 == 0 else ("raw", "ours")):
+            uri, run_id, client = stores.fresh()
+            env = rank_env(uri, run_id, stores.experiment_id)
+            try:
+                out = run_json((OURS_LOGGING if which == "ours" else RAW_LOGGING).format(n=n), env, args.timeout)
+                points = len(client.get_metric_history(run_id, "loss"))
+                if points != n or (which == "ours" and not out["flushed"]):
+                    raise RunError(f"{points} of {n} points in the store after the run")
+            except RunError as exc:
+                result.error = f"{'distcomp' if which == 'ours' else 'mlflow'}: {exc}"
+                return [result]
+            if i < 0:
+                continue
+            if which == "ours":
+                result.ours_s.append(out["s"])
+                result.notes["distcomp: calls queued in"].append(out["queued_s"])
+            else:
+                result.raw_s.append(out["s"])
+                result.notes["plain: import + start_run"].append(out["setup_s"])
+    return [result]
+
+
+# -- part (b): a whole job, tracking on against --no-tracking -----------------------------------
+
+def bench_job(args: argparse.Namespace, stores: Stores) -> list[Result]:
+    results = []
+    for job, label in (("torch_allreduce", "logs nothing"), ("torch_logged", "logs 30 points")):
+        spec = ROOT / "benchmarks" / "jobs" / job / "component.yaml"
+        result = Result(f"(b) 2-rank job, {label}", "--no-tracking", float("inf"), max_added_s=0.5)
+        results.append(result)
+        for i in range(-args.warmup, args.rounds):
+            print(f"  (b) {job} {'warm-up' if i < 0 else f'round {i + 1}/{args.rounds}'}", file=sys.stderr, flush=True)
+            for which in (("ours", "raw") if i % 2 == 0 else ("raw", "ours")):
+                uri, _run, client = stores.fresh()
+                env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
+                env.update(MLFLOW_TRACKING_URI=uri, MLFLOW_DISABLE_TELEMETRY="true")
+                run_dir = stores.root / f"job{stores.count}"
+                argv = [sys.executable, "-m", "distcomp", "run", str(spec), "--quiet", "--run-dir", str(run_dir)]
+                argv += ["--experiment", "bench-job"] if which == "ours" else ["--no-tracking"]
+                start = time.perf_counter()
+                try:
+                    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout,
+                                          cwd=stores.root)
+                except subprocess.TimeoutExpired:
+                    result.error = f"{which}: ran past {args.timeout:g} s"
+                    return results
+                elapsed = time.perf_counter() - start
+                exp = client.get_experiment_by_name("bench-job")
+                runs = client.search_runs([exp.experiment_id]) if exp else []
+                want = 1 if which == "ours" else 0
+                if proc.returncode != 0 or len(runs) != want or (want and runs[0].info.status != "FINISHED"):
+                    result.error = (f"{which}: exit {proc.returncode}, {len(runs)} MLflow run(s) (expected {want}); "
+                                    f"stderr:\n{proc.stderr[-2000:]}")
+                    return results
+                if job == "torch_logged" and want and len(client.get_metric_history(runs[0].info.run_id, "loss")) != 10:
+                    result.error = "the logged job's loss history is incomplete"
+                    return results
+                if i >= 0:
+                    (result.ours_s if which == "ours" else result.raw_s).append(elapsed)
+    return results
+
+
+PARTS: dict[str, Callable[[argparse.Namespace, Stores], list[Result]]] = {"a": bench_logging, "b": bench_job}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", action="append", choices=sorted(PARTS), help="part to run (repeatable; default all)")
+    ap.add_argument("--rounds", type=int, default=3, help="measured rounds (default 3)")
+    ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
+    ap.add_argument("--points", type=int, default=10_000, help="(a): metric points logged (default 10,000)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds before one run is stopped (default 600)")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a goal is missed")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.warmup < 0 or args.points < 1:
+        ap.error("--rounds and --points must be >= 1, --warmup >= 0")
+    parts = args.part or sorted(PARTS)
+    print(f"parts: {', '.join(parts)}; rounds: {args.rounds}, warm-up: {args.warmup}, cores: {os.cpu_count()}, "
+          f"python: {sys.executable}", flush=True)
+    load0, t0 = load(), time.monotonic()
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="distcomp-tracking-bench-") as tmp:
+        stores = Stores(Path(tmp))
+        for part in parts:
+            results += PARTS[part](args, stores)
+    print(f"total {time.monotonic() - t0:.0f} s; load average before {load0}, after {load()}"
+          " (other work on the machine skews the numbers)\n")
+    missed, broken = report([Row(r.name, r.raw_label, r.ours_s, r.raw_s,
+                                 added_at_most(r.max_added_s) if r.max_added_s is not None else ratio_at_most(r.goal),
+                                 r.error, r.notes) for r in results])
+    if broken:
+        return 2
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

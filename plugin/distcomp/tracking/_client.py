@@ -1,0 +1,90 @@
+"""Any other store (PostgreSQL, MySQL, Databricks, a SQLite file MLflow has not created yet)
+through MLflow's own client. This is the slow path: it imports mlflow."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping, Sequence
+
+import mlflow  # noqa: F401  (ImportError here tells open_store that MLflow is missing)
+
+from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunRef, TrackingError
+
+
+class ClientStore:
+    def __init__(self, uri: str) -> None:
+        import logging
+
+        from mlflow import MlflowClient
+
+        # "Creating initial MLflow database tables..." on a new database: distcomp says it once
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        self.uri = uri
+        try:
+            self.client = MlflowClient(tracking_uri=uri)
+        except Exception as exc:  # the URI names an unknown scheme or a broken database
+            raise TrackingError(f"MLflow cannot open the tracking store {uri}: {exc}") from None
+
+    def _do(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return call(*args, **kwargs)
+        except MlflowException as exc:
+            raise TrackingError(f"MLflow could not {what} in {self.uri}: {exc.message}") from None
+        except OSError as exc:
+            raise TrackingError(f"MLflow could not {what} in {self.uri}: {exc}") from None
+
+    def experiment(self, name: str) -> str:
+        exp = self._do("look up the experiment", self.client.get_experiment_by_name, name)
+        if exp is None:
+            return str(self._do("create the experiment", self.client.create_experiment, name))
+        if exp.lifecycle_stage != "active":
+            raise TrackingError(f"experiment {name!r} is deleted in {self.uri}; restore it or pick another "
+                                "with --experiment")
+        return str(exp.experiment_id)
+
+    def create_run(self, experiment_id: str, name: str, tags: Mapping[str, str],
+                   params: Mapping[str, str]) -> RunRef:
+        run = self._do("create the run", self.client.create_run, experiment_id, tags=dict(tags), run_name=name)
+        ref = RunRef(run.info.run_id, str(run.info.experiment_id), run.info.artifact_uri, name)
+        self.log(ref.run_id, {}, params)
+        return ref
+
+    def get_run(self, run_id: str) -> RunRef:
+        run = self._do("find the run", self.client.get_run, run_id)
+        if run.info.lifecycle_stage != "active":
+            raise TrackingError(f"MLflow run {run_id} is deleted in {self.uri}")
+        return RunRef(run_id, str(run.info.experiment_id), run.info.artifact_uri, run.info.run_name or "")
+
+    def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
+            metrics: Sequence[Metric] = ()) -> list[str]:
+        from mlflow.entities import Metric as MlflowMetric, Param, RunTag
+        from mlflow.exceptions import MlflowException
+
+        problems = []
+        points = [MlflowMetric(m.key, m.value, m.timestamp, m.step) for m in metrics]
+        for i in range(0, len(points), MAX_METRICS_PER_BATCH):
+            self._do("log metrics", self.client.log_batch, run_id, metrics=points[i:i + MAX_METRICS_PER_BATCH])
+        tag_list = [RunTag(k, v) for k, v in tags.items()]
+        for i in range(0, len(tag_list), MAX_PARAMS_TAGS_PER_BATCH):
+            self._do("set tags", self.client.log_batch, run_id, tags=tag_list[i:i + MAX_PARAMS_TAGS_PER_BATCH])
+        param_list = [Param(k, v) for k, v in params.items()]
+        for i in range(0, len(param_list), MAX_PARAMS_TAGS_PER_BATCH):
+            try:
+                self.client.log_batch(run_id, params=param_list[i:i + MAX_PARAMS_TAGS_PER_BATCH])
+            except MlflowException as exc:  # a param that already has another value
+                problems.append(f"params of run {run_id}: {exc.message}")
+        return problems
+
+    def upload(self, run: RunRef, files: Sequence[tuple[Path, str]]) -> None:
+        self.upload_files(run.run_id, files)
+
+    def upload_files(self, run_id: str, files: Sequence[tuple[Path, str]]) -> None:
+        for source, path in files:
+            folder = str(PurePosixPath(path).parent)
+            self._do("upload an artifact", self.client.log_artifact, run_id, str(source),
+                     None if folder == "." else folder)
+
+    def terminate(self, run_id: str, status: str) -> None:
+        self._do("end the run", self.client.set_terminated, run_id, status)

@@ -1,0 +1,157 @@
+"""One MLflow run per distributed job: created before the ranks start, ended with the job.
+
+The ranks get ``MLFLOW_RUN_ID`` (and a copy, ``DISTCOMP_MLFLOW_RUN_ID``, which survives
+``mlflow.start_run()`` deleting the former), ``MLFLOW_TRACKING_URI`` and
+``MLFLOW_EXPERIMENT_ID``: ``distcomp.runtime`` logs into that run from rank 0, and a script
+calling ``mlflow.start_run()`` resumes it instead of making one run per rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, SECRET_NAME, RunRef, TrackingError,
+                       truncate, user)
+from ._store import Store, open_store
+from ._uri import DEFAULT_URI, resolve_uri, sqlite_path
+
+if TYPE_CHECKING:
+    from ..jobs import Job
+    from ..records import Topology
+    from ..targets.local import RunResult
+
+Notify = Callable[[str], None]
+STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "timed_out": "FAILED", "interrupted": "KILLED"}
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """The run a job writes, and the store it lives in."""
+
+    store: Store
+    run: RunRef
+    uri: str
+    experiment: str  # its name ("" when attached to a run given by MLFLOW_RUN_ID)
+    attached: bool = False
+
+    def env(self) -> dict[str, str]:
+        """What every rank needs to log into this run."""
+        env = {"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_RUN_ID": self.run.run_id,
+               "DISTCOMP_MLFLOW_RUN_ID": self.run.run_id, "MLFLOW_EXPERIMENT_ID": self.run.experiment_id}
+        if self.experiment:
+            env["MLFLOW_EXPERIMENT_NAME"] = self.experiment
+        return env
+
+    def finish(self, result: "RunResult | None", log_dir: Path, error: str = "",
+               state: str = "failed") -> tuple[str, list[str]]:
+        """Attach the logs, record the outcome and end the run; returns its status and problems.
+
+        ``result`` is None when the job did not run to an end (``error`` and ``state`` say why)."""
+        state = result.state if result is not None else state
+        status = STATUS[state]
+        tags = {"distcomp.state": state}
+        if result is not None:
+            tags.update({"distcomp.exit_code": str(result.exit_code), "distcomp.attempts": str(result.attempts),
+                         "distcomp.wall_s": f"{result.wall_s:.3f}"})
+            if result.root_cause is not None:
+                cause = result.root_cause
+                tags.update({"distcomp.failure": truncate(cause.describe(), MAX_TAG_VALUE),
+                             "distcomp.failure.process": cause.name, "distcomp.failure.node": str(cause.node),
+                             "distcomp.failure.exit_code": str(cause.returncode)})
+        message = error or (result.message if result is not None else "")
+        if message:
+            tags["distcomp.message"] = truncate(message, MAX_TAG_VALUE)
+        problems = []
+        files = sorted((p, f"logs/{p.name}") for p in log_dir.glob("*.log") if p.is_file())
+        status_json = log_dir.parent / "status.json"
+        if status_json.is_file():
+            files.append((status_json, "status.json"))
+        for step, call in (("attach the logs", lambda: self.store.upload(self.run, files)),
+                           ("tag the outcome", lambda: problems.extend(self.store.log(self.run.run_id, tags))),
+                           (f"mark it {status}", lambda: self.store.terminate(self.run.run_id, status))):
+            try:
+                call()
+            except (TrackingError, OSError) as exc:
+                problems.append(f"MLflow run {self.run.run_id}: could not {step}: {exc}")
+        return status, problems
+
+
+def spec_sha256(source: Path | None) -> str:
+    return hashlib.sha256(source.read_bytes()).hexdigest() if source is not None and source.is_file() else ""
+
+
+def job_tags(job: "Job", topology: "Topology") -> dict[str, str]:
+    spec = job.spec
+    tags = {
+        "distcomp.component": spec.name,
+        "distcomp.version": spec.version or "",
+        "distcomp.launcher": topology.launcher,
+        "distcomp.world_size": str(topology.world_size),
+        "distcomp.nodes": str(topology.nodes),
+        "distcomp.processes_per_node": str(topology.processes_per_node),
+        "distcomp.spec_sha256": spec_sha256(spec.source),
+        "distcomp.job_id": job.job_id,
+        "distcomp.run_dir": str(job.run_dir),
+        "mlflow.source.name": str(spec.source or spec.name),
+        "mlflow.source.type": "LOCAL",
+        "mlflow.user": user(),
+    }
+    tags.update({f"distcomp.output.{name}": path for name, path in job.outputs.items()})
+    return {truncate(k, MAX_KEY): truncate(v, MAX_TAG_VALUE) for k, v in tags.items()}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def job_params(values: Mapping[str, Any]) -> dict[str, str]:
+    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow."""
+    return {truncate(name, MAX_KEY): REDACTED if SECRET_NAME.search(name) else truncate(_text(value), MAX_PARAM_VALUE)
+            for name, value in values.items() if value is not None}
+
+
+def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd: Path,
+              experiment: str | None = None, notify: Notify | None = None) -> JobRun | None:
+    """Create (or, given ``MLFLOW_RUN_ID``, resume) the job's run.
+
+    Returns None, after a notice, when tracking was not asked for explicitly and MLflow is not
+    installed; raises TrackingError when the store cannot be used."""
+    say = notify or (lambda _m: None)
+    uri = resolve_uri(environ, cwd)
+    db = sqlite_path(uri)
+    if db is not None and not Path(db).exists():
+        if importlib.util.find_spec("mlflow") is None:
+            if "MLFLOW_TRACKING_URI" in environ or experiment:
+                raise TrackingError("MLflow is not installed: pip install 'distcomp[mlflow]', or pass --no-tracking")
+            say("MLflow tracking is off: MLflow is not installed (pip install 'distcomp[mlflow]'; "
+                "--no-tracking silences this)")
+            return None
+        say(f"creating the MLflow database {db} (first use: a few seconds)")
+    store = open_store(uri, environ)
+    tags, params = job_tags(job, topology), job_params(job.values)
+    existing = environ.get("MLFLOW_RUN_ID", "").strip()
+    if existing:  # MLflow's convention: the run to resume (an MLflow Project, a pipeline step)
+        run = store.get_run(existing)
+        for problem in store.log(run.run_id, tags, params):
+            say(f"warning: {problem}")
+        return JobRun(store, run, uri, "", attached=True)
+    name = experiment or job.spec.name
+    run = store.create_run(store.experiment(name), job.job_id, tags, params)
+    return JobRun(store, run, uri, name)
+
+
+def describe(run: JobRun) -> str:
+    """One line for the console: which run, where, and how to look at it."""
+    how = "resumed" if run.attached else f"experiment {run.experiment!r}"
+    view = f"; view: mlflow ui --backend-store-uri {run.uri}" if run.uri.startswith("sqlite:") else ""
+    return f"MLflow run {run.run.run_id} ({how}) in {run.uri}{view}"
+
+
+__all__ = ["DEFAULT_URI", "JobRun", "describe", "job_params", "job_tags", "start_run"]

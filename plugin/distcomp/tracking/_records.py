@@ -1,0 +1,60 @@
+"""Records of the launcher side of tracking: where the store is and which run a job writes."""
+
+from __future__ import annotations
+
+import getpass
+import re
+from dataclasses import dataclass
+
+# MLflow's own limits (mlflow/utils/validation.py): longer values are refused by every store.
+MAX_KEY = 250
+MAX_PARAM_VALUE = 6000
+MAX_TAG_VALUE = 8000
+MAX_PARAMS_TAGS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+
+# Names that must never reach MLflow with their value (inputs, variables).
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+REDACTED = "***"
+
+TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+class TrackingError(Exception):
+    """The store cannot be used: unreachable, refused, or not a kind distcomp can write."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One MLflow run as the ranks see it."""
+
+    run_id: str
+    experiment_id: str
+    artifact_uri: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric point, as MLflow stores it (timestamp in ms since the epoch)."""
+
+    key: str
+    value: float
+    timestamp: int
+    step: int = 0
+
+
+def truncate(value: str, limit: int) -> str:
+    """``value`` cut to ``limit`` characters, marked so a reader knows it was cut."""
+    if len(value) <= limit:
+        return value
+    mark = " ... [cut by distcomp]"
+    return value[: limit - len(mark)] + mark
+
+
+def user() -> str:
+    """The user MLflow records for a run (``mlflow.user``)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
