@@ -32,6 +32,7 @@ demo: install
 bench: install
 	$(BIN)/python benchmarks/validate.py
 	$(BIN)/python benchmarks/launch.py
+	$(BIN)/python benchmarks/tracking.py
 
 clean:
 	rm -rf $(VENV) build plugin/*.egg-info .pytest_cache .hypothesis
