@@ -688,8 +688,8 @@ def example_module(hook: str) -> types.ModuleType:
     return module
 
 
-def test_the_contract_has_the_launchers_hook() -> None:
-    assert hook_names() == ["distcomp_launchers"]
+def test_the_contract_has_the_launchers_and_kubeflow_hooks() -> None:
+    assert hook_names() == ["distcomp_kubeflow_jobs", "distcomp_launchers"]
     assert set(hook_names()) == {h for h in dir(PluginManager().hook) if h.startswith("distcomp_")}
 
 
@@ -758,3 +758,78 @@ def test_importing_does_not_load_plugins() -> None:
 def test_the_process_wide_manager_is_cached() -> None:
     assert isinstance(plugins_module.get_plugin_manager.cache_info().currsize, int)
     assert get_plugin_manager() is get_plugin_manager()
+
+
+# -- the optional Kubeflow hook ----------------------------------------------------------------
+
+def test_builtin_kubeflow_jobs(pm: PluginManager) -> None:
+    jobs = pm.kubeflow_jobs()
+    assert {key: provider for key, (_t, provider) in jobs.items()} == {
+        ("torch.distributed", "PyTorchJob"): "distcomp", ("torch.distributed", "TrainJob"): "distcomp",
+        ("deepspeed", "PyTorchJob"): "distcomp", ("deepspeed", "TrainJob"): "distcomp",
+        ("mpi", "MPIJob"): "distcomp", ("tensorflow.distributed", "TFJob"): "distcomp"}
+    assert pm.kubeflow_job("torch.distributed").kind == "PyTorchJob"
+    assert pm.kubeflow_job("torch.distributed", trainer_v2=True).kind == "TrainJob"
+
+
+def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> None:
+    """A new launcher supports the Kubeflow target without any edit to the target."""
+    from distcomp.records import JobOptions, KubeflowJobType
+    from distcomp.targets.kubeflow import compile_job
+
+    def build(spec: ComponentSpec, options: JobOptions) -> dict[str, object]:
+        return {"apiVersion": "example.org/v1", "kind": "SoloJob", "metadata": {"name": options.name},
+                "spec": {"pods": options.nodes, "command": list(options.command)}}
+
+    class Plugin:
+        @hookimpl
+        def distcomp_launchers(self):  # type: ignore[no-untyped-def]
+            yield LauncherType(name="solo", factory=mpi_topology)
+
+        @hookimpl
+        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
+            yield KubeflowJobType("solo", "SoloJob", build)
+
+    pm.register_plugin(Plugin(), name="solo-plugin", provider="solo-dist 1.0")
+    spec = loads("name: s\ntype: DistributedComponent\nlauncher:\n  type: solo\n  process_count_per_node: 1\n"
+                 "  additional_arguments: python run.py\n", launchers=pm.alias_table())
+    manifest = compile_job(spec.with_overrides(nodes=3), {}, {}, pm=pm, image="i:1")
+    assert manifest == {"apiVersion": "example.org/v1", "kind": "SoloJob", "metadata": {"name": "s"},
+                        "spec": {"pods": 3, "command": ["python", "run.py"]}}
+
+    class Again:
+        @hookimpl
+        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
+            yield KubeflowJobType("solo", "SoloJob", build)
+
+    pm.register_plugin(Again(), name="again", provider="other-dist 2.0")
+    with pytest.raises(DuplicateLauncherError, match="solo-dist 1.0 and by other-dist 2.0"):
+        pm.kubeflow_jobs()
+
+
+def test_a_launcher_without_a_kubeflow_job_says_so(pm: PluginManager) -> None:
+    class Plugin:
+        @hookimpl
+        def distcomp_launchers(self):  # type: ignore[no-untyped-def]
+            yield LauncherType(name="plain", factory=mpi_topology)
+
+    pm.register_plugin(Plugin(), name="plain-plugin")
+    with pytest.raises(PluginError, match="no Kubeflow job mapping"):
+        pm.kubeflow_job("plain")
+
+
+def test_kubeflow_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> None:
+    import jsonschema
+    import yaml
+
+    from distcomp.targets.kubeflow import compile_job
+    from tests.conftest import SHARED
+
+    fresh = PluginManager()
+    fresh.register_plugin(example_module("distcomp_launchers"), name="mine-plugin", provider="mypkg 1.0")
+    fresh.register_plugin(example_module("distcomp_kubeflow_jobs"), name="mine-kubeflow", provider="mypkg 1.0")
+    spec = loads(spec_text("mine", nodes=3), base_dir=tmp_path, launchers=fresh.alias_table())
+    manifest = compile_job(spec, {}, {}, pm=fresh, image="i:1")
+    crd = yaml.safe_load((SHARED / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
+    jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2

@@ -220,6 +220,46 @@ def _end_tracking(tracking: "JobRun | None", monitors: "Monitors | None", result
         say(f"warning: {problem}")
 
 
+def cmd_compile(args: argparse.Namespace) -> int:
+    """A spec as what a platform runs; written whole or not at all."""
+    from .plugins import PluginError, get_plugin_manager
+    from .spec import InputError, RenderError, bind_inputs
+    from .targets.kubeflow import CompileError, compile_job
+
+    pm = get_plugin_manager()
+    spec = _load(args.spec, _launcher_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
+    outs = _pairs(args.output_path, "--output-path")
+    try:
+        unknown = [n for n in outs if n not in spec.outputs]
+        if unknown:
+            raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
+        # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
+        values = bind_inputs(spec, _pairs(args.input, "--input"), Path("/"))
+        paths = {n: outs.get(n, f"/outputs/{n}") for n in spec.outputs}
+        manifest = compile_job(spec, values, paths, pm=pm, image=args.image, name=args.name,
+                               namespace=args.namespace, env=_pairs(args.env, "--env"),
+                               trainer_v2=args.trainer_v2, workdir=args.workdir)
+    except (InputError, RenderError, CompileError, PluginError) as exc:
+        raise _Usage(str(exc).replace("\n", "\n  ")) from None
+    import yaml
+
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    if not args.out:
+        sys.stdout.write(text)
+        return EXIT_OK
+    out = Path(args.out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _Usage(f"cannot write {out}: {exc.strerror or exc}") from None
+    print(f"distcomp compile: wrote {manifest['kind']} {manifest['metadata']['name']} to {out}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_launchers(args: argparse.Namespace) -> int:
     from .plugins import PluginError, get_plugin_manager
 
@@ -321,6 +361,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system-metrics", action="store_true",
                    help="log CPU, memory (and GPU) metrics of every node to the run")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compile", help="write what a platform runs: a Kubeflow training job manifest",
+                       description="Compile SPEC for a target, without running anything. kubeflow: a PyTorchJob "
+                                   "(torch.distributed, deepspeed), MPIJob v2beta1 (mpi) or TFJob (tensorflow); "
+                                   "--trainer-v2 for a Kubeflow Trainer TrainJob.")
+    p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
+    p.add_argument("--target", choices=("kubeflow",), required=True, help="what to compile for")
+    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--nodes", type=_positive, metavar="N", help="nodes (pods) of the job (default: the spec's)")
+    p.add_argument("--nproc-per-node", type=_positive, metavar="M", help="processes per node (default: the spec's)")
+    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE",
+                   help="an input value (repeatable); a port input is a path inside the pod")
+    p.add_argument("--output-path", action="append", metavar="NAME=PATH",
+                   help="where an output goes inside the pod (default /outputs/NAME)")
+    p.add_argument("--image", metavar="IMAGE", help="container image (default: the spec's environment image)")
+    p.add_argument("--name", metavar="NAME", help="job name (default: from the component name)")
+    p.add_argument("--namespace", metavar="NS", help="Kubernetes namespace (default: none, the current one)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="an env variable for every pod (repeatable), e.g. MLFLOW_TRACKING_URI")
+    p.add_argument("--workdir", metavar="DIR", help="the container's working folder (default: the image's)")
+    p.add_argument("--trainer-v2", action="store_true", help="a Kubeflow Trainer v2 TrainJob instead")
+    p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("launchers", help="list the launcher types, their aliases and providers")
     p.add_argument("--json", action="store_true", help="print them as JSON")

@@ -15,7 +15,7 @@ from typing import Iterable
 
 import pluggy
 
-from .records import LauncherType
+from .records import KubeflowJobType, LauncherType
 
 PROJECT = "distcomp"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -52,4 +52,34 @@ class DistcompSpecs:
 
         Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``,
         it appears in ``distcomp launchers`` and a spec may say ``launcher: {type: mine}``.
+        """
+
+    @hookspec
+    def distcomp_kubeflow_jobs(self) -> Iterable[KubeflowJobType]:  # type: ignore[empty-body]
+        """Optional: how a launcher runs on Kubeflow (``distcomp compile --target kubeflow``):
+        ``KubeflowJobType(launcher, kind, build)``, where ``build(spec, options)`` returns the
+        manifest of a ``kind`` job from the ComponentSpec and ``JobOptions`` (name, image, the
+        rendered command, nodes, processes per node, env, namespace). A launcher may offer
+        several kinds; ``kind="TrainJob"`` is the one ``--trainer-v2`` picks. Targets ask the
+        plugin manager, never a launcher module, so a new launcher needs no target edit.
+
+        A complete plugin, ``mypkg/plugin.py``, giving the ``mine`` launcher of
+        ``distcomp_launchers`` a PyTorchJob with one pod per node::
+
+            from distcomp.hookspec import hookimpl
+            from distcomp.records import KubeflowJobType
+
+            def pytorchjob(spec, options):
+                pod = {"spec": {"containers": [{"name": "pytorch", "image": options.image,
+                                                "command": list(options.command)}]}}
+                workers = {"Worker": {"replicas": options.nodes - 1, "template": pod}} if options.nodes > 1 else {}
+                return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                        "metadata": {"name": options.name},
+                        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}, **workers}}}
+
+            @hookimpl
+            def distcomp_kubeflow_jobs():
+                yield KubeflowJobType(launcher="mine", kind="PyTorchJob", build=pytorchjob)
+
+        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
         """

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import pluggy
 
 from . import hookspec
-from .records import LauncherType
+from .records import KubeflowJobType, LauncherType
 
 __all__ = ["BUILTIN_PLUGINS", "DuplicateLauncherError", "Launcher", "PluginError", "PluginFailure",
            "PluginManager", "UnknownLauncherError", "get_plugin_manager"]
@@ -139,6 +139,41 @@ class PluginManager(pluggy.PluginManager):
     def alias_table(self) -> Mapping[str, str]:
         """Every name and alias, lowercased -> canonical name (what the spec loaders take)."""
         return MappingProxyType({n: l.type.name for l in self.launchers().values() for n in l.type.names()})
+
+    def kubeflow_jobs(self) -> Mapping[tuple[str, str], tuple[KubeflowJobType, str]]:
+        """(launcher, kind) -> (job type, provider); a second provider of one pair raises."""
+        found: dict[tuple[str, str], tuple[KubeflowJobType, str]] = {}
+        for impl in self.hook.distcomp_kubeflow_jobs.get_hookimpls():
+            provider = self._providers.get(id(impl.plugin), impl.plugin_name)
+            try:
+                items = list(impl.function() or ())
+                if any(not isinstance(x, KubeflowJobType) for x in items):
+                    raise TypeError("distcomp_kubeflow_jobs must yield KubeflowJobType records")
+            except Exception as exc:
+                self._fail(impl.plugin_name, provider, exc)
+                continue
+            for item in items:
+                key = (item.launcher, item.kind)
+                if key in found:
+                    raise DuplicateLauncherError(
+                        f"the Kubeflow {item.kind} of launcher {item.launcher!r} is provided twice: by "
+                        f"{found[key][1]} and by {provider}; uninstall or disable one of them")
+                found[key] = (item, provider)
+        return MappingProxyType(found)
+
+    def kubeflow_job(self, launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
+        """The Kubeflow job of ``launcher`` (canonical name): its TrainJob when ``trainer_v2``."""
+        kinds = {kind: t for (name, kind), (t, _p) in self.kubeflow_jobs().items() if name == launcher}
+        if trainer_v2:
+            if "TrainJob" not in kinds:
+                raise PluginError(f"launcher {launcher!r} has no Kubeflow Trainer v2 TrainJob "
+                                  f"(it has: {', '.join(sorted(kinds)) or 'no Kubeflow job'}); drop --trainer-v2")
+            return kinds["TrainJob"]
+        classic = [t for k, t in kinds.items() if k != "TrainJob"] or list(kinds.values())
+        if not classic:
+            raise PluginError(f"launcher {launcher!r} has no Kubeflow job mapping (a plugin provides one "
+                              "through the distcomp_kubeflow_jobs hook)")
+        return classic[0]
 
     def launcher(self, name: str) -> Launcher:
         """The launcher for ``name`` or any of its aliases (any case)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Iterable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
 
 if TYPE_CHECKING:
     from .spec import ComponentSpec
@@ -182,3 +182,41 @@ class LauncherType:
 
     def names(self) -> Iterable[str]:
         return (self.name, *self.aliases)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What a cluster job needs beyond the spec: its name, image, the rendered command, the
+    node layout and the env and resources of every pod."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]  # the user's argv, inputs and outputs already rendered
+    nodes: int
+    processes_per_node: int
+    namespace: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    workdir: str | None = None
+    resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # per pod
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", _frozen(self.env, f"JobOptions {self.name!r} env"))
+        object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
+
+
+KubeflowBuild = Callable[["ComponentSpec", JobOptions], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class KubeflowJobType:
+    """How a launcher runs as a Kubeflow training job: the kind and a builder of its manifest."""
+
+    launcher: str  # the canonical launcher name it serves
+    kind: str  # PyTorchJob, MPIJob, TFJob, TrainJob, ...
+    build: KubeflowBuild
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(self.build):
+            raise ValueError(f"KubeflowJobType {self.launcher}/{self.kind}: build must be callable")

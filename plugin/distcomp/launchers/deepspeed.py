@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import LauncherType, Topology
+from ..records import KubeflowJobType, LauncherType, Topology
 from .torch import rank_topology
 
 if TYPE_CHECKING:
@@ -28,3 +28,13 @@ def deepspeed_topology(spec: "ComponentSpec") -> Topology:
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(name=NAME, factory=deepspeed_topology,
                        description="DeepSpeed: the torch.distributed env; init_distributed() discovers it")
+
+
+@hookimpl
+def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
+    from ..targets.kubeflow._pytorchjob import pytorchjob
+    from ..targets.kubeflow._trainjob import trainjob
+
+    # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch
+    yield KubeflowJobType(NAME, "PyTorchJob", pytorchjob, "one pod per node, torchrun in each")
+    yield KubeflowJobType(NAME, "TrainJob", trainjob, "Kubeflow Trainer v2, runtime deepspeed-distributed")

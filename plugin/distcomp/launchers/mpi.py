@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import COMMAND, JOB_DIR, LauncherType, Replica, Topology, host, node_name, port
+from ..records import COMMAND, JOB_DIR, KubeflowJobType, LauncherType, Replica, Topology, host, node_name, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -60,3 +60,9 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(name=NAME, factory=mpi_topology, aliases=("horovod", "openmpi"),
                        description="MPI via mpirun and a hostfile (Open MPI; Horovod)")
 
+
+@hookimpl
+def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
+    from ..targets.kubeflow._mpijob import mpijob
+
+    yield KubeflowJobType(NAME, "MPIJob", mpijob, "mpi-operator v2beta1: mpirun in the launcher pod, sshd in workers")

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import LauncherType, Replica, Topology, host, port
+from ..records import KubeflowJobType, LauncherType, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -64,3 +64,10 @@ def _cpu_only() -> dict[str, str]:
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(name=NAME, factory=tf_topology, aliases=("tensorflow", "tf", "tf.distributed"),
                        description="TensorFlow: one process per task with TF_CONFIG (worker, chief, ps, evaluator)")
+
+
+@hookimpl
+def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
+    from ..targets.kubeflow._tfjob import tfjob
+
+    yield KubeflowJobType(NAME, "TFJob", tfjob, "one pod per TensorFlow task, TF_CONFIG from the operator")

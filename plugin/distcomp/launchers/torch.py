@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import JOB_ID, MAX_RESTARTS, RESTART, LauncherType, Replica, Topology, host, port
+from ..records import JOB_ID, KubeflowJobType, LauncherType, MAX_RESTARTS, RESTART, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -52,3 +52,12 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(
         name=NAME, factory=rank_topology, aliases=("pytorch", "torch", "pytorch.distributed"),
         description="PyTorch torch.distributed: torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...)")
+
+
+@hookimpl
+def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
+    from ..targets.kubeflow._pytorchjob import pytorchjob
+    from ..targets.kubeflow._trainjob import trainjob
+
+    yield KubeflowJobType(NAME, "PyTorchJob", pytorchjob, "one pod per node, torchrun in each")
+    yield KubeflowJobType(NAME, "TrainJob", trainjob, "Kubeflow Trainer v2, runtime torch-distributed")

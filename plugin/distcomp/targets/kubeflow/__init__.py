@@ -1,0 +1,6 @@
+"""The kubeflow target: a DistributedComponent as a Kubeflow training job (PyTorchJob,
+MPIJob v2beta1, TFJob, or a Trainer v2 TrainJob), valid against the operators' CRDs."""
+
+from ._compile import CompileError, compile_job, job_name
+
+__all__ = ["CompileError", "compile_job", "job_name"]

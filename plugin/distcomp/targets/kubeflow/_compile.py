@@ -1,0 +1,65 @@
+"""``distcomp compile --target kubeflow``: a ComponentSpec as one Kubeflow training job manifest.
+
+Pure: reads the spec, writes nothing. The job kind comes from the launcher's plugin
+(``distcomp_kubeflow_jobs``), so a new launcher needs no change here."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ...records import JobOptions
+from ...spec._template import Block, Env
+
+if TYPE_CHECKING:
+    from ...plugins import PluginManager
+    from ...spec import ComponentSpec
+
+# a pod is named JOB-worker-N and gets a service of that name: a DNS-1123 label of <= 63
+_NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
+
+
+class CompileError(ValueError):
+    """The spec or the options cannot make a job (no image, a bad name, ...)."""
+
+
+def job_name(name: str | None, spec: "ComponentSpec") -> str:
+    if name is None:
+        name = re.sub(r"[^a-z0-9-]+", "-", spec.name.lower()).strip("-")[:40].strip("-") or "distcomp-job"
+        if not name[0].isalpha():
+            name = "job-" + name[:36]
+    if not _NAME.match(name):
+        raise CompileError(f"job name {name!r}: use 1-40 lowercase letters, digits and '-', starting with a letter "
+                           "and ending with a letter or digit (pods and services are named after it)")
+    return name
+
+
+def _env_refs(items: tuple[Any, ...]) -> list[str]:
+    found = []
+    for item in items:
+        if isinstance(item, Env):
+            found.append(item.name)
+        elif isinstance(item, Block):
+            found += _env_refs(item.items)
+    return found
+
+
+def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mapping[str, str], *,
+                pm: "PluginManager", image: str | None = None, name: str | None = None,
+                namespace: str | None = None, env: Mapping[str, str] | None = None,
+                trainer_v2: bool = False, workdir: str | None = None,
+                resources: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first."""
+    image = image or (spec.environment.image if spec.environment else None)
+    if not image:
+        raise CompileError(f"{spec.ref}: its environment names no image; pass --image IMAGE "
+                           "(an image holding the component's code and its dependencies)")
+    refs = _env_refs(spec.command.items)
+    if refs:
+        raise CompileError(f"{spec.ref}: the command reads ${refs[0]} from each rank's environment, which a "
+                           "Kubeflow pod cannot fill in before its ranks start; read it in the program instead")
+    options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
+                         nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
+                         namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}))
+    job = pm.kubeflow_job(pm.launcher(spec.distribution.launcher).type.name, trainer_v2)
+    return dict(job.build(spec, options))

@@ -1,0 +1,33 @@
+"""PyTorchJob (kubeflow.org/v1, training-operator 1.9) for torch.distributed and DeepSpeed.
+
+One pod per node: the Master is node 0, Workers the rest. The operator gives every pod
+MASTER_ADDR/MASTER_PORT, PET_NNODES, PET_NPROC_PER_NODE and PET_NODE_RANK; ``torchrun`` in
+each pod starts that node's ranks with the full torchrun contract. ``--no-python``: the
+command is the user's argv as is (``python train.py ...``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...records import JobOptions
+from ._pod import RUN_POLICY, container, escape, metadata, replica
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+
+PORT = 23456  # the operator's default; its service exposes the master's "pytorchjob-port"
+TORCHRUN = ("torchrun", "--nnodes", "$(PET_NNODES)", "--nproc-per-node", "$(PET_NPROC_PER_NODE)",
+            "--node-rank", "$(PET_NODE_RANK)", "--master-addr", "$(MASTER_ADDR)", "--master-port",
+            "$(MASTER_PORT)", "--no-python")
+
+
+def pytorchjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
+    env = {**spec.environment_variables, **options.env}
+    # the operator reads the master port from the container named "pytorch", port "pytorchjob-port"
+    c = container("pytorch", options, [*TORCHRUN, *escape(options.command)], env, [("pytorchjob-port", PORT)])
+    replicas = {"Master": replica(1, c)}
+    if options.nodes > 1:
+        replicas["Worker"] = replica(options.nodes - 1, c)
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata(options, spec.name),
+            "spec": {"nprocPerNode": str(options.processes_per_node), "runPolicy": dict(RUN_POLICY),
+                     "pytorchReplicaSpecs": replicas}}

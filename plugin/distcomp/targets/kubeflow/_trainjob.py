@@ -1,0 +1,28 @@
+"""TrainJob (trainer.kubeflow.org/v1alpha1, Kubeflow Trainer v2) for torch.distributed and
+DeepSpeed: the runtime (``torch-distributed``, ``deepspeed-distributed``) makes the pods and
+gives them the PET_* variables ``torchrun`` reads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...records import JobOptions
+from ._pod import env_list, escape, metadata
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+
+RUNTIMES = {"torch.distributed": "torch-distributed", "deepspeed": "deepspeed-distributed"}
+
+
+def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
+    env = {**spec.environment_variables, **options.env}
+    trainer: dict[str, Any] = {"image": options.image, "command": ["torchrun", "--no-python", *escape(options.command)],
+                               "numNodes": options.nodes, "numProcPerNode": options.processes_per_node}
+    if env:
+        trainer["env"] = env_list(env)
+    if options.resources:
+        trainer["resourcesPerNode"] = dict(options.resources)
+    runtime = RUNTIMES.get(spec.distribution.launcher, "torch-distributed")
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata(options, spec.name),
+            "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer}}

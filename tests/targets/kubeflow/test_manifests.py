@@ -1,0 +1,182 @@
+"""Every manifest `distcomp compile --target kubeflow` writes is one the cluster would accept:
+valid against the operators' real CRD schemas (../shared/crds), and, where the
+kubeflow-training SDK has a typed model of the kind, one it loads without losing a field."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from distcomp.plugins import get_plugin_manager
+from distcomp.spec import bind_inputs, load
+from distcomp.targets.kubeflow import CompileError, compile_job
+
+from ...conftest import SHARED
+
+JOBS = Path(__file__).resolve().parents[2] / "launchers" / "jobs"
+CRDS = {
+    ("kubeflow.org/v1", "PyTorchJob"): "kubeflow.org_pytorchjobs.v1.yaml",
+    ("kubeflow.org/v1", "TFJob"): "kubeflow.org_tfjobs.v1.yaml",
+    ("kubeflow.org/v2beta1", "MPIJob"): "kubeflow.org_mpijobs.v2beta1.yaml",
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
+}
+KINDS = {"torch": "PyTorchJob", "deepspeed": "PyTorchJob", "mpi": "MPIJob", "tensorflow": "TFJob"}
+MODELS = {"PyTorchJob": "KubeflowOrgV1PyTorchJob", "TFJob": "KubeflowOrgV1TFJob"}  # the SDK has no v2beta1 MPIJob
+
+
+def schema(api_version: str, kind: str) -> dict[str, Any]:
+    crd = yaml.safe_load((SHARED / "crds" / CRDS[(api_version, kind)]).read_text())
+    version = api_version.split("/")[1]
+    (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    return found["schema"]["openAPIV3Schema"]
+
+
+def validate(manifest: dict[str, Any]) -> None:
+    jsonschema.validate(manifest, schema(manifest["apiVersion"], manifest["kind"]), cls=jsonschema.Draft7Validator)
+
+
+def compile_for(job: str, nodes: int, per_node: int, trainer_v2: bool = False, **kw: Any) -> dict[str, Any]:
+    spec = load(str(JOBS / job / "component.yaml")).with_overrides(nodes=nodes, processes_per_node=per_node)
+    values = bind_inputs(spec, {}, Path("/"))
+    outputs = {n: f"/outputs/{n}" for n in spec.outputs}
+    return compile_job(spec, values, outputs, pm=get_plugin_manager(), image="registry.example/distcomp-test:1",
+                       trainer_v2=trainer_v2, env={"MLFLOW_TRACKING_URI": "http://mlflow.kubeflow:5000"}, **kw)
+
+
+def replicas(manifest: dict[str, Any]) -> dict[str, int]:
+    spec = manifest["spec"]
+    key = next(k for k in spec if k.endswith("ReplicaSpecs"))
+    return {role: r["replicas"] for role, r in spec[key].items()}
+
+
+CASES = [(job, nodes, per_node) for job in KINDS for nodes in (1, 2, 3) for per_node in (1, 2)]
+
+
+@pytest.mark.parametrize("job, nodes, per_node", CASES)
+def test_every_manifest_validates_against_its_crd(job: str, nodes: int, per_node: int) -> None:
+    manifest = compile_for(job, nodes, per_node)
+    assert manifest["kind"] == KINDS[job]
+    validate(manifest)
+    counts = replicas(manifest)
+    if manifest["kind"] == "PyTorchJob":
+        assert counts == ({"Master": 1, "Worker": nodes - 1} if nodes > 1 else {"Master": 1})
+        assert manifest["spec"]["nprocPerNode"] == str(per_node)
+    elif manifest["kind"] == "MPIJob":
+        assert counts == {"Launcher": 1, "Worker": nodes} and manifest["spec"]["slotsPerWorker"] == per_node
+        command = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("-np") + 1] == str(nodes * per_node)
+        assert "MLFLOW_TRACKING_URI" in command  # forwarded to every rank with -x
+    else:  # one pod per TensorFlow task
+        assert counts == {"Worker": nodes * per_node}
+
+
+@pytest.mark.parametrize("job", ["torch", "deepspeed"])
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_trainer_v2_trainjobs_validate(job: str, nodes: int) -> None:
+    manifest = compile_for(job, nodes, 2, trainer_v2=True)
+    assert manifest["kind"] == "TrainJob"
+    validate(manifest)
+    trainer = manifest["spec"]["trainer"]
+    assert trainer["numNodes"] == nodes and trainer["numProcPerNode"] == 2
+    runtime = {"torch": "torch-distributed", "deepspeed": "deepspeed-distributed"}[job]
+    assert manifest["spec"]["runtimeRef"]["name"] == runtime
+
+
+@pytest.mark.parametrize("job, nodes, per_node", [c for c in CASES if KINDS[c[0]] in MODELS])
+def test_typed_models_load_every_field(job: str, nodes: int, per_node: int) -> None:
+    from kubeflow.training import ApiClient
+
+    manifest = compile_for(job, nodes, per_node)
+    client = ApiClient()
+
+    class Response:
+        data = json.dumps(manifest)
+
+    model = client.deserialize(Response(), MODELS[manifest["kind"]])
+    assert type(model).__name__ == MODELS[manifest["kind"]]
+    # serialized back, nothing we wrote was unknown to the model (deserialize drops unknown keys)
+    assert client.sanitize_for_serialization(model) == manifest
+
+
+@pytest.mark.parametrize("mutate, path", [
+    (lambda m: m["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas="one"), "replicas"),
+    (lambda m: m["spec"].update(nprocPerNode=2), "string"),
+    (lambda m: m["spec"].pop("pytorchReplicaSpecs"), "pytorchReplicaSpecs"),
+    (lambda m: m["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].pop("name"), "name"),
+])
+def test_the_schemas_would_catch_a_broken_manifest(mutate: Any, path: str) -> None:
+    """The validation above is not vacuous: what the CRD forbids fails it."""
+    broken = copy.deepcopy(compile_for("torch", 2, 2))
+    mutate(broken)
+    with pytest.raises(jsonschema.ValidationError, match=path):
+        validate(broken)
+
+
+def test_user_dollar_parens_survive_kubernetes_expansion(write_spec: Any) -> None:
+    spec_path = write_spec("""
+name: dollars
+type: DistributedComponent
+inputs:
+  pattern: {type: String, default: "$(HOME)"}
+launcher:
+  type: torch.distributed
+  process_count_per_node: 1
+  additional_arguments: python x.py --p {inputs.pattern}
+""")
+    spec = load(str(spec_path))
+    manifest = compile_job(spec, bind_inputs(spec, {}, Path("/")), {}, pm=get_plugin_manager(), image="i:1")
+    command = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-1] == "$$(HOME)" and "$(MASTER_ADDR)" in command
+
+
+def test_compile_refuses_what_a_pod_cannot_do(write_spec: Any) -> None:
+    spec = load(str(JOBS / "torch" / "component.yaml"))
+    pm = get_plugin_manager()
+    with pytest.raises(CompileError, match="--image"):
+        compile_job(spec, bind_inputs(spec, {}, Path("/")), {"result": "/o"}, pm=pm)
+    with pytest.raises(CompileError, match="job name"):
+        compile_job(spec, bind_inputs(spec, {}, Path("/")), {"result": "/o"}, pm=pm, image="i:1", name="Bad_Name")
+    env_spec = load(str(write_spec("""
+name: envref
+type: DistributedComponent
+launcher:
+  type: mpi
+  process_count_per_node: 1
+  additional_arguments: python x.py --rank $OMPI_COMM_WORLD_RANK
+""", "env.yaml")))
+    with pytest.raises(CompileError, match="OMPI_COMM_WORLD_RANK"):
+        compile_job(env_spec, {}, {}, pm=pm, image="i:1")
+
+
+def test_tensorflow_has_no_trainjob() -> None:
+    from distcomp.plugins import PluginError
+
+    with pytest.raises(PluginError, match="no Kubeflow Trainer v2 TrainJob"):
+        compile_for("tensorflow", 2, 1, trainer_v2=True)
+
+
+def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
+    out = tmp_path / "job.yaml"
+    argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "mpi" / "component.yaml"),
+            "--nodes", "2", "--nproc-per-node", "2", "--image", "img:1", "--name", "mpi-test", "--namespace", "ml",
+            "-o", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    manifest = yaml.safe_load(out.read_text())
+    validate(manifest)
+    assert manifest["metadata"] == {"name": "mpi-test", "namespace": "ml",
+                                    "labels": {"app.kubernetes.io/managed-by": "distcomp",
+                                               "distcomp.dev/component": "launcher-test-mpi"}}
+    assert "&id" not in out.read_text()  # no YAML anchors: each replica spelled out
+    bad = subprocess.run(argv[:-2] + ["--image", "", "-o", str(tmp_path / "none.yaml")], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--image" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "none.yaml").exists() and not list(tmp_path.glob(".*.tmp"))
