@@ -1,0 +1,118 @@
+"""Create a Kubeflow training job and wait for it: what the KFP step does for several nodes.
+
+Kept thin on purpose (no cluster runs here; tests drive it over HTTP against the Kubernetes
+API's own shapes): create the custom object, poll its conditions until Succeeded or Failed
+(or the deadline, which deletes the job), then read the leading pod's log for the report.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
+
+State = Literal["Succeeded", "Failed", "TimedOut"]
+PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs", "TrainJob": "trainjobs"}
+# the pod whose log tells the story, by the labels each operator puts on its pods
+LEADERS = {
+    "PyTorchJob": "training.kubeflow.org/replica-type=master",
+    "TFJob": "training.kubeflow.org/replica-type in (chief,worker),training.kubeflow.org/replica-index=0",
+    "MPIJob": "training.kubeflow.org/job-role=launcher",
+    "TrainJob": "batch.kubernetes.io/job-completion-index=0",
+}
+DONE = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Failed": "Failed"}  # TrainJob says Complete
+LOG_LINES = 50
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    kind: str
+    name: str
+    namespace: str
+    state: State
+    reason: str  # the deciding condition's reason and message
+    log: str  # the last lines of the leading pod's log ("" when none could be read)
+    wall_s: float
+
+
+class SubmitError(RuntimeError):
+    """The API refused the job, or could not be reached."""
+
+
+def _group_version(manifest: Mapping[str, Any]) -> tuple[str, str]:
+    group, _, version = str(manifest["apiVersion"]).partition("/")
+    return group, version
+
+
+def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str = "default",
+                    timeout: float = 24 * 3600.0, poll: float = 10.0, notify: Callable[[str], None] | None = None,
+                    sleep: Callable[[float], None] = time.sleep) -> JobOutcome:
+    """Create ``manifest`` in ``namespace`` and wait for it to end (``api_client``: a
+    ``kubernetes.client.ApiClient``, configured for the cluster)."""
+    from kubernetes.client import CoreV1Api, CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    say = notify or (lambda _m: None)
+    kind, name = str(manifest["kind"]), str(manifest["metadata"]["name"])
+    namespace = str(manifest["metadata"].get("namespace") or namespace)
+    group, version = _group_version(manifest)
+    plural = PLURALS[kind]
+    jobs = CustomObjectsApi(api_client)
+    start = time.monotonic()
+    try:
+        jobs.create_namespaced_custom_object(group, version, namespace, plural, dict(manifest))
+    except ApiException as exc:
+        raise SubmitError(f"the cluster refused {kind} {namespace}/{name}: {exc.status} {exc.reason}: "
+                          f"{(exc.body or '')[:500]}") from None
+    except (OSError, HTTPError) as exc:  # urllib3's connection errors are not OSErrors
+        raise SubmitError(f"cannot reach the Kubernetes API: {exc}") from None
+    say(f"created {kind} {namespace}/{name}")
+    seen = ""
+    state: State | None = None
+    reason = ""
+    while state is None:
+        if time.monotonic() - start > timeout:
+            jobs.delete_namespaced_custom_object(group, version, namespace, plural, name,
+                                                 propagation_policy="Foreground")
+            state, reason = "TimedOut", f"no end after {timeout:g} s; the job was deleted"
+            break
+        sleep(poll)
+        try:
+            obj = jobs.get_namespaced_custom_object(group, version, namespace, plural, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                state, reason = "Failed", "the job was deleted while it ran"
+                break
+            raise SubmitError(f"cannot read {kind} {namespace}/{name}: {exc.status} {exc.reason}") from None
+        except (OSError, HTTPError) as exc:  # a blip between polls: the job runs on; ask again
+            say(f"cannot read {kind} {name} ({exc}); retrying")
+            continue
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("status") != "True":
+                continue
+            text = f"{cond.get('type')}: {cond.get('reason', '')} {cond.get('message', '')}".strip()
+            if cond.get("type") in DONE:
+                state, reason = DONE[cond["type"]], text  # type: ignore[assignment]
+                break
+            if text != seen and cond.get("type") in ("Created", "Running", "Restarting", "Suspended"):
+                seen = text
+                say(f"{kind} {name}: {text}")
+    return JobOutcome(kind, name, namespace, state, reason, _leader_log(CoreV1Api(api_client), kind, name, namespace),
+                      time.monotonic() - start)
+
+
+def _leader_log(core: Any, kind: str, name: str, namespace: str) -> str:
+    """The last lines of the leading pod's log; the job's outcome stands without it."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    selector = f"training.kubeflow.org/job-name={name},{LEADERS[kind]}" if kind != "TrainJob" else \
+        f"jobset.sigs.k8s.io/jobset-name={name},{LEADERS[kind]}"
+    try:
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        if not pods:
+            return ""
+        return str(core.read_namespaced_pod_log(pods[0].metadata.name, namespace, tail_lines=LOG_LINES))
+    except (ApiException, OSError, HTTPError):
+        return ""

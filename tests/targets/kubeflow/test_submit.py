@@ -1,0 +1,156 @@
+"""The create-and-wait code, at the HTTP level: the real kubernetes client talks to a server
+on 127.0.0.1 that answers as the Kubernetes API does (a scripted exchange in the API's own
+shapes: there is no cluster here to record one from). What is checked is what the client sent
+and what the caller learns: the outcome, the failure reason and the leading pod's log."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from kubernetes import client as k8s
+
+from distcomp.targets.kubeflow._submit import SubmitError, submit_and_wait
+
+JOB = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs"
+MANIFEST = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "ddp", "namespace": "ml"},
+            "spec": {"nprocPerNode": "2", "pytorchReplicaSpecs": {"Master": {"replicas": 1}}}}
+
+
+def condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": kind, "status": "True", "reason": reason, "message": message,
+            "lastTransitionTime": "2026-11-22T01:00:00Z"}
+
+
+class FakeApi:
+    """Answers from ``statuses`` (one per GET of the job), records every request."""
+
+    def __init__(self, statuses: list[list[dict[str, Any]]], create_status: int = 201) -> None:
+        self.statuses, self.create_status = statuses, create_status
+        self.requests: list[tuple[str, str, Any]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: Any, ctype: str = "application/json") -> None:
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _record(self) -> Any:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                api.requests.append((self.command, self.path, body))
+                return body
+
+            def do_POST(self) -> None:
+                body = self._record()
+                if api.create_status != 201:
+                    self._send(api.create_status, {"kind": "Status", "status": "Failure", "reason": "Invalid",
+                                                   "message": "spec.pytorchReplicaSpecs: Required value",
+                                                   "code": api.create_status})
+                    return
+                self._send(201, {**body, "metadata": {**body["metadata"], "uid": "1234"}})
+
+            def do_GET(self) -> None:
+                self._record()
+                path = urlsplit(self.path)
+                if path.path == f"{JOB}/ddp":
+                    conditions = api.statuses.pop(0) if len(api.statuses) > 1 else api.statuses[0]
+                    self._send(200, {**MANIFEST, "status": {"conditions": conditions}})
+                elif path.path == "/api/v1/namespaces/ml/pods":
+                    selector = parse_qs(path.query)["labelSelector"][0]
+                    pods = [{"metadata": {"name": "ddp-master-0", "namespace": "ml"}}] \
+                        if "replica-type=master" in selector else []
+                    self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+                elif path.path == "/api/v1/namespaces/ml/pods/ddp-master-0/log":
+                    self._send(200, "[rank0]: epoch 1 loss 0.07\n[rank0]: boom\n", "text/plain")
+                else:
+                    self._send(404, {"kind": "Status", "code": 404})
+
+            def do_DELETE(self) -> None:
+                self._record()
+                self._send(200, {"kind": "Status", "status": "Success"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+    def __enter__(self) -> "FakeApi":
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def client(self) -> k8s.ApiClient:
+        config = k8s.Configuration()
+        config.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return k8s.ApiClient(config)
+
+
+@pytest.fixture
+def no_sleep() -> Iterator[list[float]]:
+    slept: list[float] = []
+    yield slept
+
+
+def test_success_after_running(no_sleep: list[float]) -> None:
+    statuses = [[condition("Created", "PyTorchJobCreated")],
+                [condition("Created", "PyTorchJobCreated"), condition("Running", "PyTorchJobRunning")],
+                [condition("Running", "PyTorchJobRunning") | {"status": "False"},
+                 condition("Succeeded", "PyTorchJobSucceeded", "PyTorchJob ml/ddp successfully completed.")]]
+    said: list[str] = []
+    with FakeApi(statuses) as api:
+        outcome = submit_and_wait(MANIFEST, api.client(), poll=0.5, notify=said.append, sleep=no_sleep.append)
+    assert outcome.state == "Succeeded" and "successfully completed" in outcome.reason
+    assert outcome.log.endswith("boom\n")
+    method, path, body = api.requests[0]
+    assert (method, path, body) == ("POST", JOB, MANIFEST)  # the manifest as compiled, nothing added
+    assert [r[0] for r in api.requests].count("GET") == 3 + 2  # three polls, then the pod list and its log
+    assert no_sleep == [0.5, 0.5, 0.5]
+    assert said[0] == "created PyTorchJob ml/ddp" and any("Running" in s for s in said)
+    log_query = parse_qs(urlsplit(api.requests[-1][1]).query)
+    assert log_query["tailLines"] == ["50"]
+
+
+def test_failure_reason_and_master_log_are_surfaced() -> None:
+    why = "PyTorchJob ml/ddp is failed because 1 Worker replica(s) failed."
+    statuses = [[condition("Failed", "PyTorchJobFailed", why)]]
+    with FakeApi(statuses) as api:
+        outcome = submit_and_wait(MANIFEST, api.client(), poll=0, sleep=lambda s: None)
+    assert outcome.state == "Failed" and "1 Worker replica(s) failed" in outcome.reason
+    assert "[rank0]: boom" in outcome.log
+
+
+def test_deadline_deletes_the_job() -> None:
+    with FakeApi([[condition("Running", "PyTorchJobRunning")]]) as api:
+        outcome = submit_and_wait(MANIFEST, api.client(), timeout=0.2, poll=0.05,
+                                  sleep=lambda s: __import__("time").sleep(s))
+    assert outcome.state == "TimedOut" and "deleted" in outcome.reason
+    deletes = [r for r in api.requests if r[0] == "DELETE"]
+    assert len(deletes) == 1 and deletes[0][1] == f"{JOB}/ddp?propagationPolicy=Foreground"
+
+
+def test_a_refused_job_is_a_clear_error() -> None:
+    with FakeApi([[]], create_status=422) as api:
+        with pytest.raises(SubmitError, match="refused PyTorchJob ml/ddp: 422.*Required value"):
+            submit_and_wait(MANIFEST, api.client(), sleep=lambda s: None)
+    assert [r[0] for r in api.requests] == ["POST"]  # nothing polled after a refusal
+
+
+def test_an_unreachable_api_is_a_clear_error() -> None:
+    config = k8s.Configuration()
+    config.host = "http://127.0.0.1:9"
+    config.retries = False
+    with pytest.raises(SubmitError, match="cannot reach the Kubernetes API"):
+        submit_and_wait(MANIFEST, k8s.ApiClient(config), sleep=lambda s: None)
