@@ -1,4 +1,5 @@
-"""DDP training of a small MLP on generated data: y = sin(x . w) + noise.
+"""DDP training of a small MLP on generated data, y = sin(x . w) + noise, or on the CSV files
+of a data folder (``--data``: 16 feature columns, then the target; a header row is skipped).
 
 Launcher-agnostic: reads the torch.distributed contract (RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT) that every distcomp launcher sets, and uses gloo on CPU, NCCL on GPU.
@@ -7,6 +8,7 @@ MASTER_PORT) that every distcomp launcher sets, and uses gloo on CPU, NCCL on GP
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import time
@@ -30,6 +32,22 @@ def make_data(samples: int, seed: int) -> TensorDataset:
     return TensorDataset(x, y)
 
 
+def read_data(folder: Path) -> TensorDataset:
+    """Every ``*.csv`` in ``folder``, rows of 16 features and a target."""
+    rows: list[list[float]] = []
+    for file in sorted(folder.glob("*.csv")):
+        with file.open(newline="") as f:
+            for row in csv.reader(f):
+                try:
+                    rows.append([float(v) for v in row])
+                except ValueError:  # a header
+                    continue
+    if not rows or any(len(r) != 17 for r in rows):
+        raise SystemExit(f"--data {folder}: expected CSV rows of 16 features and a target")
+    table = torch.tensor(rows)
+    return TensorDataset(table[:, :16], table[:, 16:])
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=5)
@@ -37,6 +55,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--samples", type=int, default=4096)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", type=Path, help="a folder of CSV files to train on (default: generate the data)")
     p.add_argument("--init-from", type=Path)
     p.add_argument("--model-dir", type=Path, required=True)
     args = p.parse_args()
@@ -48,7 +67,10 @@ def main() -> None:
     torch.manual_seed(args.seed)
     runtime.log_params({"world_size": world, "device": device.type})
 
-    data = make_data(args.samples, args.seed)
+    data = read_data(args.data) if args.data else make_data(args.samples, args.seed)
+    if rank == 0:
+        print(f"rank 0 of {world}: training on {len(data)} samples from "
+              f"{args.data or 'generated data'}", flush=True)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler)
     model = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 1)).to(device)

@@ -220,14 +220,14 @@ def _end_tracking(tracking: "JobRun | None", monitors: "Monitors | None", result
         say(f"warning: {problem}")
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    """A spec as what a platform runs; written whole or not at all."""
+def _kubeflow_manifest(args: argparse.Namespace, extra_env: "Mapping[str, str] | None" = None,
+                       spec: "ComponentSpec | None" = None) -> dict:
+    """The job manifest the compile flags describe (``extra_env``: e.g. the MLflow run's)."""
     from .plugins import PluginError, get_plugin_manager
     from .spec import InputError, RenderError, bind_inputs
     from .targets.kubeflow import CompileError, compile_job
 
-    pm = get_plugin_manager()
-    spec = _load(args.spec, _launcher_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
+    spec = spec or _kubeflow_spec(args)
     outs = _pairs(args.output_path, "--output-path")
     try:
         unknown = [n for n in outs if n not in spec.outputs]
@@ -236,11 +236,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
         # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
         values = bind_inputs(spec, _pairs(args.input, "--input"), Path("/"))
         paths = {n: outs.get(n, f"/outputs/{n}") for n in spec.outputs}
-        manifest = compile_job(spec, values, paths, pm=pm, image=args.image, name=args.name,
-                               namespace=args.namespace, env=_pairs(args.env, "--env"),
-                               trainer_v2=args.trainer_v2, workdir=args.workdir)
+        return compile_job(spec, values, paths, pm=get_plugin_manager(), image=args.image, name=args.name,
+                           namespace=args.namespace, env={**_pairs(args.env, "--env"), **(extra_env or {})},
+                           trainer_v2=args.trainer_v2, workdir=args.workdir)
     except (InputError, RenderError, CompileError, PluginError) as exc:
         raise _Usage(str(exc).replace("\n", "\n  ")) from None
+
+
+def _kubeflow_spec(args: argparse.Namespace) -> "ComponentSpec":
+    return _load(args.spec, _launcher_table()).with_overrides(nodes=args.nodes, processes_per_node=args.nproc_per_node)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """A spec as what a platform runs; written whole or not at all."""
+    if args.target == "kfp":
+        return _compile_kfp(args)
+    manifest = _kubeflow_manifest(args)
     import yaml
 
     text = yaml.safe_dump(manifest, sort_keys=False)
@@ -257,6 +268,111 @@ def cmd_compile(args: argparse.Namespace) -> int:
         tmp.unlink(missing_ok=True)
         raise _Usage(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"distcomp compile: wrote {manifest['kind']} {manifest['metadata']['name']} to {out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Compile, create the Kubeflow job, wait for it; one MLflow run for the whole job."""
+    import tempfile
+
+    from .targets.kubeflow import SubmitError, submit_and_wait
+
+    spec = _kubeflow_spec(args)
+    api = _kube_client(args.kubeconfig)
+    with tempfile.TemporaryDirectory(prefix="distcomp-submit-") as tmp:
+        tracking = None if args.no_tracking else _cluster_tracking(args, spec, Path(tmp))
+        manifest = _kubeflow_manifest(args, tracking.env() if tracking else None, spec)
+        namespace = args.namespace or "default"
+        try:
+            outcome = submit_and_wait(manifest, api, namespace, timeout=args.timeout or 24 * 3600.0,
+                                      poll=args.poll, notify=lambda m: print(f"distcomp submit: {m}", file=sys.stderr))
+        except SubmitError as exc:
+            print(f"distcomp submit: {exc}", file=sys.stderr)
+            if tracking:
+                tracking.finish(None, Path(tmp) / "logs", str(exc))
+            return EXIT_FAILED
+        logs = Path(tmp) / "logs"
+        logs.mkdir()
+        (logs / "leader.log").write_text(outcome.log, encoding="utf-8")
+        state = {"Succeeded": "succeeded", "Failed": "failed", "TimedOut": "timed_out"}[outcome.state]
+        print(f"distcomp submit: {outcome.kind} {outcome.namespace}/{outcome.name} {outcome.state} after "
+              f"{outcome.wall_s:.0f} s: {outcome.reason}", file=sys.stderr)
+        if outcome.state != "Succeeded" and outcome.log:
+            tail = "\n".join("  " + line for line in outcome.log.splitlines()[-15:])
+            print(f"distcomp submit: last lines of the leading pod's log:\n{tail}", file=sys.stderr)
+        if tracking:
+            status, problems = tracking.finish(None, logs, "" if state == "succeeded" else outcome.reason, state)
+            print(f"distcomp submit: MLflow run {tracking.run.run_id}: {status}", file=sys.stderr)
+            for problem in problems:
+                print(f"distcomp submit: warning: {problem}", file=sys.stderr)
+    return {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "timed_out": 124}[state]
+
+
+def _kube_client(kubeconfig: str | None):  # type: ignore[no-untyped-def]
+    """In a pod, its service account; elsewhere the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
+    import os
+
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+        else:
+            config.load_kube_config(config_file=kubeconfig)
+    except (ConfigException, OSError, TypeError) as exc:
+        raise _Usage(f"no Kubernetes configuration ({exc}); pass --kubeconfig FILE or set KUBECONFIG") from None
+    return client.ApiClient()
+
+
+def _cluster_tracking(args: argparse.Namespace, spec: "ComponentSpec", tmp: Path) -> "JobRun | None":
+    """The job's MLflow run, when the pods can reach the store: a server, not a local file."""
+    import os
+
+    from .jobs import Job
+    from .plugins import get_plugin_manager
+    from .spec import bind_inputs
+    from .targets.kubeflow import job_name
+    from .tracking import TrackingError, describe, start_run
+
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if not uri.startswith(("http://", "https://")):
+        print("distcomp submit: MLflow tracking is off: the pods need a tracking server "
+              "(MLFLOW_TRACKING_URI=http://...); --no-tracking silences this", file=sys.stderr)
+        return None
+    try:
+        name = job_name(args.name, spec)
+        values = bind_inputs(spec, _pairs(args.input, "--input"), Path("/"))
+        topology = get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec)
+        job = Job(spec, values, {}, tmp, name)
+        tracking = start_run(job, topology, os.environ, Path.cwd(), args.experiment)
+    except TrackingError as exc:
+        raise _Usage(f"MLflow tracking: {exc}") from None
+    except ValueError as exc:  # a bad name or input: compiling reports it in full
+        raise _Usage(str(exc)) from None
+    if tracking is not None:
+        print(f"distcomp submit: {describe(tracking)}", file=sys.stderr)
+    return tracking
+
+
+def _compile_kfp(args: argparse.Namespace) -> int:
+    """A KFP v2 component file (one node: the step starts the ranks itself)."""
+    from .targets.kfp import KfpTargetError, compile_component
+
+    if not args.out:
+        raise _Usage("--target kfp writes a component file: give -o FILE")
+    for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
+                        ("--name", args.name), ("--namespace", args.namespace), ("--workdir", args.workdir),
+                        ("--trainer-v2", args.trainer_v2)):
+        if given:
+            raise _Usage(f"{flag} is for --target kubeflow; a KFP component takes its inputs in the pipeline")
+    try:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        path = compile_component(args.spec, args.out, nodes=args.nodes, nproc_per_node=args.nproc_per_node,
+                                 image=args.image)
+    except (KfpTargetError, OSError) as exc:
+        raise _Usage(str(exc).replace("\n", "\n  ")) from None
+    print(f"distcomp compile: wrote KFP component {path}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -319,6 +435,23 @@ _count_float = _number(float, 0, "a number of seconds >= 0")
 _seconds = _number(float, 1e-9, "a number of seconds > 0")
 
 
+def _kubeflow_flags(p: argparse.ArgumentParser) -> None:
+    """What a Kubeflow job is made of: shared by ``compile`` and ``submit``."""
+    p.add_argument("--nodes", type=_positive, metavar="N", help="nodes (pods) of the job (default: the spec's)")
+    p.add_argument("--nproc-per-node", type=_positive, metavar="M", help="processes per node (default: the spec's)")
+    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE",
+                   help="an input value (repeatable); a port input is a path inside the pod")
+    p.add_argument("--output-path", action="append", metavar="NAME=PATH",
+                   help="where an output goes inside the pod (default /outputs/NAME)")
+    p.add_argument("--image", metavar="IMAGE", help="container image (default: the spec's environment image)")
+    p.add_argument("--name", metavar="NAME", help="job name (default: from the component name)")
+    p.add_argument("--namespace", metavar="NS", help="Kubernetes namespace (default: the current one)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="an env variable for every pod (repeatable), e.g. MLFLOW_TRACKING_URI")
+    p.add_argument("--workdir", metavar="DIR", help="the container's working folder (default: the image's)")
+    p.add_argument("--trainer-v2", action="store_true", help="a Kubeflow Trainer v2 TrainJob instead")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distcomp", description="Distributed training as a reusable pipeline component.")
     parser.add_argument("--version", action="version", version=f"distcomp {__version__}")
@@ -362,27 +495,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log CPU, memory (and GPU) metrics of every node to the run")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compile", help="write what a platform runs: a Kubeflow training job manifest",
-                       description="Compile SPEC for a target, without running anything. kubeflow: a PyTorchJob "
+    p = sub.add_parser("compile", help="write what a platform runs: a KFP component, a Kubeflow training job",
+                       description="Compile SPEC for a target, without running anything. kfp: a KFP v2 component "
+                                   "file whose step starts the ranks of one node. kubeflow: a PyTorchJob "
                                    "(torch.distributed, deepspeed), MPIJob v2beta1 (mpi) or TFJob (tensorflow); "
                                    "--trainer-v2 for a Kubeflow Trainer TrainJob.")
     p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
-    p.add_argument("--target", choices=("kubeflow",), required=True, help="what to compile for")
+    p.add_argument("--target", choices=("kfp", "kubeflow"), required=True, help="what to compile for")
     p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--nodes", type=_positive, metavar="N", help="nodes (pods) of the job (default: the spec's)")
-    p.add_argument("--nproc-per-node", type=_positive, metavar="M", help="processes per node (default: the spec's)")
-    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE",
-                   help="an input value (repeatable); a port input is a path inside the pod")
-    p.add_argument("--output-path", action="append", metavar="NAME=PATH",
-                   help="where an output goes inside the pod (default /outputs/NAME)")
-    p.add_argument("--image", metavar="IMAGE", help="container image (default: the spec's environment image)")
-    p.add_argument("--name", metavar="NAME", help="job name (default: from the component name)")
-    p.add_argument("--namespace", metavar="NS", help="Kubernetes namespace (default: none, the current one)")
-    p.add_argument("--env", action="append", metavar="NAME=VALUE",
-                   help="an env variable for every pod (repeatable), e.g. MLFLOW_TRACKING_URI")
-    p.add_argument("--workdir", metavar="DIR", help="the container's working folder (default: the image's)")
-    p.add_argument("--trainer-v2", action="store_true", help="a Kubeflow Trainer v2 TrainJob instead")
+    _kubeflow_flags(p)
     p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("submit", help="create a Kubeflow training job for SPEC and wait for it to end",
+                       description="Compile SPEC as with `compile --target kubeflow`, create the job in the cluster "
+                                   "(in a pod: its service account; else the kubeconfig), wait for Succeeded or "
+                                   "Failed, and report the reason and the leading pod's log. Exit 0 succeeded, "
+                                   "1 failed, 124 timed out (the job is then deleted).")
+    p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
+    p.add_argument("--target", choices=("kubeflow",), default="kubeflow", help="where to submit (kubeflow)")
+    _kubeflow_flags(p)
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: in-cluster, else $KUBECONFIG)")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="delete the job after this long (default 24 h)")
+    p.add_argument("--poll", type=_count_float, default=10.0, metavar="SECONDS", help="status poll interval (10)")
+    p.add_argument("--no-tracking", action="store_true", help="no MLflow run")
+    p.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default: the component name)")
+    p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("launchers", help="list the launcher types, their aliases and providers")
     p.add_argument("--json", action="store_true", help="print them as JSON")

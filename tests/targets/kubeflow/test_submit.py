@@ -6,15 +6,23 @@ and what the caller learns: the outcome, the failure reason and the leading pod'
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 
 from distcomp.targets.kubeflow._submit import SubmitError, submit_and_wait
+
+from ...conftest import REPO
+from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
 
 JOB = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs"
 MANIFEST = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
@@ -154,3 +162,63 @@ def test_an_unreachable_api_is_a_clear_error() -> None:
     config.retries = False
     with pytest.raises(SubmitError, match="cannot reach the Kubernetes API"):
         submit_and_wait(MANIFEST, k8s.ApiClient(config), sleep=lambda s: None)
+
+
+# -- `distcomp submit`: compile, create, wait, with one MLflow run on a real server -------------
+
+
+def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api.server.server_address[1]}"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me", "namespace": "ml"}}],
+        "users": [{"name": "me", "user": {"token": "t"}}]}))
+    return path
+
+
+def submit(tmp_path: Path, api: FakeApi, uri: str, experiment: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
+            "--nodes", "2", "--image", "registry.example/ddp:1", "--name", "ddp", "--namespace", "ml",
+            "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05", "--experiment", experiment]
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**env, "MLFLOW_TRACKING_URI": uri})
+
+
+def test_submit_tracks_one_run_for_the_whole_job(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
+    from mlflow import MlflowClient
+
+    statuses = [[condition("Running", "PyTorchJobRunning")], [condition("Succeeded", "PyTorchJobSucceeded", "done")]]
+    with FakeApi(statuses) as api:
+        proc = submit(tmp_path, api, mlflow_server, f"submit-{tmp_path.name}")
+    assert proc.returncode == 0, proc.stderr
+    created = api.requests[0][2]
+    assert created["kind"] == "PyTorchJob" and created["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+    env = {e["name"]: e["value"] for e in
+           created["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]}
+    client = MlflowClient(mlflow_server)
+    (run,) = client.search_runs([client.get_experiment_by_name(f"submit-{tmp_path.name}").experiment_id])
+    assert env["MLFLOW_RUN_ID"] == run.info.run_id and env["MLFLOW_TRACKING_URI"] == mlflow_server
+    assert run.info.status == "FINISHED" and run.data.tags["distcomp.nodes"] == "2"
+    assert run.data.tags["distcomp.world_size"] == "4"
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "logs")] == ["logs/leader.log"]
+
+
+def test_submit_failure_reports_the_reason_and_log(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
+    from mlflow import MlflowClient
+
+    why = "PyTorchJob ml/ddp is failed because 1 Worker replica(s) failed."
+    with FakeApi([[condition("Failed", "PyTorchJobFailed", why)]]) as api:
+        proc = submit(tmp_path, api, mlflow_server, f"submit-{tmp_path.name}")
+    assert proc.returncode == 1 and why in proc.stderr and "[rank0]: boom" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    client = MlflowClient(mlflow_server)
+    (run,) = client.search_runs([client.get_experiment_by_name(f"submit-{tmp_path.name}").experiment_id])
+    assert run.info.status == "FAILED" and why in run.data.tags["distcomp.message"]
+
+
+def test_submit_without_a_cluster_config_is_a_clear_error(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
+            "--nodes", "2", "--image", "i:1", "--kubeconfig", str(tmp_path / "missing"), "--no-tracking"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no Kubernetes configuration" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,7 +1,8 @@
 """The pieces every Kubeflow job manifest shares: metadata, a container, a replica spec.
 
 Kubernetes expands ``$(NAME)`` in a container's command from its env (the operators inject
-the rank variables there), so a literal ``$(`` in the user's argv is escaped as ``$$(``.
+the rank variables there) and turns ``$$`` into ``$``, so every ``$`` in the user's argv is
+doubled: the program gets its words exactly as rendered.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def metadata(options: JobOptions, component: str) -> dict[str, Any]:
 
 def escape(argv: Sequence[str]) -> list[str]:
     """The user's words, safe from Kubernetes' ``$(VAR)`` expansion."""
-    return [word.replace("$(", "$$(") for word in argv]
+    return [word.replace("$", "$$") for word in argv]
 
 
 def env_list(env: Mapping[str, str]) -> list[dict[str, str]]:

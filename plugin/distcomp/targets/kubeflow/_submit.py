@@ -73,9 +73,12 @@ def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str
     reason = ""
     while state is None:
         if time.monotonic() - start > timeout:
-            jobs.delete_namespaced_custom_object(group, version, namespace, plural, name,
-                                                 propagation_policy="Foreground")
             state, reason = "TimedOut", f"no end after {timeout:g} s; the job was deleted"
+            try:
+                jobs.delete_namespaced_custom_object(group, version, namespace, plural, name,
+                                                     propagation_policy="Foreground")
+            except (ApiException, OSError, HTTPError) as exc:
+                reason = f"no end after {timeout:g} s, and deleting the job failed ({exc}): delete it by hand"
             break
         sleep(poll)
         try:

@@ -1,0 +1,96 @@
+"""What a KFP step carries: the spec and its code folder as one reproducible archive.
+
+A lightweight KFP component ships only its function's source, so the spec and the code are
+embedded in that source as a base64 tar.gz, unpacked inside the container. The archive is
+byte-for-byte reproducible (sorted entries, zero times and owners, gzip without a
+timestamp): compiling the same spec twice gives the same pipeline YAML.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from ...spec import BUILTIN_LAUNCHERS, ComponentSpec, check_text
+from ._errors import KfpTargetError
+
+SPEC_FILE = "component.yaml"
+CODE_DIR = "code"
+# Never code: caches and version-control or virtualenv folders.
+SKIP = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+                  ".ipynb_checkpoints", ".DS_Store"})
+
+
+@dataclass(frozen=True)
+class Bundle:
+    archive: str  # base64 of the tar.gz
+    files: tuple[tuple[str, int], ...]  # (path in the bundle, bytes), for size messages
+
+    def largest(self, n: int = 3) -> str:
+        top = sorted(self.files, key=lambda f: -f[1])[:n]
+        return ", ".join(f"{name} ({size / 1024:.0f} KiB)" for name, size in top)
+
+
+def pack(spec: ComponentSpec, code_path: str | None = None,
+         launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Bundle:
+    """The spec (its ``code:`` pointed at the bundled folder, or at ``code_path`` inside the
+    image) and, unless ``code_path`` is given, the code folder's files."""
+    if spec.source is None:
+        raise KfpTargetError(f"{spec.ref}: the KFP target embeds the spec file, and this spec was not loaded from "
+                             "one (load it with distcomp.spec.load(PATH))")
+    entries: list[tuple[str, bytes, int]] = [(SPEC_FILE, _bundled_spec(spec, code_path or CODE_DIR, launchers), 0o644)]
+    if code_path is None:
+        entries += _code_files(spec.code)
+    return Bundle(_archive(entries), tuple((name, len(data)) for name, data, _ in entries))
+
+
+def _bundled_spec(spec: ComponentSpec, code: str, launchers: Mapping[str, str]) -> bytes:
+    """The spec file as written, but with ``code:`` where the step will find the code."""
+    assert spec.source is not None
+    try:
+        data = yaml.safe_load(spec.source.read_text(encoding="utf-8-sig"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise KfpTargetError(f"{spec.source}: cannot be read again to embed it: {exc}") from None
+    data.pop("$schema", None)  # a path relative to the original file
+    data["code"] = code
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    again = check_text(text, SPEC_FILE, spec.source.parent, launchers).spec
+    if again is None or (again.inputs, again.outputs, again.command.source) != (
+            spec.inputs, spec.outputs, spec.command.source):
+        raise KfpTargetError(f"{spec.source}: the file no longer holds the spec that was loaded from it "
+                             "(was it changed since?)")
+    return text.encode("utf-8")
+
+
+def _code_files(folder: Path) -> list[tuple[str, bytes, int]]:
+    if not folder.is_dir():
+        raise KfpTargetError(f"the code folder {folder} does not exist: the step embeds it (create it, or pass "
+                             "code_path= for code already inside the image)")
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP)
+        for name in sorted(files):
+            path = Path(root) / name
+            if name in SKIP or name.endswith(".pyc") or not path.is_file():
+                continue
+            mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            out.append((f"{CODE_DIR}/{path.relative_to(folder).as_posix()}", path.read_bytes(), mode))
+    return out
+
+
+def _archive(entries: list[tuple[str, bytes, int]]) -> str:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)).decode("ascii")

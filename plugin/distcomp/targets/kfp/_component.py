@@ -1,0 +1,159 @@
+"""A spec as a KFP v2 component: ``load_component`` for pipelines, ``compile_component`` for a file.
+
+The component is a *lightweight Python component* (what ``@dsl.component`` makes), because
+that is the one kind kfp.local's SubprocessRunner runs, and it runs unchanged on a cluster:
+its function unpacks the embedded spec and code and runs ``python -m distcomp run``, which
+starts every rank of the one node in the step's container. kfp is imported on first call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence, Union
+
+from ...spec import ComponentSpec, check_file
+from ._bundle import pack
+from ._errors import KfpTargetError
+from ._interface import step_interface
+from ._source import function_source
+
+if TYPE_CHECKING:
+    from kfp.dsl.python_component import PythonComponent
+
+SpecLike = Union[ComponentSpec, str, "os.PathLike[str]"]
+DEFAULT_IMAGE = "python:3.11"  # kfp's own default for lightweight components
+# Linux refuses a single command-line argument of 128 KiB or more (MAX_ARG_STRLEN), and
+# KFP passes the whole component source as one: the bundle must fit in it.
+MAX_ARG_BYTES = 128 * 1024 - 1
+
+
+def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_node: int | None = None,
+                   image: str | None = None, *, packages_to_install: Sequence[str] = (),
+                   pip_index_urls: Sequence[str] | None = None, install_kfp_package: bool = True,
+                   code_path: str | None = None, timeout: float | None = None,
+                   max_restarts: int = 0) -> "PythonComponent":
+    """The spec as a KFP component whose step runs every rank of one node.
+
+    ``spec_or_path``: a ComponentSpec loaded from a file, a spec file, or a folder holding
+    ``component.yaml``. ``nodes``/``nproc_per_node`` override the spec (one node only here:
+    several nodes are a Kubeflow training job). ``image`` defaults to the spec's
+    ``environment`` image, else python:3.11; it (or ``packages_to_install``) must provide
+    distcomp and what the command needs (e.g. torch). ``code_path``: the code folder's path
+    inside the image, instead of embedding the spec's code folder in the component.
+    ``timeout``/``max_restarts`` are ``distcomp run``'s ``--timeout``/``--max-restarts``.
+    """
+    spec, launchers = _resolve(spec_or_path)
+    if nodes is not None or nproc_per_node is not None:
+        _positive(nodes, "nodes")
+        _positive(nproc_per_node, "nproc_per_node")
+        spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
+    if spec.distribution.nodes != 1:
+        raise KfpTargetError(f"{spec.ref}: {spec.distribution.nodes} nodes: a KFP step runs the ranks of one node "
+                             "(pass nodes=1, or run several nodes as a Kubeflow training job: distcomp compile "
+                             "--target kubeflow)")
+    interface = step_interface(spec)
+    bundle = pack(spec, code_path, launchers)
+    options = _run_options(spec, launchers, timeout, max_restarts)
+    source = function_source(interface, bundle, options, spec.source.name if spec.source else spec.name)
+
+    from kfp import dsl
+
+    with tempfile.TemporaryDirectory(prefix="distcomp-kfp-") as tmp:
+        # A real file, so that kfp's inspect.getsource finds the function.
+        path = Path(tmp) / f"{interface.function}.py"
+        path.write_text(source, encoding="utf-8")
+        module_spec = importlib.util.spec_from_file_location(f"distcomp_kfp_{interface.function}", path)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        try:
+            component = dsl.component(
+                getattr(module, interface.function), base_image=image or _spec_image(spec),
+                packages_to_install=list(packages_to_install),
+                pip_index_urls=list(pip_index_urls) if pip_index_urls else None,
+                install_kfp_package=install_kfp_package)
+        except Exception as exc:  # what kfp found wrong with the generated function, without its traceback
+            raise KfpTargetError(f"{spec.ref}: kfp rejected the component made from it: {exc}") from None
+    program = max(component.component_spec.implementation.container.command, key=len)
+    if len(program.encode("utf-8")) > MAX_ARG_BYTES:
+        raise KfpTargetError(
+            f"{spec.ref}: the step's program with the embedded code is {len(program) / 1024:.0f} KiB, over the "
+            f"128 KiB a container command argument may have (largest files from {spec.code}: {bundle.largest()}); "
+            "give data as an input rather than in the code folder, or put the code in the image and pass code_path=")
+    return component
+
+
+def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, nodes: int | None = None,
+                      nproc_per_node: int | None = None, image: str | None = None,
+                      packages_to_install: Sequence[str] = (), pip_index_urls: Sequence[str] | None = None,
+                      install_kfp_package: bool = True, code_path: str | None = None,
+                      timeout: float | None = None, max_restarts: int = 0) -> Path:
+    """Write the component to ``path`` as KFP's compiler does (IR YAML), which
+    ``kfp.components.load_component_from_file`` loads with the same interface. The arguments
+    are load_component's; the same spec and arguments always give the same bytes."""
+    component = load_component(spec_or_path, nodes, nproc_per_node, image, packages_to_install=packages_to_install,
+                               pip_index_urls=pip_index_urls, install_kfp_package=install_kfp_package,
+                               code_path=code_path, timeout=timeout, max_restarts=max_restarts)
+    from kfp import compiler
+
+    out = Path(path)
+    try:
+        compiler.Compiler().compile(component, package_path=str(out))
+    except OSError as exc:
+        raise KfpTargetError(f"{out}: cannot write the component: {exc.strerror or exc}") from None
+    return out
+
+
+def _resolve(spec_or_path: SpecLike) -> tuple[ComponentSpec, Mapping[str, str]]:
+    """The spec (a folder means its component.yaml) and the launcher names the plugins know."""
+    from ...plugins import PluginError, get_plugin_manager
+
+    try:
+        launchers = get_plugin_manager().alias_table()
+    except PluginError as exc:
+        raise KfpTargetError(str(exc)) from None
+    if isinstance(spec_or_path, ComponentSpec):
+        return spec_or_path, launchers
+    if not isinstance(spec_or_path, (str, os.PathLike)):
+        raise KfpTargetError(f"expected a ComponentSpec or the path of a spec file, got {type(spec_or_path).__name__}")
+    path = Path(spec_or_path)
+    if path.is_dir():
+        path = path / "component.yaml"
+    result = check_file(path, launchers)
+    if result.spec is None:
+        raise KfpTargetError("\n".join(str(d) for d in result.errors))
+    return result.spec, launchers
+
+
+def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: float | None,
+                 max_restarts: int) -> list[str]:
+    """``distcomp run`` flags for what differs from the spec file the step carries."""
+    assert spec.source is not None  # pack() checked it
+    written = check_file(spec.source, launchers).spec
+    options: list[str] = []
+    if written is None or written.distribution.nodes != spec.distribution.nodes:
+        options += ["--nodes", str(spec.distribution.nodes)]
+    if written is None or written.distribution.processes_per_node != spec.distribution.processes_per_node:
+        if spec.distribution.processes_per_node is not None:
+            options += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
+    if timeout is not None:
+        if timeout <= 0:
+            raise KfpTargetError(f"timeout must be > 0 seconds (got {timeout})")
+        options += ["--timeout", repr(float(timeout))]
+    if max_restarts:
+        _positive(max_restarts, "max_restarts")
+        options += ["--max-restarts", str(max_restarts)]
+    return options
+
+
+def _spec_image(spec: ComponentSpec) -> str:
+    env = spec.environment
+    return env.image if env is not None and env.image else DEFAULT_IMAGE
+
+
+def _positive(value: int | None, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise KfpTargetError(f"{what} must be a whole number >= 1 (got {value!r})")

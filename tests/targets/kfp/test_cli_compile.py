@@ -1,0 +1,40 @@
+"""`distcomp compile --target kfp`: the component file a pipeline author loads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from kfp import components
+
+from ...conftest import REPO
+
+SPEC = REPO / "examples" / "pytorch-ddp" / "component.yaml"
+
+
+def compile_kfp(*flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "kfp", str(SPEC), *flags],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_component_file_loads_with_the_specs_interface(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "component.yaml"
+    proc = compile_kfp("-o", str(out), "--nproc-per-node", "3", "--image", "registry.example/ddp:1")
+    assert proc.returncode == 0, proc.stderr
+    component = components.load_component_from_file(str(out))
+    spec = component.component_spec
+    assert set(spec.inputs) == {"epochs", "lr", "batch_size", "samples", "seed", "data", "init_from"}
+    assert set(spec.outputs) == {"model"} and spec.inputs["data"].optional
+    container = spec.implementation.container
+    assert container.image == "registry.example/ddp:1"
+    assert "'--nproc-per-node', '3'" in out.read_text()  # the step's `distcomp run` starts 3 ranks
+
+
+def test_several_nodes_or_kubeflow_flags_are_refused_cleanly(tmp_path: Path) -> None:
+    for flags, words in ((("--nodes", "2"), "--target kubeflow"), (("--input", "epochs=2"), "--target kubeflow"),
+                         ((), "-o FILE")):
+        out = tmp_path / "x.yaml"
+        proc = compile_kfp(*flags, *(("-o", str(out)) if flags else ()))
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+        assert not out.exists()
