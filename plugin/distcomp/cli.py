@@ -37,6 +37,19 @@ def _pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
     return out
 
 
+def _volumes(values: Sequence[str] | None) -> dict[str, str]:
+    """``CLAIM:PATH`` flags into claim -> mount path; a malformed one is a usage error."""
+    out: dict[str, str] = {}
+    for item in values or ():
+        claim, sep, path = item.partition(":")
+        if not sep or not claim or not path:
+            raise _Usage(f"--volume {item!r}: expected CLAIM:PATH (a PersistentVolumeClaim and its mount path)")
+        if claim in out:
+            raise _Usage(f"--volume {claim} is given twice")
+        out[claim] = path
+    return out
+
+
 class _Usage(Exception):
     pass
 
@@ -238,7 +251,7 @@ def _kubeflow_manifest(args: argparse.Namespace, extra_env: "Mapping[str, str] |
         paths = {n: outs.get(n, f"/outputs/{n}") for n in spec.outputs}
         return compile_job(spec, values, paths, pm=get_plugin_manager(), image=args.image, name=args.name,
                            namespace=args.namespace, env={**_pairs(args.env, "--env"), **(extra_env or {})},
-                           trainer_v2=args.trainer_v2, workdir=args.workdir)
+                           trainer_v2=args.trainer_v2, workdir=args.workdir, volumes=_volumes(args.volume))
     except (InputError, RenderError, CompileError, PluginError) as exc:
         raise _Usage(str(exc).replace("\n", "\n  ")) from None
 
@@ -273,6 +286,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """Compile, create the Kubeflow job, wait for it; one MLflow run for the whole job."""
+    import signal
     import tempfile
 
     from .targets.kubeflow import SubmitError, submit_and_wait
@@ -283,6 +297,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
         tracking = None if args.no_tracking else _cluster_tracking(args, spec, Path(tmp))
         manifest = _kubeflow_manifest(args, tracking.env() if tracking else None, spec)
         namespace = args.namespace or "default"
+        stopped_by: list[int] = []
+
+        def stop(signum: int, frame: object) -> None:  # SIGTERM (a cancelled pipeline step) as Ctrl-C
+            stopped_by.append(signum)
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, stop)
         try:
             outcome = submit_and_wait(manifest, api, namespace, timeout=args.timeout or 24 * 3600.0,
                                       poll=args.poll, notify=lambda m: print(f"distcomp submit: {m}", file=sys.stderr))
@@ -291,10 +312,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
             if tracking:
                 tracking.finish(None, Path(tmp) / "logs", str(exc))
             return EXIT_FAILED
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         logs = Path(tmp) / "logs"
         logs.mkdir()
         (logs / "leader.log").write_text(outcome.log, encoding="utf-8")
-        state = {"Succeeded": "succeeded", "Failed": "failed", "TimedOut": "timed_out"}[outcome.state]
+        state = {"Succeeded": "succeeded", "Failed": "failed", "TimedOut": "timed_out",
+                 "Cancelled": "interrupted"}[outcome.state]
         print(f"distcomp submit: {outcome.kind} {outcome.namespace}/{outcome.name} {outcome.state} after "
               f"{outcome.wall_s:.0f} s: {outcome.reason}", file=sys.stderr)
         if outcome.state != "Succeeded" and outcome.log:
@@ -305,6 +329,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
             print(f"distcomp submit: MLflow run {tracking.run.run_id}: {status}", file=sys.stderr)
             for problem in problems:
                 print(f"distcomp submit: warning: {problem}", file=sys.stderr)
+    if state == "interrupted":
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     return {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "timed_out": 124}[state]
 
 
@@ -356,7 +382,8 @@ def _cluster_tracking(args: argparse.Namespace, spec: "ComponentSpec", tmp: Path
 
 
 def _compile_kfp(args: argparse.Namespace) -> int:
-    """A KFP v2 component file (one node: the step starts the ranks itself)."""
+    """A KFP v2 component file (one node: the step starts the ranks itself; several: it submits
+    a Kubeflow job sharing ``--volume`` with the step)."""
     from .targets.kfp import KfpTargetError, compile_component
 
     if not args.out:
@@ -366,10 +393,13 @@ def _compile_kfp(args: argparse.Namespace) -> int:
                         ("--trainer-v2", args.trainer_v2)):
         if given:
             raise _Usage(f"{flag} is for --target kubeflow; a KFP component takes its inputs in the pipeline")
+    volumes = list(_volumes(args.volume).items())
+    if len(volumes) > 1:
+        raise _Usage("--target kfp takes one --volume: the claim the step shares with the pods of a multi-node job")
     try:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         path = compile_component(args.spec, args.out, nodes=args.nodes, nproc_per_node=args.nproc_per_node,
-                                 image=args.image)
+                                 image=args.image, shared_volume=volumes[0] if volumes else None)
     except (KfpTargetError, OSError) as exc:
         raise _Usage(str(exc).replace("\n", "\n  ")) from None
     print(f"distcomp compile: wrote KFP component {path}", file=sys.stderr)
@@ -449,6 +479,8 @@ def _kubeflow_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="an env variable for every pod (repeatable), e.g. MLFLOW_TRACKING_URI")
     p.add_argument("--workdir", metavar="DIR", help="the container's working folder (default: the image's)")
+    p.add_argument("--volume", action="append", metavar="CLAIM:PATH",
+                   help="mount PersistentVolumeClaim CLAIM at PATH in every pod (repeatable): shared storage")
     p.add_argument("--trainer-v2", action="store_true", help="a Kubeflow Trainer v2 TrainJob instead")
 
 
@@ -510,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compile SPEC as with `compile --target kubeflow`, create the job in the cluster "
                                    "(in a pod: its service account; else the kubeconfig), wait for Succeeded or "
                                    "Failed, and report the reason and the leading pod's log. Exit 0 succeeded, "
-                                   "1 failed, 124 timed out (the job is then deleted).")
+                                   "1 failed, 124 timed out; Ctrl-C or SIGTERM deletes the job (exit 130, 143).")
     p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
     p.add_argument("--target", choices=("kubeflow",), default="kubeflow", help="where to submit (kubeflow)")
     _kubeflow_flags(p)

@@ -198,11 +198,18 @@ class JobOptions:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     workdir: str | None = None
     resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # per pod
+    # PVC claim name -> mount path in every pod: storage the pods share with whoever else mounts it
+    volumes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "env", _frozen(self.env, f"JobOptions {self.name!r} env"))
         object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
+        for claim, path in self.volumes.items():
+            if not (isinstance(claim, str) and claim and isinstance(path, str) and path.startswith("/")):
+                raise ValueError(f"JobOptions {self.name!r} volumes: {claim!r} -> {path!r} must be a claim name "
+                                 "and an absolute mount path")
+        object.__setattr__(self, "volumes", MappingProxyType(dict(self.volumes)))
 
 
 KubeflowBuild = Callable[["ComponentSpec", JobOptions], Mapping[str, Any]]

@@ -38,3 +38,12 @@ def test_several_nodes_or_kubeflow_flags_are_refused_cleanly(tmp_path: Path) -> 
         proc = compile_kfp(*flags, *(("-o", str(out)) if flags else ()))
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
         assert not out.exists()
+
+
+def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> None:
+    out = tmp_path / "multi.yaml"
+    proc = compile_kfp("-o", str(out), "--nodes", "2", "--image", "registry.example/ddp:1",
+                       "--volume", "shared-data:/mnt/shared")
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "run_distcomp_submit(" in text and "'shared-data', '/mnt/shared'" in text

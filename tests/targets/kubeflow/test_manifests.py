@@ -180,3 +180,41 @@ def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
                          text=True, timeout=60)
     assert bad.returncode == 2 and "--image" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "none.yaml").exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("job, trainer_v2", [("torch", False), ("mpi", False), ("tensorflow", False),
+                                             ("torch", True)])
+def test_volumes_mount_a_claim_in_every_pod(job: str, trainer_v2: bool) -> None:
+    manifest = compile_for(job, 2, 1, trainer_v2=trainer_v2, volumes={"shared.data": "/mnt/shared"})
+    validate(manifest)
+    volume = {"name": "distcomp-pvc-0", "persistentVolumeClaim": {"claimName": "shared.data"}}
+    mount = {"name": "distcomp-pvc-0", "mountPath": "/mnt/shared"}
+    if trainer_v2:
+        (override,) = manifest["spec"]["podSpecOverrides"]
+        assert override == {"targetJobs": [{"name": "node"}], "volumes": [volume],
+                            "containers": [{"name": "node", "volumeMounts": [mount]}]}
+        return
+    spec = manifest["spec"]
+    key = next(k for k in spec if k.endswith("ReplicaSpecs"))
+    for role in spec[key].values():
+        pod = role["template"]["spec"]
+        assert pod["volumes"] == [volume] and pod["containers"][0]["volumeMounts"] == [mount]
+
+
+def test_a_bad_volume_is_refused() -> None:
+    with pytest.raises(CompileError, match="CLAIM:/PATH"):
+        compile_for("torch", 2, 1, volumes={"Bad_Claim": "/mnt"})
+    with pytest.raises(CompileError, match="CLAIM:/PATH"):
+        compile_for("torch", 2, 1, volumes={"claim": "relative"})
+
+
+def test_cli_takes_volumes(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "torch" / "component.yaml"),
+            "--nodes", "2", "--image", "img:1", "--volume", "data:/mnt/data", "--volume", "ckpt:/ckpt"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pod = yaml.safe_load(proc.stdout)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]] == ["data", "ckpt"]
+    assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == ["/mnt/data", "/ckpt"]
+    bad = subprocess.run(argv[:-2] + ["--volume", "nopath"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "CLAIM:PATH" in bad.stderr and "Traceback" not in bad.stderr

@@ -10,19 +10,19 @@ import os
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from kubernetes import client as k8s
-
 from distcomp.targets.kubeflow._submit import SubmitError, submit_and_wait
+from kubernetes import client as k8s
 
 from ...conftest import REPO
 from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
+from ._http import JsonHandler
 
 JOB = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs"
 MANIFEST = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
@@ -43,18 +43,7 @@ class FakeApi:
         self.requests: list[tuple[str, str, Any]] = []
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: Any, ctype: str = "application/json") -> None:
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def _record(self) -> Any:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
@@ -222,3 +211,24 @@ def test_submit_without_a_cluster_config_is_a_clear_error(tmp_path: Path) -> Non
             "--nodes", "2", "--image", "i:1", "--kubeconfig", str(tmp_path / "missing"), "--no-tracking"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no Kubernetes configuration" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sigterm_while_waiting_deletes_the_job(tmp_path: Path) -> None:
+    """A cancelled pipeline step stops `distcomp submit` with SIGTERM: nothing may run on."""
+    import signal
+    import time
+
+    with FakeApi([[condition("Running", "PyTorchJobRunning")]]) as api:
+        argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
+                "--nodes", "2", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--no-tracking",
+                "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05"]
+        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not any(r[0] == "GET" for r in api.requests):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert [r[1] for r in api.requests if r[0] == "DELETE"] == [f"{JOB}/ddp?propagationPolicy=Foreground"]
+    assert "Cancelled" in err and "the job was deleted" in err and "Traceback" not in err

@@ -1,6 +1,7 @@
-"""The KFP v2 target, one node: a spec as a component of a KFP pipeline whose step starts the
-ranks itself (``python -m distcomp run`` in the step's container). Several nodes are a
-Kubeflow training job (``distcomp.targets.kubeflow``). Importing this imports no kfp.
+"""The KFP v2 target: a spec as a component of a KFP pipeline whose step starts the ranks of
+one node itself (``python -m distcomp run`` in the step's container), or, for several nodes,
+creates a Kubeflow training job (``python -m distcomp submit``) sharing a volume with the
+step. Importing this imports no kfp.
 
 >>> train = load_component("examples/pytorch-ddp/component.yaml")       # doctest: +SKIP
 >>> compile_component("examples/pytorch-ddp", "ddp-component.yaml")     # doctest: +SKIP

@@ -3,13 +3,16 @@
 The component is a *lightweight Python component* (what ``@dsl.component`` makes), because
 that is the one kind kfp.local's SubprocessRunner runs, and it runs unchanged on a cluster:
 its function unpacks the embedded spec and code and runs ``python -m distcomp run``, which
-starts every rank of the one node in the step's container. kfp is imported on first call.
+starts every rank of the one node in the step's container. For several nodes it runs
+``python -m distcomp submit`` instead: a Kubeflow training job whose pods share a volume
+with the step. kfp is imported on first call.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
@@ -18,7 +21,7 @@ from ...spec import ComponentSpec, check_file
 from ._bundle import pack
 from ._errors import KfpTargetError
 from ._interface import step_interface
-from ._source import function_source
+from ._source import Submit, function_source
 
 if TYPE_CHECKING:
     from kfp.dsl.python_component import PythonComponent
@@ -34,30 +37,42 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
                    image: str | None = None, *, packages_to_install: Sequence[str] = (),
                    pip_index_urls: Sequence[str] | None = None, install_kfp_package: bool = True,
                    code_path: str | None = None, timeout: float | None = None,
-                   max_restarts: int = 0) -> "PythonComponent":
-    """The spec as a KFP component whose step runs every rank of one node.
+                   max_restarts: int = 0, shared_volume: tuple[str, str] | None = None,
+                   poll: float | None = None) -> "PythonComponent":
+    """The spec as a KFP component whose step runs every rank of one node, or, for several
+    nodes, creates a Kubeflow training job and waits for it.
 
     ``spec_or_path``: a ComponentSpec loaded from a file, a spec file, or a folder holding
-    ``component.yaml``. ``nodes``/``nproc_per_node`` override the spec (one node only here:
-    several nodes are a Kubeflow training job). ``image`` defaults to the spec's
-    ``environment`` image, else python:3.11; it (or ``packages_to_install``) must provide
-    distcomp and what the command needs (e.g. torch). ``code_path``: the code folder's path
-    inside the image, instead of embedding the spec's code folder in the component.
-    ``timeout``/``max_restarts`` are ``distcomp run``'s ``--timeout``/``--max-restarts``.
+    ``component.yaml``. ``nodes``/``nproc_per_node`` override the spec. ``image`` defaults
+    to the spec's ``environment`` image, else python:3.11; it (or ``packages_to_install``)
+    must provide distcomp and what the command needs (e.g. torch). ``code_path``: the code
+    folder's path inside the image, instead of embedding the spec's code folder in the
+    component. ``timeout``/``max_restarts`` are ``distcomp run``'s ``--timeout``/``--max-restarts``.
+
+    Several nodes: the step runs ``distcomp submit`` (its image, ``image`` or the spec's,
+    which the pods run too, needs the kubernetes client, and its service account the right
+    to create the job). ``shared_volume=(CLAIM, MOUNT_PATH)``, a PersistentVolumeClaim the
+    pods mount too, carries the spec, code, inputs and outputs between the step and the
+    pods; mount it on the task as well (``kfp.kubernetes.mount_pvc(task, pvc_name=CLAIM,
+    mount_path=MOUNT_PATH)``). ``timeout`` deletes the job after that long; ``poll`` is the
+    job status interval in seconds (10).
     """
     spec, launchers = _resolve(spec_or_path)
     if nodes is not None or nproc_per_node is not None:
         _positive(nodes, "nodes")
         _positive(nproc_per_node, "nproc_per_node")
         spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
-    if spec.distribution.nodes != 1:
-        raise KfpTargetError(f"{spec.ref}: {spec.distribution.nodes} nodes: a KFP step runs the ranks of one node "
-                             "(pass nodes=1, or run several nodes as a Kubeflow training job: distcomp compile "
-                             "--target kubeflow)")
     interface = step_interface(spec)
     bundle = pack(spec, code_path, launchers)
-    options = _run_options(spec, launchers, timeout, max_restarts)
-    source = function_source(interface, bundle, options, spec.source.name if spec.source else spec.name)
+    origin = spec.source.name if spec.source else spec.name
+    if spec.distribution.nodes == 1:
+        source = function_source(interface, bundle, _run_options(spec, launchers, timeout, max_restarts), origin)
+    else:
+        image = _cluster_image(spec, image, shared_volume)
+        assert shared_volume is not None  # _cluster_image checked it
+        options = _submit_options(spec, image, timeout, max_restarts, poll)
+        source = function_source(interface, bundle, options, origin,
+                                 Submit(shared_volume[0], shared_volume[1], _job_prefix(spec), code_path))
 
     from kfp import dsl
 
@@ -90,13 +105,15 @@ def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, n
                       nproc_per_node: int | None = None, image: str | None = None,
                       packages_to_install: Sequence[str] = (), pip_index_urls: Sequence[str] | None = None,
                       install_kfp_package: bool = True, code_path: str | None = None,
-                      timeout: float | None = None, max_restarts: int = 0) -> Path:
+                      timeout: float | None = None, max_restarts: int = 0,
+                      shared_volume: tuple[str, str] | None = None, poll: float | None = None) -> Path:
     """Write the component to ``path`` as KFP's compiler does (IR YAML), which
     ``kfp.components.load_component_from_file`` loads with the same interface. The arguments
     are load_component's; the same spec and arguments always give the same bytes."""
     component = load_component(spec_or_path, nodes, nproc_per_node, image, packages_to_install=packages_to_install,
                                pip_index_urls=pip_index_urls, install_kfp_package=install_kfp_package,
-                               code_path=code_path, timeout=timeout, max_restarts=max_restarts)
+                               code_path=code_path, timeout=timeout, max_restarts=max_restarts,
+                               shared_volume=shared_volume, poll=poll)
     from kfp import compiler
 
     out = Path(path)
@@ -147,6 +164,67 @@ def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: flo
         _positive(max_restarts, "max_restarts")
         options += ["--max-restarts", str(max_restarts)]
     return options
+
+
+# a PersistentVolumeClaim's name: a DNS-1123 subdomain
+_CLAIM = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+
+
+def _cluster_image(spec: ComponentSpec, image: str | None, shared_volume: tuple[str, str] | None) -> str:
+    """The image of the step and the pods, once what several nodes need is known to be there."""
+    nodes = spec.distribution.nodes
+    if shared_volume is None:
+        raise KfpTargetError(
+            f"{spec.ref}: {nodes} nodes: the step then creates a Kubeflow training job (as distcomp compile "
+            "--target kubeflow writes it), whose pods cannot see the step's files: pass shared_volume=(CLAIM, "
+            "MOUNT_PATH), a PersistentVolumeClaim the step and the pods both mount (mount it on the task with "
+            "kfp.kubernetes.mount_pvc), or nodes=1")
+    if (not isinstance(shared_volume, tuple) or len(shared_volume) != 2
+            or not all(isinstance(part, str) for part in shared_volume)
+            or not _CLAIM.match(shared_volume[0]) or not shared_volume[1].startswith("/")):
+        raise KfpTargetError(f"shared_volume must be (CLAIM, MOUNT_PATH): a PersistentVolumeClaim's name and an "
+                             f"absolute path (got {shared_volume!r})")
+    chosen = image or (spec.environment.image if spec.environment else None)
+    if not chosen:
+        raise KfpTargetError(f"{spec.ref}: {nodes} nodes: the pods need an image holding distcomp and the "
+                             "command's dependencies; pass image= (the spec's environment names none)")
+    from ...plugins import PluginError, get_plugin_manager
+
+    try:  # a launcher without a Kubeflow job kind would only fail inside the step
+        pm = get_plugin_manager()
+        pm.kubeflow_job(pm.launcher(spec.distribution.launcher).type.name, False)
+    except PluginError as exc:
+        raise KfpTargetError(f"{spec.ref}: {exc}") from None
+    return chosen
+
+
+def _submit_options(spec: ComponentSpec, image: str, timeout: float | None, max_restarts: int,
+                    poll: float | None) -> list[str]:
+    """``distcomp submit`` flags: the layout and image are always spelled out."""
+    if max_restarts:
+        raise KfpTargetError("max_restarts is for one node: a Kubeflow job's pods never restart (a failed rank "
+                             "fails the job)")
+    options = ["--nodes", str(spec.distribution.nodes)]
+    if spec.distribution.processes_per_node is not None:
+        options += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
+    options += ["--image", image]
+    if timeout is not None:
+        if timeout <= 0:
+            raise KfpTargetError(f"timeout must be > 0 seconds (got {timeout})")
+        options += ["--timeout", repr(float(timeout))]
+    if poll is not None:
+        if poll <= 0:
+            raise KfpTargetError(f"poll must be > 0 seconds (got {poll})")
+        options += ["--poll", repr(float(poll))]
+    return options
+
+
+def _job_prefix(spec: ComponentSpec) -> str:
+    """The job name's start: a DNS-1123 label of <= 33, leaving 7 for the step's ``-XXXXXX``."""
+    name = re.sub(r"[^a-z0-9-]+", "-", spec.name.lower()).strip("-")[:33].strip("-")
+    if not name or not name[0].isalpha():
+        name = ("job-" + name)[:33].strip("-")
+    return name
 
 
 def _spec_image(spec: ComponentSpec) -> str:

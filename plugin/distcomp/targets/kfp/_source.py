@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+from dataclasses import dataclass
 from typing import Sequence
 
 from . import _step
@@ -20,8 +21,20 @@ from ._interface import StepInterface
 CHUNK = 100  # base64 characters per source line
 
 
-def function_source(interface: StepInterface, bundle: Bundle, options: Sequence[str], origin: str) -> str:
-    """A module defining ``interface.function``; ``origin`` names the spec in its header."""
+@dataclass(frozen=True)
+class Submit:
+    """Several nodes: the step submits a Kubeflow training job sharing ``claim`` at ``mount``."""
+
+    claim: str
+    mount: str
+    job_prefix: str  # a DNS-1123 start of the job's name; the step adds a random suffix
+    code_path: str | None = None  # the code in the image, instead of the bundle's
+
+
+def function_source(interface: StepInterface, bundle: Bundle, options: Sequence[str], origin: str,
+                    submit: Submit | None = None) -> str:
+    """A module defining ``interface.function``; ``origin`` names the spec in its header;
+    ``submit``: the body runs ``distcomp submit`` instead of ``distcomp run``."""
     # Python wants parameters without a default first; KFP does not care about the order.
     params = [(i.name, i.annotation, i.default) for i in interface.inputs if i.required]
     params += [(o.name, o.annotation, None) for o in interface.outputs]
@@ -43,24 +56,27 @@ def function_source(interface: StepInterface, bundle: Bundle, options: Sequence[
         *signature,
         ") -> None:",
         _docstring(interface.description),
-        *_helpers(),
-        "    run_distcomp_step(",
+        *_helpers(submit is not None),
+        f"    {'run_distcomp_submit' if submit else 'run_distcomp_step'}(",
         "        (  # the spec and its code: a base64 tar.gz",
         *(chunks or ["            ''"]),
         "        ),",
         "        {", *values, "        },",
         "        {", *artifacts, "        },",
         f"        {list(options)!r},",
+        *([f"        {submit.claim!r}, {submit.mount!r}, {submit.job_prefix!r}, {submit.code_path!r},"]
+          if submit else []),
         "    )",
         "",
     ]
     return "\n".join(lines)
 
 
-def _helpers() -> list[str]:
+def _helpers(submit: bool) -> list[str]:
     """``_step``'s functions as nested definitions, their source exactly as tested there."""
-    return [textwrap.indent(textwrap.dedent(inspect.getsource(f)), "    ").rstrip() + "\n"
-            for f in (_step.step_argv, _step.run_distcomp_step)]
+    functions = (_step.input_text, _step.submit_argv, _step.run_distcomp_submit) if submit else \
+        (_step.input_text, _step.step_argv, _step.run_distcomp_step)
+    return [textwrap.indent(textwrap.dedent(inspect.getsource(f)), "    ").rstrip() + "\n" for f in functions]
 
 
 def _docstring(text: str) -> str:

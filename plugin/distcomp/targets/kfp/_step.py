@@ -1,5 +1,6 @@
 """What runs inside the KFP step's container: unpack the bundle, start the ranks with
-``distcomp run``, fail the step when the job fails.
+``distcomp run`` (one node) or create a Kubeflow training job with ``distcomp submit``
+(several nodes, through a shared volume), fail the step when the job fails.
 
 The component function carries these functions' *source*, nested in its body (``_source``),
 into a module that has only kfp's and typing's names: so each one imports what it needs
@@ -12,6 +13,19 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
+def input_text(kind: str, value: Any) -> str:
+    """A value KFP delivered as distcomp's ``--input`` text (a port: its path in the container)."""
+    if kind == "port":
+        return value if isinstance(value, str) else value.path
+    if kind == "boolean":
+        return "true" if value else "false"
+    if kind == "integer":
+        return str(int(value))  # KFP may hand a JSON number over as 5.0
+    if kind == "number":
+        return repr(float(value))
+    return str(value)
+
+
 def step_argv(python: str, spec_file: str, run_dir: str, inputs: dict[str, Any], outputs: dict[str, Any],
               options: list[str], tracking: bool, experiment: Optional[str] = None) -> list[str]:
     """The ``distcomp run`` command for the values KFP delivered.
@@ -21,19 +35,8 @@ def step_argv(python: str, spec_file: str, run_dir: str, inputs: dict[str, Any],
     if-present rule of KFP placeholders, applied with distcomp's own rendering."""
     argv = [python, "-m", "distcomp", "run", spec_file, "--run-dir", run_dir, *options]
     for name, (kind, value) in inputs.items():
-        if value is None:
-            continue
-        if kind == "port":
-            text = value.path  # the artifact's local path in the container
-        elif kind == "boolean":
-            text = "true" if value else "false"
-        elif kind == "integer":
-            text = str(int(value))  # KFP may hand a JSON number over as 5.0
-        elif kind == "number":
-            text = repr(float(value))
-        else:
-            text = str(value)
-        argv += ["--input", f"{name}={text}"]
+        if value is not None:
+            argv += ["--input", f"{name}={input_text(kind, value)}"]
     for name, artifact in outputs.items():
         argv += ["--output", f"{name}={artifact.path}"]
     if not tracking:
@@ -114,3 +117,120 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
     for artifact in outputs.values():
         artifact.metadata.update(facts)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def submit_argv(python: str, spec_file: str, job: str, volume: str, workdir: str, inputs: dict[str, Any],
+                outputs: dict[str, str], options: list[str], namespace: Optional[str], tracking: bool,
+                experiment: Optional[str] = None) -> list[str]:
+    """The ``distcomp submit`` command: ``inputs`` as for step_argv (ports: their copies on
+    the volume), ``outputs`` maps each output to its path on the volume."""
+    argv = [python, "-m", "distcomp", "submit", spec_file, "--name", job, "--volume", volume, "--workdir", workdir,
+            *options]
+    if namespace:
+        argv += ["--namespace", namespace]
+    for name, (kind, value) in inputs.items():
+        if value is not None:
+            argv += ["--input", f"{name}={input_text(kind, value)}"]
+    for name, path in outputs.items():
+        argv += ["--output-path", f"{name}={path}"]
+    if not tracking:
+        argv.append("--no-tracking")
+    elif experiment:
+        argv += ["--experiment", experiment]
+    return argv
+
+
+def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], options: list[str],
+                        claim: str, mount: str, job_prefix: str, code_path: Optional[str] = None) -> None:
+    """Run the job on several nodes as a Kubeflow training job, through the shared volume.
+
+    The training pods cannot see this step's files, so the spec, its code and the input
+    artifacts are copied to ``MOUNT/distcomp/JOB/`` on the claim both mount; the outputs are
+    written there and copied back into the step's output artifacts when the job succeeded.
+    ``code_path``: the code folder inside the image, when the code is not in the bundle."""
+    import base64
+    import importlib.util
+    import io
+    import os
+    import re
+    import secrets
+    import shlex
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tarfile
+
+    if importlib.util.find_spec("distcomp") is None:
+        raise RuntimeError("distcomp is not installed in this step's image: use an image that has it (with what "
+                           "the command needs), or list it in load_component(..., packages_to_install=[...])")
+    if not os.path.isdir(mount):
+        raise RuntimeError(f"the shared volume is not mounted at {mount}: mount claim {claim!r} on this task "
+                           f"(kfp.kubernetes.mount_pvc(task, pvc_name={claim!r}, mount_path={mount!r}))")
+    job = f"{job_prefix}-{secrets.token_hex(3)}"  # unique per run: reruns of the step never collide
+    folder = os.path.join(mount, "distcomp", job)
+    os.makedirs(os.path.join(folder, "outputs"))
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(bundle)), mode="r:gz") as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(folder, filter="data")
+        else:  # Python before 3.11.4: the archive is our own, written at compile time
+            tar.extractall(folder)
+    os.makedirs(os.path.join(folder, "code"), exist_ok=True)  # an empty code folder packs to no entry
+    delivered = {}
+    for name, (kind, value) in inputs.items():
+        if kind == "port" and value is not None:  # the pods see the volume, not this step's artifact
+            copy = os.path.join(folder, "inputs", name)
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            if os.path.isdir(value.path):
+                shutil.copytree(value.path, copy)
+            else:
+                shutil.copy2(value.path, copy)
+            value = copy
+        delivered[name] = (kind, value)
+    paths = {name: os.path.join(folder, "outputs", name) for name in outputs}
+    # the pod's own namespace: where its service account may create jobs
+    ns_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+    namespace = None
+    if os.path.exists(ns_file):
+        with open(ns_file, encoding="utf-8") as f:
+            namespace = f.read().strip() or None
+    tracking = bool(os.environ.get("MLFLOW_TRACKING_URI"))
+    argv = submit_argv(sys.executable, os.path.join(folder, "component.yaml"), job, f"{claim}:{mount}",
+                       code_path or os.path.join(folder, "code"), delivered, paths, options, namespace, tracking,
+                       os.environ.get("MLFLOW_EXPERIMENT_NAME"))
+    print("distcomp step: " + shlex.join(argv), flush=True)
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    reason = ""
+    run_id = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # distcomp submit's progress, the reason and the leading pod's log
+            print(line, end="", flush=True)
+            ended = re.match(r"distcomp submit: (\S+ \S+ (?:Succeeded|Failed|TimedOut) after .*)", line)
+            reason = ended.group(1) if ended else reason
+            found = re.match(r"distcomp submit: MLflow run ([0-9a-f]{32}) ", line)
+            run_id = found.group(1) if found else run_id
+        returncode = proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if returncode != 0:  # the folder stays, for what the pods wrote
+        raise RuntimeError(f"distcomp submit exited with code {returncode} (1: the job failed, 2: bad inputs or no "
+                           f"cluster access, 124: timed out): {reason or 'see the log above'}; files in {folder}")
+
+    facts = {"distcomp.job": job, "distcomp.outcome": reason}
+    if run_id:
+        facts["distcomp.mlflow_run_id"] = run_id
+    for name, artifact in outputs.items():
+        written = paths[name]
+        if os.path.isdir(written):
+            shutil.copytree(written, artifact.path, dirs_exist_ok=True)
+        elif os.path.exists(written):
+            os.makedirs(os.path.dirname(artifact.path) or ".", exist_ok=True)
+            shutil.copy2(written, artifact.path)
+        else:
+            print(f"distcomp step: warning: the job wrote no output {name!r} ({written})", flush=True)
+        artifact.metadata.update(facts)
+    shutil.rmtree(folder, ignore_errors=True)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 # a pod is named JOB-worker-N and gets a service of that name: a DNS-1123 label of <= 63
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
+# a PersistentVolumeClaim's name: a DNS-1123 subdomain
+_CLAIM = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class CompileError(ValueError):
@@ -48,8 +50,10 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
                 pm: "PluginManager", image: str | None = None, name: str | None = None,
                 namespace: str | None = None, env: Mapping[str, str] | None = None,
                 trainer_v2: bool = False, workdir: str | None = None,
-                resources: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first."""
+                resources: Mapping[str, Any] | None = None,
+                volumes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first.
+    ``volumes``: PVC claim name -> mount path, in every pod."""
     image = image or (spec.environment.image if spec.environment else None)
     if not image:
         raise CompileError(f"{spec.ref}: its environment names no image; pass --image IMAGE "
@@ -58,8 +62,13 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
     if refs:
         raise CompileError(f"{spec.ref}: the command reads ${refs[0]} from each rank's environment, which a "
                            "Kubeflow pod cannot fill in before its ranks start; read it in the program instead")
+    for claim, path in (volumes or {}).items():
+        if not _CLAIM.match(claim) or not path.startswith("/"):
+            raise CompileError(f"volume {claim}:{path}: give a PersistentVolumeClaim's name and an absolute mount "
+                               "path (CLAIM:/PATH)")
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
                          nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
-                         namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}))
+                         namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
+                         volumes=dict(volumes or {}))
     job = pm.kubeflow_job(pm.launcher(spec.distribution.launcher).type.name, trainer_v2)
     return dict(job.build(spec, options))

@@ -35,5 +35,5 @@ def mpijob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
             # failure, not a race: it fails the job as a failed rank does locally
             "spec": {"slotsPerWorker": options.processes_per_node, "mpiImplementation": "OpenMPI",
                      "launcherCreationPolicy": "WaitForWorkersReady", "runPolicy": dict(RUN_POLICY),
-                     "mpiReplicaSpecs": {"Launcher": replica(1, launcher),
-                                         "Worker": replica(options.nodes, worker)}}}
+                     "mpiReplicaSpecs": {"Launcher": replica(1, launcher, options=options),
+                                         "Worker": replica(options.nodes, worker, options=options)}}}

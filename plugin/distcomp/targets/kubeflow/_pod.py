@@ -50,7 +50,23 @@ def container(name: str, options: JobOptions, command: Sequence[str], env: Mappi
         c["ports"] = [{"name": n, "containerPort": p} for n, p in ports]
     if options.resources:
         c["resources"] = dict(options.resources)
+    if options.volumes:
+        c["volumeMounts"] = volume_mounts(options)
     return c
+
+
+def _volume_name(index: int) -> str:
+    return f"distcomp-pvc-{index}"  # a claim name may hold dots, which a volume name may not
+
+
+def volumes(options: JobOptions) -> list[dict[str, Any]]:
+    """The pod's volumes: each claim of ``options.volumes``, mounted by ``volume_mounts``."""
+    return [{"name": _volume_name(i), "persistentVolumeClaim": {"claimName": claim}}
+            for i, claim in enumerate(options.volumes)]
+
+
+def volume_mounts(options: JobOptions) -> list[dict[str, str]]:
+    return [{"name": _volume_name(i), "mountPath": path} for i, path in enumerate(options.volumes.values())]
 
 
 # when the job ends (a rank failed), pods still running are deleted: nothing outlives the job,
@@ -58,8 +74,12 @@ def container(name: str, options: JobOptions, command: Sequence[str], env: Mappi
 RUN_POLICY = {"cleanPodPolicy": "Running"}
 
 
-def replica(count: int, c: Mapping[str, Any], restart_policy: str = "Never") -> dict[str, Any]:
-    """A replica spec; ``Never``: a failed rank fails the job, as locally (no silent reruns)."""
+def replica(count: int, c: Mapping[str, Any], restart_policy: str = "Never",
+            options: JobOptions | None = None) -> dict[str, Any]:
+    """A replica spec; ``Never``: a failed rank fails the job, as locally (no silent reruns).
+    ``options``: the pod gets its volumes (the container mounts them: ``container``)."""
     # a copy per replica: shared dicts would come out of YAML as &anchors and *aliases
-    return {"replicas": count, "restartPolicy": restart_policy,
-            "template": {"spec": {"containers": [copy.deepcopy(dict(c))]}}}
+    pod: dict[str, Any] = {"containers": [copy.deepcopy(dict(c))]}
+    if options is not None and options.volumes:
+        pod["volumes"] = volumes(options)
+    return {"replicas": count, "restartPolicy": restart_policy, "template": {"spec": pod}}

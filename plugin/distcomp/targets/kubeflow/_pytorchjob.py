@@ -25,9 +25,9 @@ def pytorchjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     env = {**spec.environment_variables, **options.env}
     # the operator reads the master port from the container named "pytorch", port "pytorchjob-port"
     c = container("pytorch", options, [*TORCHRUN, *escape(options.command)], env, [("pytorchjob-port", PORT)])
-    replicas = {"Master": replica(1, c)}
+    replicas = {"Master": replica(1, c, options=options)}
     if options.nodes > 1:
-        replicas["Worker"] = replica(options.nodes - 1, c)
+        replicas["Worker"] = replica(options.nodes - 1, c, options=options)
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata(options, spec.name),
             "spec": {"nprocPerNode": str(options.processes_per_node), "runPolicy": dict(RUN_POLICY),
                      "pytorchReplicaSpecs": replicas}}

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
-State = Literal["Succeeded", "Failed", "TimedOut"]
+State = Literal["Succeeded", "Failed", "TimedOut", "Cancelled"]
 PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs", "TrainJob": "trainjobs"}
 # the pod whose log tells the story, by the labels each operator puts on its pods
 LEADERS = {
@@ -71,36 +71,43 @@ def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str
     seen = ""
     state: State | None = None
     reason = ""
-    while state is None:
-        if time.monotonic() - start > timeout:
-            state, reason = "TimedOut", f"no end after {timeout:g} s; the job was deleted"
-            try:
-                jobs.delete_namespaced_custom_object(group, version, namespace, plural, name,
-                                                     propagation_policy="Foreground")
-            except (ApiException, OSError, HTTPError) as exc:
-                reason = f"no end after {timeout:g} s, and deleting the job failed ({exc}): delete it by hand"
-            break
-        sleep(poll)
+    def delete(why: str) -> str:
+        """End the job (and its pods: Foreground) and say so; a job we cannot delete is named."""
         try:
-            obj = jobs.get_namespaced_custom_object(group, version, namespace, plural, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                state, reason = "Failed", "the job was deleted while it ran"
+            jobs.delete_namespaced_custom_object(group, version, namespace, plural, name,
+                                                 propagation_policy="Foreground")
+            return f"{why}; the job was deleted"
+        except (ApiException, OSError, HTTPError) as exc:
+            return f"{why}, and deleting the job failed ({exc}): delete {kind} {namespace}/{name} by hand"
+
+    try:
+        while state is None:
+            if time.monotonic() - start > timeout:
+                state, reason = "TimedOut", delete(f"no end after {timeout:g} s")
                 break
-            raise SubmitError(f"cannot read {kind} {namespace}/{name}: {exc.status} {exc.reason}") from None
-        except (OSError, HTTPError) as exc:  # a blip between polls: the job runs on; ask again
-            say(f"cannot read {kind} {name} ({exc}); retrying")
-            continue
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if cond.get("status") != "True":
+            sleep(poll)
+            try:
+                obj = jobs.get_namespaced_custom_object(group, version, namespace, plural, name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    state, reason = "Failed", "the job was deleted while it ran"
+                    break
+                raise SubmitError(f"cannot read {kind} {namespace}/{name}: {exc.status} {exc.reason}") from None
+            except (OSError, HTTPError) as exc:  # a blip between polls: the job runs on; ask again
+                say(f"cannot read {kind} {name} ({exc}); retrying")
                 continue
-            text = f"{cond.get('type')}: {cond.get('reason', '')} {cond.get('message', '')}".strip()
-            if cond.get("type") in DONE:
-                state, reason = DONE[cond["type"]], text  # type: ignore[assignment]
-                break
-            if text != seen and cond.get("type") in ("Created", "Running", "Restarting", "Suspended"):
-                seen = text
-                say(f"{kind} {name}: {text}")
+            for cond in (obj.get("status") or {}).get("conditions") or []:
+                if cond.get("status") != "True":
+                    continue
+                text = f"{cond.get('type')}: {cond.get('reason', '')} {cond.get('message', '')}".strip()
+                if cond.get("type") in DONE:
+                    state, reason = DONE[cond["type"]], text  # type: ignore[assignment]
+                    break
+                if text != seen and cond.get("type") in ("Created", "Running", "Restarting", "Suspended"):
+                    seen = text
+                    say(f"{kind} {name}: {text}")
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the caller: nothing runs on
+        state, reason = "Cancelled", delete("stopped while waiting")
     return JobOutcome(kind, name, namespace, state, reason, _leader_log(CoreV1Api(api_client), kind, name, namespace),
                       time.monotonic() - start)
 

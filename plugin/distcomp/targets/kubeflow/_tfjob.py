@@ -22,6 +22,6 @@ def tfjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     env = {**spec.environment_variables, **options.env}
     c = container("tensorflow", options, escape(options.command), env, [("tfjob-port", PORT)])
     roles = tf_topology(spec).roles()  # the spec comes with the compile's node overrides applied
-    replicas = {TYPES[role]: replica(count, c) for role, count in roles.items()}
+    replicas = {TYPES[role]: replica(count, c, options=options) for role, count in roles.items()}
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": metadata(options, spec.name),
             "spec": {"runPolicy": dict(RUN_POLICY), "tfReplicaSpecs": replicas}}

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...records import JobOptions
-from ._pod import env_list, escape, metadata
+from ._pod import env_list, escape, metadata, volume_mounts, volumes
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
 
 RUNTIMES = {"torch.distributed": "torch-distributed", "deepspeed": "deepspeed-distributed"}
+NODE = "node"  # the runtimes' replicated job and its trainer container are both named "node"
 
 
 def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
@@ -24,5 +25,9 @@ def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     if options.resources:
         trainer["resourcesPerNode"] = dict(options.resources)
     runtime = RUNTIMES.get(spec.distribution.launcher, "torch-distributed")
+    job: dict[str, Any] = {"runtimeRef": {"name": runtime}, "trainer": trainer}
+    if options.volumes:  # the trainer has no volumes of its own: the node pods get them as an override
+        job["podSpecOverrides"] = [{"targetJobs": [{"name": NODE}], "volumes": volumes(options),
+                                    "containers": [{"name": NODE, "volumeMounts": volume_mounts(options)}]}]
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata(options, spec.name),
-            "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer}}
+            "spec": job}

@@ -1,0 +1,216 @@
+"""The multi-node KFP step for real, without a cluster: under kfp.local's SubprocessRunner the
+step runs `distcomp submit` against a Kubernetes API on 127.0.0.1 (KUBECONFIG) whose POST of a
+PyTorchJob makes the operator's pods (tests/targets/kubeflow/_operator.py) and runs them here,
+and whose GET reports the job Running, then Succeeded or Failed from the pods' exit codes.
+The "shared volume" is a folder of this machine mounted at the same path in the step and in
+every pod, as a PersistentVolumeClaim would be: what the pods write there is real."""
+
+import json
+import re
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from distcomp.kfp import KfpTargetError, load_component
+from distcomp.targets.kfp._step import submit_argv
+from kfp import compiler, dsl
+
+from tests.targets.kubeflow._operator import LOCALHOST, Finished, free_ports, pytorchjob_pods, run_pods
+
+from ..kubeflow._http import JsonHandler
+
+ALLREDUCE = Path(__file__).resolve().parent / "jobs" / "allreduce" / "component.yaml"
+CLAIM = "shared-data"
+# kfp.local warns about any non-python base image; here "the image" is this machine
+pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping to run a task:RuntimeWarning")
+JOBS = re.compile(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/pytorchjobs(?:/([^/?]+))?")
+
+
+class FakeCluster:
+    """The Kubernetes API and a training operator for PyTorchJobs, on this machine."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.manifests: dict[str, dict[str, Any]] = {}
+        self.finished: dict[str, Finished] = {}
+        self.threads: list[threading.Thread] = []
+        cluster = self
+
+        class Handler(JsonHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if not JOBS.fullmatch(urlsplit(self.path).path) or body.get("kind") != "PyTorchJob":
+                    self._send(404, {"kind": "Status", "code": 404})
+                    return
+                cluster.start(body)
+                self._send(201, {**body, "metadata": {**body["metadata"], "uid": "1234"}})
+
+            def do_GET(self) -> None:
+                path = urlsplit(self.path)
+                job = JOBS.fullmatch(path.path)
+                pods = re.fullmatch(r"/api/v1/namespaces/[^/]+/pods", path.path)
+                log = re.fullmatch(r"/api/v1/namespaces/[^/]+/pods/([^/]+)/log", path.path)
+                if job and job.group(2) in cluster.manifests:
+                    self._send(200, {**cluster.manifests[job.group(2)], "status": cluster.status(job.group(2))})
+                elif pods:
+                    self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                                     "items": cluster.leaders(parse_qs(path.query)["labelSelector"][0])})
+                elif log and (cluster.folder / "pods" / f"{log.group(1)}.log").exists():
+                    self._send(200, (cluster.folder / "pods" / f"{log.group(1)}.log").read_text(), "text/plain")
+                else:
+                    self._send(404, {"kind": "Status", "code": 404})
+
+        self.server = ThreadingHTTPServer((LOCALHOST, 0), Handler)
+
+    def start(self, manifest: dict[str, Any]) -> None:
+        """The operator and the kubelets: the job's pods, run concurrently in a thread."""
+        name = manifest["metadata"]["name"]
+        self.manifests[name] = manifest
+        port = free_ports(1)[0]  # the master's service: 127.0.0.1 and a free port here
+        pods = [p.with_env(MASTER_ADDR=LOCALHOST, MASTER_PORT=str(port)) for p in pytorchjob_pods(manifest)]
+
+        def run() -> None:
+            self.finished[name] = run_pods(pods, self.folder, self.folder / "pods", timeout=90)
+
+        thread = threading.Thread(target=run, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The conditions the operator reports: Running until every pod ended."""
+        running = {"type": "Running", "status": "True", "reason": "PyTorchJobRunning"}
+        done = self.finished.get(name)
+        if done is None:
+            return {"conditions": [running]}
+        failed = [pod for pod, code in done.codes.items() if code != 0]
+        if not failed:
+            end = {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded",
+                   "message": f"PyTorchJob default/{name} successfully completed."}
+        else:
+            end = {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
+                   "message": f"PyTorchJob default/{name} is failed because pod {failed[0]} exited with code "
+                              f"{done.codes[failed[0]]}."}
+        return {"conditions": [{**running, "status": "False"}, end]}
+
+    def leaders(self, selector: str) -> list[dict[str, Any]]:
+        found = re.search(r"training\.kubeflow\.org/job-name=([^,]+)", selector)
+        if not found or "replica-type=master" not in selector:
+            return []
+        return [{"metadata": {"name": f"{found.group(1)}-master-0", "namespace": "default"}}]
+
+    def kubeconfig(self) -> Path:
+        path = self.folder / "kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": f"http://{LOCALHOST}:{self.server.server_address[1]}"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+            "users": [{"name": "me", "user": {"token": "t"}}]}))
+        return path
+
+
+@pytest.fixture
+def cluster(kfp_local: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCluster]:
+    fake = FakeCluster(tmp_path)
+    threading.Thread(target=fake.server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig()))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    try:
+        yield fake
+    finally:
+        fake.server.shutdown()
+        fake.server.server_close()
+        for thread in fake.threads:  # run_pods ends every pod it started before it returns
+            thread.join(timeout=120)
+
+
+def pipeline_with(train: Any) -> Any:
+    @dsl.component(base_image="python:3.11")
+    def make_data(data: dsl.Output[dsl.Dataset]):
+        with open(data.path, "w") as f:
+            f.write("forty-two")
+
+    @dsl.pipeline(name="multinode")
+    def pipeline(fail_rank: int = -1) -> dsl.Artifact:
+        return train(data=make_data().outputs["data"], fail_rank=fail_rank).outputs["result"]
+
+    return pipeline
+
+
+@pytest.mark.slow
+def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp_path: Path) -> None:
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    train = load_component(ALLREDUCE, nodes=2, nproc_per_node=2, image="registry.example/ddp:1",
+                           shared_volume=(CLAIM, str(mount)), poll=0.2, timeout=120)
+    out = pipeline_with(train)().output
+
+    records = [json.loads(p.read_text()) for p in sorted(Path(out.path).glob("rank*.json"))]
+    assert [r["rank"] for r in records] == [0, 1, 2, 3], records  # 2 pods x 2 ranks, one world
+    assert {(r["world"], r["sum"], r["data"]) for r in records} == {(4, 10.0, "forty-two")}
+    (name,) = cluster.manifests
+    assert [(r["pod"], r["node_rank"]) for r in records] == [
+        (f"{name}-master-0", "0"), (f"{name}-master-0", "0"), (f"{name}-worker-0", "1"), (f"{name}-worker-0", "1")]
+    assert re.fullmatch(r"kfp-allreduce-[0-9a-f]{6}", name) and out.metadata["distcomp.job"] == name
+    assert "Succeeded" in out.metadata["distcomp.outcome"]
+    pod = cluster.manifests[name]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "distcomp-pvc-0", "persistentVolumeClaim": {"claimName": CLAIM}}]
+    container = pod["containers"][0]
+    assert container["image"] == "registry.example/ddp:1"
+    assert container["volumeMounts"] == [{"name": "distcomp-pvc-0", "mountPath": str(mount)}]
+    assert container["workingDir"] == str(mount / "distcomp" / name / "code")
+    assert not (mount / "distcomp" / name).exists()  # the run's folder on the volume is cleaned up
+
+
+@pytest.mark.slow
+def test_a_failed_pod_fails_the_step_with_the_reason(cluster: FakeCluster, tmp_path: Path,
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    train = load_component(ALLREDUCE, nodes=2, image="registry.example/ddp:1", shared_volume=(CLAIM, str(mount)),
+                           poll=0.2, timeout=120)
+    with pytest.raises(RuntimeError, match="FAILURE"):
+        pipeline_with(train)(fail_rank=1)
+    text = "".join(capfd.readouterr())
+    (name,) = cluster.manifests
+    assert cluster.finished[name].codes[f"{name}-worker-0"] not in (0, None)
+    assert f"is failed because pod {name}-worker-0 exited with code" in text
+    assert "distcomp submit exited with code 1" in text
+    assert (mount / "distcomp" / name / "component.yaml").exists()  # kept, with what the pods wrote
+
+
+def test_the_compiled_component_submits_the_job(tmp_path: Path) -> None:
+    train = load_component(ALLREDUCE, nodes=3, nproc_per_node=2, image="registry.example/ddp:1",
+                           shared_volume=(CLAIM, "/mnt/shared"))
+    compiler.Compiler().compile(train, package_path=str(tmp_path / "c.yaml"))
+    (executor,) = yaml.safe_load((tmp_path / "c.yaml").read_text())["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == "registry.example/ddp:1"
+    source = max(executor["container"]["command"], key=len)
+    assert "run_distcomp_submit(" in source and "run_distcomp_step(" not in source
+    assert "['--nodes', '3', '--nproc-per-node', '2', '--image', 'registry.example/ddp:1']" in source
+    assert f"'{CLAIM}', '/mnt/shared', 'kfp-allreduce', None," in source
+
+
+def test_submit_argv_gives_the_volume_copies_and_output_paths() -> None:
+    argv = submit_argv("py", "/v/distcomp/j/component.yaml", "j", "c:/v", "/v/distcomp/j/code",
+                       {"data": ("port", "/v/distcomp/j/inputs/data"), "n": ("integer", 3.0), "opt": ("number", None)},
+                       {"result": "/v/distcomp/j/outputs/result"}, ["--nodes", "2"], "ml", False)
+    assert argv == ["py", "-m", "distcomp", "submit", "/v/distcomp/j/component.yaml", "--name", "j", "--volume", "c:/v",
+                    "--workdir", "/v/distcomp/j/code", "--nodes", "2", "--namespace", "ml",
+                    "--input", "data=/v/distcomp/j/inputs/data", "--input", "n=3",
+                    "--output-path", "result=/v/distcomp/j/outputs/result", "--no-tracking"]
+
+
+def test_several_nodes_need_a_shared_volume_and_an_image(tmp_path: Path) -> None:
+    with pytest.raises(KfpTargetError, match=r"2 nodes.*shared_volume=\(CLAIM, MOUNT_PATH\).*mount_pvc"):
+        load_component(ALLREDUCE, nodes=2, image="i:1")
+    with pytest.raises(KfpTargetError, match="pass image="):
+        load_component(ALLREDUCE, nodes=2, shared_volume=(CLAIM, "/mnt"))
+    for bad in (("Bad_Claim", "/mnt"), (CLAIM, "relative"), CLAIM):
+        with pytest.raises(KfpTargetError, match="shared_volume must be"):
+            load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=bad)  # type: ignore[arg-type]
+    with pytest.raises(KfpTargetError, match="max_restarts is for one node"):
+        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=(CLAIM, "/mnt"), max_restarts=1)
