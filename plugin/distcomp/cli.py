@@ -167,8 +167,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     say(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
         f"process(es), world size {topology.world_size} ({roles})")
     tracking = None if args.no_tracking else _start_tracking(job, topology, cwd, args.experiment)
+    record = {"mlflow": {"run_id": tracking.run.run_id, "experiment_id": tracking.run.experiment_id,
+                         "tracking_uri": tracking.uri}} if tracking else {}
     options = RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace, not args.quiet, job.job_id,
-                         env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})
+                         env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"}, record=record)
     say(f"run folder {_rel(job.run_dir)} (logs in {_rel(job.run_dir / 'logs')})")
     create_outputs(job)
     monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if args.system_metrics else None

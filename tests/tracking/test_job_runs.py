@@ -4,6 +4,7 @@ the run's status, the rank logs as its artifacts."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -79,6 +80,8 @@ def test_four_ranks_make_one_run_with_rank0_metrics(store: str, tmp_path: Path) 
     assert "do-not-log-me" not in everything and "abc123" not in everything
     assert {f"logs/rank{r}.log" for r in range(4)} | {"status.json"} <= artifacts(store, run.info.run_id)
     assert f"MLflow run {run.info.run_id}: FINISHED" in proc.stderr
+    record = json.loads((tmp_path / "run" / "status.json").read_text())["mlflow"]
+    assert record == {"run_id": run.info.run_id, "experiment_id": run.info.experiment_id, "tracking_uri": store}
 
 
 def test_failed_rank_fails_the_run_with_its_root_cause(store: str, tmp_path: Path) -> None:

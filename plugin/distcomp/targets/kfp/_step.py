@@ -112,6 +112,8 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
         status = {}
     facts = {"distcomp.processes": len(status.get("processes", [])), "distcomp.attempts": status.get("attempts", 1),
              "distcomp.wall_s": round(status.get("wall_s", 0.0), 3)}
+    # status.json names the run; the console line is for an image with an older distcomp
+    run_id = (status.get("mlflow") or {}).get("run_id") or run_id
     if run_id:
         facts["distcomp.mlflow_run_id"] = run_id
     for artifact in outputs.values():
@@ -209,7 +211,7 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
         assert proc.stdout is not None
         for line in proc.stdout:  # distcomp submit's progress, the reason and the leading pod's log
             print(line, end="", flush=True)
-            ended = re.match(r"distcomp submit: (\S+ \S+ (?:Succeeded|Failed|TimedOut) after .*)", line)
+            ended = re.match(r"distcomp submit: (\S+ \S+ (?:Succeeded|Failed|TimedOut|Cancelled) after .*)", line)
             reason = ended.group(1) if ended else reason
             found = re.match(r"distcomp submit: MLflow run ([0-9a-f]{32}) ", line)
             run_id = found.group(1) if found else run_id

@@ -20,6 +20,7 @@ class RunOptions:
     echo: bool = True  # copy rank output to the console with a [rankN] prefix
     job_id: str = "distcomp"
     env: Mapping[str, str] = field(default_factory=dict)  # set in every process, over the spec's (tracking)
+    record: Mapping[str, Any] = field(default_factory=dict)  # more for status.json (the MLflow run)
 
     def __post_init__(self) -> None:
         if self.timeout is not None and self.timeout <= 0:

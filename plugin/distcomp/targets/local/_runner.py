@@ -58,7 +58,7 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
             break
     except LaunchError as exc:  # still leave the final record behind, then report
         _write_status(run_dir / "status.json", RunResult("failed", run_dir, attempt + 1, time.monotonic() - t0,
-                                                         failures=tuple(failures), message=str(exc)))
+                                                         failures=tuple(failures), message=str(exc)), options.record)
         raise
     finally:
         try:
@@ -74,15 +74,15 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
         message = f"interrupted by {describe_signal(result.signal)}; every rank was stopped"
     final = RunResult(state, run_dir, attempt + 1, time.monotonic() - t0, result.processes, result.failure,
                       tuple(failures), result.signal, message, dict(outputs))
-    _write_status(run_dir / "status.json", final)
+    _write_status(run_dir / "status.json", final, options.record)
     return final
 
 
-def _write_status(path: Path, result: RunResult) -> None:
+def _write_status(path: Path, result: RunResult, extra: Mapping[str, Any]) -> None:
     """The final status record, written whole or not at all."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps({**result.to_json(), **extra}, indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
     except OSError:  # a full disk: the console report still says what happened
         tmp.unlink(missing_ok=True)
