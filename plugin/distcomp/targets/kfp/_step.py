@@ -26,6 +26,23 @@ def input_text(kind: str, value: Any) -> str:
     return str(value)
 
 
+def job_args(inputs: dict[str, Any], output_flag: str, outputs: dict[str, str], tracking: bool,
+             experiment: Optional[str] = None) -> list[str]:
+    """The flags both commands end with: ``--input`` for each input KFP delivered (one it did
+    not gets none), ``output_flag`` for each output path, then the tracking flags."""
+    args: list[str] = []
+    for name, (kind, value) in inputs.items():
+        if value is not None:
+            args += ["--input", f"{name}={input_text(kind, value)}"]
+    for name, path in outputs.items():
+        args += [output_flag, f"{name}={path}"]
+    if not tracking:
+        args.append("--no-tracking")
+    elif experiment:
+        args += ["--experiment", experiment]
+    return args
+
+
 def step_argv(python: str, spec_file: str, run_dir: str, inputs: dict[str, Any], outputs: dict[str, Any],
               options: list[str], tracking: bool, experiment: Optional[str] = None) -> list[str]:
     """The ``distcomp run`` command for the values KFP delivered.
@@ -33,17 +50,9 @@ def step_argv(python: str, spec_file: str, run_dir: str, inputs: dict[str, Any],
     ``inputs`` maps each spec input to ``(type, value)``; an optional input KFP did not
     deliver is None and gets no ``--input``, so distcomp drops its ``[ ... ]`` block: the
     if-present rule of KFP placeholders, applied with distcomp's own rendering."""
-    argv = [python, "-m", "distcomp", "run", spec_file, "--run-dir", run_dir, *options]
-    for name, (kind, value) in inputs.items():
-        if value is not None:
-            argv += ["--input", f"{name}={input_text(kind, value)}"]
-    for name, artifact in outputs.items():
-        argv += ["--output", f"{name}={artifact.path}"]
-    if not tracking:
-        argv.append("--no-tracking")
-    elif experiment:
-        argv += ["--experiment", experiment]
-    return argv
+    paths = {name: artifact.path for name, artifact in outputs.items()}
+    return [python, "-m", "distcomp", "run", spec_file, "--run-dir", run_dir, *options,
+            *job_args(inputs, "--output", paths, tracking, experiment)]
 
 
 def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], options: list[str]) -> None:
@@ -130,16 +139,7 @@ def submit_argv(python: str, spec_file: str, job: str, volume: str, workdir: str
             *options]
     if namespace:
         argv += ["--namespace", namespace]
-    for name, (kind, value) in inputs.items():
-        if value is not None:
-            argv += ["--input", f"{name}={input_text(kind, value)}"]
-    for name, path in outputs.items():
-        argv += ["--output-path", f"{name}={path}"]
-    if not tracking:
-        argv.append("--no-tracking")
-    elif experiment:
-        argv += ["--experiment", experiment]
-    return argv
+    return argv + job_args(inputs, "--output-path", outputs, tracking, experiment)
 
 
 def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], options: list[str],
