@@ -70,3 +70,14 @@ def report(rows: Sequence[Row]) -> tuple[int, int]:
         if r.error:
             print(f"\nERROR {r.name}: {r.error}")
     return missed, broken
+
+
+def finish(rows: Sequence[Row], load_before: str, seconds: float, check: bool) -> int:
+    """Print the totals and the table; the exit code: 2 if a benchmark broke, 1 if ``check``
+    and a goal was missed, else 0."""
+    print(f"total {seconds:.0f} s; load average before {load_before}, after {load()}"
+          " (other work on the machine skews the numbers)\n")
+    missed, broken = report(rows)
+    if broken:
+        return 2
+    return 1 if check and missed else 0

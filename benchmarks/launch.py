@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from _report import Row, load, ratio_at_most, report, seconds_at_most  # benchmarks/_report.py
+from _report import Row, finish, load, ratio_at_most, seconds_at_most  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "benchmarks" / "jobs"
@@ -365,14 +365,9 @@ def main() -> int:
                     if not bench.error:
                         measure(bench, which, Path(tmp_root), args.timeout, keep=i >= 0)
 
-    print(f"total {time.monotonic() - t0:.0f} s; load average before {load0}, after {load()}"
-          " (other work on the machine skews the numbers)\n")
-    missed, broken = report([Row(b.name, b.raw_label, b.ours_s, b.raw_s,
-                                 ratio_at_most(b.goal) if b.goal_is_ratio else seconds_at_most(b.goal), b.error)
-                             for b in todo])
-    if broken:
-        return 2
-    return 1 if args.check and missed else 0
+    return finish([Row(b.name, b.raw_label, b.ours_s, b.raw_s,
+                       ratio_at_most(b.goal) if b.goal_is_ratio else seconds_at_most(b.goal), b.error) for b in todo],
+                  load0, time.monotonic() - t0, args.check)
 
 
 if __name__ == "__main__":

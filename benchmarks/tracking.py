@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _report import Row, added_at_most, load, ratio_at_most, report  # benchmarks/_report.py
+from _report import Row, added_at_most, finish, load, ratio_at_most  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -221,14 +221,9 @@ def main() -> int:
         stores = Stores(Path(tmp))
         for part in parts:
             results += PARTS[part](args, stores)
-    print(f"total {time.monotonic() - t0:.0f} s; load average before {load0}, after {load()}"
-          " (other work on the machine skews the numbers)\n")
-    missed, broken = report([Row(r.name, r.raw_label, r.ours_s, r.raw_s,
-                                 added_at_most(r.max_added_s) if r.max_added_s is not None else ratio_at_most(r.goal),
-                                 r.error, r.notes) for r in results])
-    if broken:
-        return 2
-    return 1 if args.check and missed else 0
+    return finish([Row(r.name, r.raw_label, r.ours_s, r.raw_s,
+                       added_at_most(r.max_added_s) if r.max_added_s is not None else ratio_at_most(r.goal),
+                       r.error, r.notes) for r in results], load0, time.monotonic() - t0, args.check)
 
 
 if __name__ == "__main__":

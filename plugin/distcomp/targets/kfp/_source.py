@@ -74,8 +74,9 @@ def function_source(interface: StepInterface, bundle: Bundle, options: Sequence[
 
 def _helpers(submit: bool) -> list[str]:
     """``_step``'s functions as nested definitions, their source exactly as tested there."""
-    functions = (_step.input_text, _step.job_args, _step.submit_argv, _step.run_distcomp_submit) if submit else \
-        (_step.input_text, _step.job_args, _step.step_argv, _step.run_distcomp_step)
+    shared = (_step.unpack, _step.input_text, _step.job_args)
+    functions = (*shared, _step.submit_argv, _step.run_distcomp_submit) if submit else \
+        (*shared, _step.step_argv, _step.run_distcomp_step)
     return [textwrap.indent(textwrap.dedent(inspect.getsource(f)), "    ").rstrip() + "\n" for f in functions]
 
 

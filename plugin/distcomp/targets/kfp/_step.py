@@ -26,6 +26,21 @@ def input_text(kind: str, value: Any) -> str:
     return str(value)
 
 
+def unpack(bundle: str, folder: str) -> None:
+    """The embedded spec and code folder (a base64 tar.gz written at compile time) into ``folder``."""
+    import base64
+    import io
+    import os
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(bundle)), mode="r:gz") as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(folder, filter="data")
+        else:  # Python before 3.11.4: the archive is our own
+            tar.extractall(folder)
+    os.makedirs(os.path.join(folder, "code"), exist_ok=True)  # an empty code folder packs to no entry
+
+
 def job_args(inputs: dict[str, Any], output_flag: str, outputs: dict[str, str], tracking: bool,
              experiment: Optional[str] = None) -> list[str]:
     """The flags both commands end with: ``--input`` for each input KFP delivered (one it did
@@ -57,9 +72,7 @@ def step_argv(python: str, spec_file: str, run_dir: str, inputs: dict[str, Any],
 
 def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], options: list[str]) -> None:
     """Run the job on this node's ranks; the output artifacts get the job's facts as metadata."""
-    import base64
     import importlib.util
-    import io
     import json
     import os
     import re
@@ -68,7 +81,6 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
     import signal
     import subprocess
     import sys
-    import tarfile
     import tempfile
 
     if importlib.util.find_spec("distcomp") is None:
@@ -76,12 +88,7 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
                            "the command needs, e.g. pip install 'distcomp[torch]'), or list it in "
                            "load_component(..., packages_to_install=[...])")
     work = tempfile.mkdtemp(prefix="distcomp-step-")
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(bundle)), mode="r:gz") as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(work, filter="data")
-        else:  # Python before 3.11.4: the archive is our own, written at compile time
-            tar.extractall(work)
-    os.makedirs(os.path.join(work, "code"), exist_ok=True)  # an empty code folder packs to no entry
+    unpack(bundle, work)
     # An ephemeral container's default SQLite store would be lost: track only where the
     # pipeline says (MLFLOW_TRACKING_URI, e.g. set with task.set_env_variable).
     tracking = bool(os.environ.get("MLFLOW_TRACKING_URI"))
@@ -150,9 +157,7 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     artifacts are copied to ``MOUNT/distcomp/JOB/`` on the claim both mount; the outputs are
     written there and copied back into the step's output artifacts when the job succeeded.
     ``code_path``: the code folder inside the image, when the code is not in the bundle."""
-    import base64
     import importlib.util
-    import io
     import os
     import re
     import secrets
@@ -161,7 +166,6 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     import signal
     import subprocess
     import sys
-    import tarfile
 
     if importlib.util.find_spec("distcomp") is None:
         raise RuntimeError("distcomp is not installed in this step's image: use an image that has it (with what "
@@ -172,12 +176,7 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     job = f"{job_prefix}-{secrets.token_hex(3)}"  # unique per run: reruns of the step never collide
     folder = os.path.join(mount, "distcomp", job)
     os.makedirs(os.path.join(folder, "outputs"))
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(bundle)), mode="r:gz") as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(folder, filter="data")
-        else:  # Python before 3.11.4: the archive is our own, written at compile time
-            tar.extractall(folder)
-    os.makedirs(os.path.join(folder, "code"), exist_ok=True)  # an empty code folder packs to no entry
+    unpack(bundle, folder)
     delivered = {}
     for name, (kind, value) in inputs.items():
         if kind == "port" and value is not None:  # the pods see the volume, not this step's artifact
