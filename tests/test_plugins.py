@@ -688,8 +688,8 @@ def example_module(hook: str) -> types.ModuleType:
     return module
 
 
-def test_the_contract_has_the_launchers_and_kubeflow_hooks() -> None:
-    assert hook_names() == ["distcomp_kubeflow_jobs", "distcomp_launchers"]
+def test_the_contract_has_the_launchers_and_the_target_hooks() -> None:
+    assert hook_names() == ["distcomp_azureml_distributions", "distcomp_kubeflow_jobs", "distcomp_launchers"]
     assert set(hook_names()) == {h for h in dir(PluginManager().hook) if h.startswith("distcomp_")}
 
 

@@ -1,4 +1,4 @@
-"""Every `distcomp` command the README shows works as written."""
+"""Every `distcomp` (and `mlflow run`) command the README shows works as written, in order."""
 
 import os
 import re
@@ -14,7 +14,7 @@ from tests.conftest import REPO
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"```sh\n(.*?)```", README, re.S)
 COMMANDS = [line.split("#")[0].strip() for block in BLOCKS for line in block.splitlines()
-            if line.strip().startswith("distcomp ")]
+            if line.strip().startswith(("distcomp ", "mlflow run "))]
 
 
 def test_readme_shows_exactly_the_two_make_commands() -> None:

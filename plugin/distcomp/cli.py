@@ -37,6 +37,18 @@ def _pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
     return out
 
 
+def _run_inputs(args: argparse.Namespace) -> dict[str, str]:
+    """``--input`` values, plus the ``--input-if-set`` ones whose value is not empty (a caller
+    that cannot leave a flag out, such as an MLproject command, passes "" for "not given")."""
+    given = _pairs(args.input, "--input")
+    for name, value in _pairs(args.input_if_set, "--input-if-set").items():
+        if name in given:
+            raise _Usage(f"input {name} is given by both --input and --input-if-set")
+        if value:
+            given[name] = value
+    return given
+
+
 def _volumes(values: Sequence[str] | None) -> dict[str, str]:
     """``CLAIM:PATH`` flags into claim -> mount path; a malformed one is a usage error."""
     out: dict[str, str] = {}
@@ -153,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         launcher = pm.launcher(spec.distribution.launcher)
         cwd = Path.cwd()
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(spec, cwd)
-        job = make_job(spec, _pairs(args.input, "--input"), _pairs(args.output, "--output"), run_dir, cwd)
+        job = make_job(spec, _run_inputs(args), _pairs(args.output, "--output"), run_dir, cwd)
         RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace)  # checks the numbers
     except (PluginError, InputError, ValueError) as exc:
         raise _Usage(str(exc).replace("\n", "\n  ")) from None
@@ -264,8 +276,14 @@ def _kubeflow_spec(args: argparse.Namespace) -> "ComponentSpec":
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """A spec as what a platform runs; written whole or not at all."""
+    if args.environment and args.target != "azureml":
+        raise _Usage("--environment is for --target azureml; give the container with --image")
     if args.target == "kfp":
         return _compile_kfp(args)
+    if args.target == "azureml":
+        return _compile_azureml(args)
+    if args.target == "mlflow":
+        return _compile_mlflow(args)
     manifest = _kubeflow_manifest(args)
     import yaml
 
@@ -273,14 +291,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if not args.out:
         sys.stdout.write(text)
         return EXIT_OK
+    from ._files import write_atomic
+
     out = Path(args.out)
-    tmp = out.with_name(f".{out.name}.tmp")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        write_atomic(out, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise _Usage(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"distcomp compile: wrote {manifest['kind']} {manifest['metadata']['name']} to {out}", file=sys.stderr)
     return EXIT_OK
@@ -408,6 +424,58 @@ def _compile_kfp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compile_mlflow(args: argparse.Namespace) -> int:
+    """An MLflow project folder: MLproject (the inputs as parameters), the spec and its code."""
+    from .targets.mlflow import MlflowTargetError, compile_project
+
+    if not args.out:
+        raise _Usage("--target mlflow writes a project folder: give -o DIR")
+    for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
+                        ("--image", args.image), ("--name", args.name), ("--namespace", args.namespace),
+                        ("--workdir", args.workdir), ("--volume", args.volume), ("--trainer-v2", args.trainer_v2)):
+        if given:
+            raise _Usage(f"{flag} does not apply to --target mlflow: the project's inputs are `mlflow run -P "
+                         "NAME=VALUE` parameters, and it runs in the environment of `mlflow run`")
+    try:
+        path = compile_project(args.spec, args.out, nodes=args.nodes, nproc_per_node=args.nproc_per_node)
+    except MlflowTargetError as exc:
+        raise _Usage(str(exc).replace("\n", "\n  ")) from None
+    print(f"distcomp compile: wrote MLflow project {path}; run it with: mlflow run {shlex.quote(str(path))} "
+          "-b distcomp --env-manager local -P NAME=VALUE", file=sys.stderr)
+    return EXIT_OK
+
+
+def _compile_azureml(args: argparse.Namespace) -> int:
+    """An azure-ai-ml command component YAML, validated by azure-ai-ml before it is written."""
+    from .targets.azureml import AzureMLTargetError, compile_component, compile_mapping, to_yaml
+
+    for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
+                        ("--name", args.name), ("--namespace", args.namespace), ("--workdir", args.workdir),
+                        ("--trainer-v2", args.trainer_v2), ("--volume", args.volume)):
+        if given:
+            raise _Usage(f"{flag} does not apply to --target azureml: a component takes its inputs in the "
+                         "pipeline or job that uses it")
+    if args.environment and args.image:
+        raise _Usage("give --environment or --image, not both")
+    options = dict(nodes=args.nodes, nproc_per_node=args.nproc_per_node, environment=args.environment,
+                   image=args.image)
+    try:
+        if args.out:
+            compiled = compile_component(args.spec, args.out, **options)
+        else:  # stdout: code paths relative to the current folder
+            compiled = compile_mapping(args.spec, Path.cwd(), **options)
+            sys.stdout.write(to_yaml(compiled.component))
+    except AzureMLTargetError as exc:
+        raise _Usage(str(exc).replace("\n", "\n  ")) from None
+    for note in compiled.notes:
+        print(f"distcomp compile: note: {note}", file=sys.stderr)
+    if args.out:
+        c = compiled.component
+        print(f"distcomp compile: wrote Azure ML command component {c['name']} ({c['distribution']['type']} "
+              f"distribution, {c['resources']['instance_count']} instance(s)) to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_launchers(args: argparse.Namespace) -> int:
     from .plugins import PluginError, get_plugin_manager
 
@@ -512,6 +580,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "contract; --nodes simulates several nodes. Exit 0 only if every rank succeeded.")
     p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
+    p.add_argument("--input-if-set", action="append", metavar="NAME=VALUE",
+                   help="like --input, but an empty VALUE means not given (for an optional input)")
     p.add_argument("--output", "-o", action="append", metavar="NAME=PATH",
                    help="where an output goes (default RUN_DIR/outputs/NAME)")
     p.add_argument("--nodes", type=_positive, metavar="N", help="nodes to simulate on this machine (default: the spec's)")
@@ -529,15 +599,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log CPU, memory (and GPU) metrics of every node to the run")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compile", help="write what a platform runs: a KFP component, a Kubeflow training job",
+    p = sub.add_parser("compile", help="write what a platform runs: a KFP component, a Kubeflow training job, an Azure ML component",
                        description="Compile SPEC for a target, without running anything. kfp: a KFP v2 component "
                                    "file whose step starts the ranks of one node. kubeflow: a PyTorchJob "
                                    "(torch.distributed, deepspeed), MPIJob v2beta1 (mpi) or TFJob (tensorflow); "
-                                   "--trainer-v2 for a Kubeflow Trainer TrainJob.")
+                                   "--trainer-v2 for a Kubeflow Trainer TrainJob. azureml: an azure-ai-ml command "
+                                   "component (distribution, resources.instance_count), checked by azure-ai-ml. "
+                                   "mlflow: an MLflow project folder (MLproject, the spec, its code) that "
+                                   "`mlflow run DIR -b distcomp` runs as a distributed job.")
     p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
-    p.add_argument("--target", choices=("kfp", "kubeflow"), required=True, help="what to compile for")
-    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--target", choices=("kfp", "kubeflow", "azureml", "mlflow"), required=True,
+                   help="what to compile for")
+    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout (mlflow: a folder)")
     _kubeflow_flags(p)
+    p.add_argument("--environment", metavar="azureml:NAME:VERSION",
+                   help="azureml: the registered environment to run in (default: the spec's)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("submit", help="create a Kubeflow training job for SPEC and wait for it to end",

@@ -15,7 +15,7 @@ from typing import Iterable
 
 import pluggy
 
-from .records import KubeflowJobType, LauncherType
+from .records import AzureMLDistribution, KubeflowJobType, LauncherType
 
 PROJECT = "distcomp"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -80,6 +80,30 @@ class DistcompSpecs:
             @hookimpl
             def distcomp_kubeflow_jobs():
                 yield KubeflowJobType(launcher="mine", kind="PyTorchJob", build=pytorchjob)
+
+        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
+        """
+
+    @hookspec
+    def distcomp_azureml_distributions(self) -> Iterable[AzureMLDistribution]:  # type: ignore[empty-body]
+        """Optional: how a launcher runs as an Azure ML command component (``distcomp compile
+        --target azureml``): ``AzureMLDistribution(launcher, build)``, where ``build(spec)``
+        returns the component's ``distribution`` mapping (``type`` is one of Azure's: ``mpi``,
+        ``pytorch``, ``tensorflow``, ``ray``). The target sets ``resources.instance_count`` to
+        the node count itself, so ``build`` only says how the ranks of one node start.
+
+        A complete plugin, ``mypkg/plugin.py``, running the ``mine`` launcher of
+        ``distcomp_launchers`` as one MPI process per node::
+
+            from distcomp.hookspec import hookimpl
+            from distcomp.records import AzureMLDistribution
+
+            def distribution(spec):
+                return {"type": "mpi", "process_count_per_instance": 1}
+
+            @hookimpl
+            def distcomp_azureml_distributions():
+                yield AzureMLDistribution(launcher="mine", build=distribution)
 
         Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
         """

@@ -9,12 +9,14 @@ import sys
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeVar
 
 import pluggy
 
 from . import hookspec
-from .records import KubeflowJobType, LauncherType
+from .records import AzureMLDistribution, KubeflowJobType, LauncherType
+
+R = TypeVar("R")
 
 __all__ = ["BUILTIN_PLUGINS", "DuplicateLauncherError", "Launcher", "PluginError", "PluginFailure",
            "PluginManager", "UnknownLauncherError", "get_plugin_manager"]
@@ -140,26 +142,50 @@ class PluginManager(pluggy.PluginManager):
         """Every name and alias, lowercased -> canonical name (what the spec loaders take)."""
         return MappingProxyType({n: l.type.name for l in self.launchers().values() for n in l.type.names()})
 
-    def kubeflow_jobs(self) -> Mapping[tuple[str, str], tuple[KubeflowJobType, str]]:
-        """(launcher, kind) -> (job type, provider); a second provider of one pair raises."""
-        found: dict[tuple[str, str], tuple[KubeflowJobType, str]] = {}
-        for impl in self.hook.distcomp_kubeflow_jobs.get_hookimpls():
+    def _records(self, hook: str, kind: type[R]) -> Iterable[tuple[R, str]]:
+        """Every record an optional target hook yields, with its provider; a plugin whose
+        hook raises or yields something else is reported and skipped."""
+        for impl in getattr(self.hook, hook).get_hookimpls():
             provider = self._providers.get(id(impl.plugin), impl.plugin_name)
             try:
                 items = list(impl.function() or ())
-                if any(not isinstance(x, KubeflowJobType) for x in items):
-                    raise TypeError("distcomp_kubeflow_jobs must yield KubeflowJobType records")
+                if any(not isinstance(x, kind) for x in items):
+                    raise TypeError(f"{hook} must yield {kind.__name__} records")
             except Exception as exc:
                 self._fail(impl.plugin_name, provider, exc)
                 continue
-            for item in items:
-                key = (item.launcher, item.kind)
-                if key in found:
-                    raise DuplicateLauncherError(
-                        f"the Kubeflow {item.kind} of launcher {item.launcher!r} is provided twice: by "
-                        f"{found[key][1]} and by {provider}; uninstall or disable one of them")
-                found[key] = (item, provider)
+            yield from ((item, provider) for item in items)
+
+    def kubeflow_jobs(self) -> Mapping[tuple[str, str], tuple[KubeflowJobType, str]]:
+        """(launcher, kind) -> (job type, provider); a second provider of one pair raises."""
+        found: dict[tuple[str, str], tuple[KubeflowJobType, str]] = {}
+        for item, provider in self._records("distcomp_kubeflow_jobs", KubeflowJobType):
+            key = (item.launcher, item.kind)
+            if key in found:
+                raise DuplicateLauncherError(
+                    f"the Kubeflow {item.kind} of launcher {item.launcher!r} is provided twice: by "
+                    f"{found[key][1]} and by {provider}; uninstall or disable one of them")
+            found[key] = (item, provider)
         return MappingProxyType(found)
+
+    def azureml_distributions(self) -> Mapping[str, tuple[AzureMLDistribution, str]]:
+        """launcher -> (its Azure ML distribution, provider); a second provider raises."""
+        found: dict[str, tuple[AzureMLDistribution, str]] = {}
+        for item, provider in self._records("distcomp_azureml_distributions", AzureMLDistribution):
+            if item.launcher in found:
+                raise DuplicateLauncherError(
+                    f"the Azure ML distribution of launcher {item.launcher!r} is provided twice: by "
+                    f"{found[item.launcher][1]} and by {provider}; uninstall or disable one of them")
+            found[item.launcher] = (item, provider)
+        return MappingProxyType(found)
+
+    def azureml_distribution(self, launcher: str) -> tuple[AzureMLDistribution, str]:
+        """The Azure ML distribution of ``launcher`` (canonical name) and its provider."""
+        found = self.azureml_distributions().get(launcher)
+        if found is None:
+            raise PluginError(f"launcher {launcher!r} has no Azure ML distribution (a plugin provides one "
+                              "through the distcomp_azureml_distributions hook)")
+        return found
 
     def kubeflow_job(self, launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
         """The Kubeflow job of ``launcher`` (canonical name): its TrainJob when ``trainer_v2``."""

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from .spec import ComponentSpec
 
 __all__ = [
-    "COMMAND", "JOB_DIR", "JOB_ID", "LauncherType", "MAX_RESTARTS", "PlaceholderError", "RESTART",
-    "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
+    "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "LauncherType", "MAX_RESTARTS", "PlaceholderError",
+    "RESTART", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
 # \Z, not $: "$" would also accept a name that ends in a newline
@@ -227,3 +227,21 @@ class KubeflowJobType:
     def __post_init__(self) -> None:
         if not callable(self.build):
             raise ValueError(f"KubeflowJobType {self.launcher}/{self.kind}: build must be callable")
+
+
+AzureMLBuild = Callable[["ComponentSpec"], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class AzureMLDistribution:
+    """How a launcher runs on Azure ML: ``build(spec)`` returns the command component's
+    ``distribution`` mapping as azure-ai-ml's YAML writes it (``{"type": "mpi",
+    "process_count_per_instance": 2}``); the target adds ``resources.instance_count``."""
+
+    launcher: str  # the canonical launcher name it serves
+    build: AzureMLBuild
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(self.build):
+            raise ValueError(f"AzureMLDistribution {self.launcher}: build must be callable")

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import KubeflowJobType, LauncherType, Topology
-from .torch import rank_topology
+from ..records import AzureMLDistribution, KubeflowJobType, LauncherType, Topology
+from .torch import azureml_pytorch, rank_topology
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -38,3 +38,9 @@ def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
     # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch
     yield KubeflowJobType(NAME, "PyTorchJob", pytorchjob, "one pod per node, torchrun in each")
     yield KubeflowJobType(NAME, "TrainJob", trainjob, "Kubeflow Trainer v2, runtime deepspeed-distributed")
+
+
+@hookimpl
+def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
+    # Azure ML's advice for DeepSpeed: the PyTorch distribution, which sets the env it reads
+    yield AzureMLDistribution(NAME, azureml_pytorch, "PyTorchDistribution, as Azure ML recommends for DeepSpeed")

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import COMMAND, JOB_DIR, KubeflowJobType, LauncherType, Replica, Topology, host, node_name, port
+from ..records import (COMMAND, JOB_DIR, AzureMLDistribution, KubeflowJobType, LauncherType, Replica, Topology, host,
+                       node_name, port)
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -55,6 +56,11 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
                     replicas=(launcher,), files={HOSTFILE: hostfile}, ports=("master",), local_env=local_env)
 
 
+def azureml_mpi(spec: "ComponentSpec") -> dict[str, object]:
+    """Azure ML runs mpirun over process_count_per_instance slots per node."""
+    return {"type": "mpi", "process_count_per_instance": spec.distribution.processes_per_node or 1}
+
+
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(name=NAME, factory=mpi_topology, aliases=("horovod", "openmpi"),
@@ -66,3 +72,8 @@ def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
     from ..targets.kubeflow._mpijob import mpijob
 
     yield KubeflowJobType(NAME, "MPIJob", mpijob, "mpi-operator v2beta1: mpirun in the launcher pod, sshd in workers")
+
+
+@hookimpl
+def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
+    yield AzureMLDistribution(NAME, azureml_mpi, "MpiDistribution: process_count_per_instance ranks per node")

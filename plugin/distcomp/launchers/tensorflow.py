@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import KubeflowJobType, LauncherType, Replica, Topology, host, port
+from ..records import AzureMLDistribution, KubeflowJobType, LauncherType, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -54,6 +54,13 @@ def tf_topology(spec: "ComponentSpec") -> Topology:
                     replicas=replicas, ports=ports, local_env=_cpu_only())
 
 
+def azureml_tensorflow(spec: "ComponentSpec") -> dict[str, object]:
+    """Azure ML writes TF_CONFIG for worker_count workers and the parameter servers."""
+    d = spec.distribution
+    return {"type": "tensorflow", "worker_count": d.worker_count or d.nodes * (d.processes_per_node or 1),
+            "parameter_server_count": d.parameter_server_count}
+
+
 def _cpu_only() -> dict[str, str]:
     """Hide GPUs from TensorFlow on a machine that has none (it probes CUDA at start)."""
     from pathlib import Path
@@ -71,3 +78,8 @@ def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
     from ..targets.kubeflow._tfjob import tfjob
 
     yield KubeflowJobType(NAME, "TFJob", tfjob, "one pod per TensorFlow task, TF_CONFIG from the operator")
+
+
+@hookimpl
+def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
+    yield AzureMLDistribution(NAME, azureml_tensorflow, "TensorFlowDistribution: worker_count, parameter_server_count")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import JOB_ID, KubeflowJobType, LauncherType, MAX_RESTARTS, RESTART, Replica, Topology, host, port
+from ..records import (JOB_ID, MAX_RESTARTS, RESTART, AzureMLDistribution, KubeflowJobType, LauncherType, Replica,
+                       Topology, host, port)
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -47,6 +48,11 @@ def rank_topology(spec: "ComponentSpec", launcher: str = NAME) -> Topology:
                     replicas=replicas, ports=("master",), local_env=local_env)
 
 
+def azureml_pytorch(spec: "ComponentSpec") -> dict[str, object]:
+    """Azure ML starts the ranks of each node with the same torchrun env (DeepSpeed too)."""
+    return {"type": "pytorch", "process_count_per_instance": spec.distribution.processes_per_node or 1}
+
+
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(
@@ -61,3 +67,8 @@ def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
 
     yield KubeflowJobType(NAME, "PyTorchJob", pytorchjob, "one pod per node, torchrun in each")
     yield KubeflowJobType(NAME, "TrainJob", trainjob, "Kubeflow Trainer v2, runtime torch-distributed")
+
+
+@hookimpl
+def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
+    yield AzureMLDistribution(NAME, azureml_pytorch, "PyTorchDistribution: process_count_per_instance ranks per node")

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import mlflow  # noqa: F401  (ImportError here tells open_store that MLflow is missing)
 
-from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunRef, TrackingError
+from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, TrackingError
 
 
 class ClientStore:
@@ -56,6 +56,10 @@ class ClientStore:
         if run.info.lifecycle_stage != "active":
             raise TrackingError(f"MLflow run {run_id} is deleted in {self.uri}")
         return RunRef(run_id, str(run.info.experiment_id), run.info.artifact_uri, run.info.run_name or "")
+
+    def run_data(self, run_id: str) -> RunData:
+        run = self._do("find the run", self.client.get_run, run_id)
+        return RunData(dict(run.data.tags), dict(run.data.params))
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, SECRET_NAME, RunRef, TrackingError,
-                       truncate, user)
+from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, SECRET_NAME, RunData, RunRef,
+                       TrackingError, truncate, user)
 from ._store import Store, open_store
 from ._uri import DEFAULT_URI, resolve_uri, sqlite_path
 
@@ -117,6 +117,20 @@ def job_params(values: Mapping[str, Any]) -> dict[str, str]:
             for name, value in values.items() if value is not None}
 
 
+def _owned(key: str) -> bool:
+    """A tag that says who made the run and from what: its creator's to set, not the job's."""
+    return key == "mlflow.user" or key.startswith("mlflow.source.")
+
+
+def _additions(have: RunData, tags: Mapping[str, str],
+               params: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """What a job adds to a run it was given: its tags, less the creator's own (an MLflow
+    Project's ``mlflow.source.type`` PROJECT stays), and only the params the run lacks (a param
+    is immutable: ``-P lr=1`` logged by MLflow must not meet distcomp's ``1.0``)."""
+    return ({k: v for k, v in tags.items() if not (_owned(k) and k in have.tags)},
+            {k: v for k, v in params.items() if k not in have.params})
+
+
 def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd: Path,
               experiment: str | None = None, notify: Notify | None = None) -> JobRun | None:
     """Create (or, given ``MLFLOW_RUN_ID``, resume) the job's run.
@@ -139,6 +153,7 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
     existing = environ.get("MLFLOW_RUN_ID", "").strip()
     if existing:  # MLflow's convention: the run to resume (an MLflow Project, a pipeline step)
         run = store.get_run(existing)
+        tags, params = _additions(store.run_data(run.run_id), tags, params)
         for problem in store.log(run.run_id, tags, params):
             say(f"warning: {problem}")
         return JobRun(store, run, uri, "", attached=True)

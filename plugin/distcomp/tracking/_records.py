@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
 # MLflow's own limits (mlflow/utils/validation.py): longer values are refused by every store.
 MAX_KEY = 250
@@ -32,6 +33,14 @@ class RunRef:
     experiment_id: str
     artifact_uri: str
     name: str = ""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a run already holds, so a job attached to it adds to it instead of overwriting."""
+
+    tags: Mapping[str, str]
+    params: Mapping[str, str]
 
 
 @dataclass(frozen=True)

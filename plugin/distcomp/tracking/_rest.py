@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import quote, urlencode, urlsplit
 
 from ._artifacts import copy_files, local_root, safe_artifact_path, upload_with_mlflow
-from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunRef, TrackingError
+from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, TrackingError
 
 _UNSUPPORTED = ("MLFLOW_TRACKING_CLIENT_CERT_PATH", "MLFLOW_TRACKING_AUTH", "MLFLOW_TRACKING_AWS_SIGV4",
                 "MLFLOW_ENABLE_WORKSPACES", "MLFLOW_WORKSPACE")
@@ -112,6 +112,11 @@ class RestStore:
             raise TrackingError(f"MLflow run {run_id} does not exist (or is deleted) on {self.base}")
         info = got["run"]["info"]
         return RunRef(run_id, str(info["experiment_id"]), info.get("artifact_uri", ""), info.get("run_name", ""))
+
+    def run_data(self, run_id: str) -> RunData:
+        data = self._call("GET", "/api/2.0/mlflow/runs/get", query={"run_id": run_id})["run"].get("data", {})
+        return RunData({t["key"]: t.get("value", "") for t in data.get("tags", [])},
+                       {p["key"]: p.get("value", "") for p in data.get("params", [])})
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from ._artifacts import copy_files, local_root, upload_with_mlflow
-from ._records import Metric, RunRef, TrackingError, user as _user
+from ._records import Metric, RunData, RunRef, TrackingError, user as _user
 from ._uri import sqlite_path
 
 # table -> the columns written here; a database whose tables differ (another MLflow schema)
@@ -154,6 +154,12 @@ class SqliteStore:
         if row is None or row[3] != "active":
             raise TrackingError(f"MLflow run {run_id} does not exist (or is deleted) in {self.uri}")
         return RunRef(run_id, str(row[0]), row[1], row[2] or "")
+
+    def run_data(self, run_id: str) -> RunData:
+        with self._write() as db:
+            tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (run_id,)).fetchall())
+            params = dict(db.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)).fetchall())
+        return RunData(tags, params)
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
-from ._records import Metric, RunRef, TrackingError
+from ._records import Metric, RunData, RunRef, TrackingError
 
 __all__ = ["Store", "open_store"]
 
@@ -27,6 +27,9 @@ class Store(Protocol):
                    params: Mapping[str, str]) -> RunRef: ...
 
     def get_run(self, run_id: str) -> RunRef: ...
+
+    def run_data(self, run_id: str) -> RunData:
+        """The run's tags and params as they are now."""
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:

@@ -15,9 +15,10 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ...spec import ComponentSpec, check_file
+from .._spec import SpecLike, resolve_spec
 from ._bundle import pack
 from ._errors import KfpTargetError
 from ._interface import step_interface
@@ -26,7 +27,6 @@ from ._source import Submit, function_source
 if TYPE_CHECKING:
     from kfp.dsl.python_component import PythonComponent
 
-SpecLike = Union[ComponentSpec, str, "os.PathLike[str]"]
 DEFAULT_IMAGE = "python:3.11"  # kfp's own default for lightweight components
 # Linux refuses a single command-line argument of 128 KiB or more (MAX_ARG_STRLEN), and
 # KFP passes the whole component source as one: the bundle must fit in it.
@@ -125,24 +125,7 @@ def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, n
 
 
 def _resolve(spec_or_path: SpecLike) -> tuple[ComponentSpec, Mapping[str, str]]:
-    """The spec (a folder means its component.yaml) and the launcher names the plugins know."""
-    from ...plugins import PluginError, get_plugin_manager
-
-    try:
-        launchers = get_plugin_manager().alias_table()
-    except PluginError as exc:
-        raise KfpTargetError(str(exc)) from None
-    if isinstance(spec_or_path, ComponentSpec):
-        return spec_or_path, launchers
-    if not isinstance(spec_or_path, (str, os.PathLike)):
-        raise KfpTargetError(f"expected a ComponentSpec or the path of a spec file, got {type(spec_or_path).__name__}")
-    path = Path(spec_or_path)
-    if path.is_dir():
-        path = path / "component.yaml"
-    result = check_file(path, launchers)
-    if result.spec is None:
-        raise KfpTargetError("\n".join(str(d) for d in result.errors))
-    return result.spec, launchers
+    return resolve_spec(spec_or_path, KfpTargetError)
 
 
 def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: float | None,

@@ -1,0 +1,171 @@
+"""A ComponentSpec as an azure-ai-ml v2 command component (a YAML mapping).
+
+Pure: nothing here imports azure-ai-ml. The launcher's plugin says how its ranks start
+(``distribution``); the node count becomes ``resources.instance_count``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec
+from ...spec._types import V2_PORT_NAMES
+from ._command import azure_command
+
+if TYPE_CHECKING:
+    from ...plugins import PluginManager
+
+SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json"
+# Azure ML's base image for inline environments that only give a conda file
+BASE_IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
+# what a command component's resources may hold besides instance_count
+_RESOURCES = ("instance_type", "shm_size", "docker_args", "properties", "locations")
+_NAME_OK = re.compile(r"^[a-z][a-z0-9_]*\Z")
+
+
+class AzureMLTargetError(ValueError):
+    """The spec cannot become an Azure ML component; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The component mapping, and what the user should know about the translation."""
+
+    component: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+def azure_name(name: str) -> str:
+    """A name Azure ML accepts: lowercase letters, digits and '_', starting with a letter."""
+    out = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    return out if _NAME_OK.match(out) else f"c_{out}"
+
+
+def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", *,
+                      environment: str | None = None, image: str | None = None) -> Compiled:
+    """The command component for ``spec`` as a file in ``base_dir`` would hold it (``code``
+    is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
+    spec's environment."""
+    from ...plugins import PluginError
+
+    notes: list[str] = []
+    name = azure_name(spec.name)
+    if name != spec.name:
+        notes.append(f"name {spec.name!r} is {name!r} on Azure ML (lowercase letters, digits and '_')")
+    try:
+        dist, provider = pm.azureml_distribution(spec.distribution.launcher)
+        distribution = dict(dist.build(spec))
+    except PluginError as exc:
+        raise AzureMLTargetError(str(exc)) from None
+    except Exception as exc:  # a plugin's builder: name it rather than crash
+        raise AzureMLTargetError(f"the Azure ML distribution of launcher {spec.distribution.launcher!r} "
+                                 f"failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(distribution.get("type"), str):
+        raise AzureMLTargetError(f"the Azure ML distribution of launcher {spec.distribution.launcher!r} "
+                                 f"(from {provider}) has no type: {distribution}")
+    doc: dict[str, Any] = {"$schema": SCHEMA, "type": "command", "name": name}
+    if spec.version:
+        doc["version"] = spec.version
+    for key, value in (("display_name", spec.display_name), ("description", spec.description)):
+        if value:
+            doc[key] = value
+    if spec.tags:
+        doc["tags"] = {str(k): str(v) for k, v in spec.tags.items()}
+    if spec.is_deterministic is not None:
+        doc["is_deterministic"] = spec.is_deterministic
+    if spec.inputs:
+        doc["inputs"] = {n: _input(i, notes) for n, i in spec.inputs.items()}
+    if spec.outputs:
+        doc["outputs"] = {n: _output(o) for n, o in spec.outputs.items()}
+    code = _code(spec, base_dir, notes)
+    if code is not None:
+        doc["code"] = code
+    doc["command"] = azure_command(spec.command)
+    spec_dir = spec.source.parent if spec.source is not None else spec.code
+    doc["environment"] = _environment(spec.environment, environment, image, base_dir, spec_dir, notes)
+    if spec.environment_variables:
+        doc["environment_variables"] = dict(spec.environment_variables)
+    doc["distribution"] = distribution
+    resources: dict[str, Any] = {"instance_count": spec.distribution.nodes}
+    resources.update({k: spec.resources[k] for k in _RESOURCES if k in spec.resources})
+    dropped = sorted(k for k in spec.resources if k not in _RESOURCES and k != "instance_count")
+    if dropped:
+        notes.append(f"resources {', '.join(dropped)} have no Azure ML equivalent and were left out")
+    doc["resources"] = resources
+    if spec.successful_return_code != "Zero":
+        notes.append("successful_return_code ZeroOrGreater has no Azure ML equivalent: a non-zero exit fails there")
+    return Compiled(doc, tuple(notes))
+
+
+def _input(spec: InputSpec, notes: list[str]) -> dict[str, Any]:
+    if spec.is_port:
+        kind = spec.type.lower() if spec.type.lower() in V2_PORT_NAMES else \
+            ("uri_file" if spec.holds == "file" else "uri_folder")
+        out: dict[str, Any] = {"type": kind}
+        if spec.default is not None:  # Azure ML: "Non-primitive type Input has no default value"
+            notes.append(f"input {spec.name!r}: its default {spec.default!r} was left out (an Azure ML component's "
+                         "data input has none); give it in the pipeline or job")
+    else:
+        out = {"type": "string" if spec.type == "enum" else spec.type}
+        if spec.enum:
+            out["enum"] = list(spec.enum)
+        if spec.default is not None:
+            out["default"] = spec.default
+        for key in ("min", "max"):
+            if getattr(spec, key) is not None:
+                out[key] = getattr(spec, key)
+    if spec.optional:
+        out["optional"] = True
+    if spec.description:
+        out["description"] = spec.description
+    return out
+
+
+def _output(spec: OutputSpec) -> dict[str, Any]:
+    kind = spec.type.lower() if spec.type.lower() in V2_PORT_NAMES else \
+        ("uri_file" if spec.holds == "file" else "uri_folder")
+    out: dict[str, Any] = {"type": kind}
+    if spec.description:
+        out["description"] = spec.description
+    return out
+
+
+def _code(spec: ComponentSpec, base_dir: Path, notes: list[str]) -> str | None:
+    """The code folder relative to the component file; a missing one is left out (Azure ML
+    refuses a path that does not exist) with a note, since compiling needs no code."""
+    if not spec.code.is_dir():
+        notes.append(f"code folder {spec.code} does not exist: the component has no code; "
+                     "add it before submitting")
+        return None
+    rel = os.path.relpath(spec.code, base_dir)
+    return rel if rel.startswith("..") or rel == "." else f"./{rel}"
+
+
+def _environment(env: EnvironmentSpec | None, environment: str | None, image: str | None,
+                 base_dir: Path, spec_dir: Path, notes: list[str]) -> str | dict[str, Any]:
+    """A registered environment as ``azureml:NAME:VERSION``, an image as an inline one."""
+    if environment:
+        return environment if environment.startswith("azureml:") else f"azureml:{environment}"
+    if image:
+        return {"image": image}
+    if env is None:
+        raise AzureMLTargetError("the spec names no environment, and an Azure ML component needs one: add "
+                                 "environment: to the spec, or give --environment azureml:NAME:VERSION or "
+                                 "--image IMAGE")
+    if env.reference:
+        return env.reference
+    if env.name and not env.image:
+        return f"azureml:{env.name}:{env.version}" if env.version and env.version != "latest" \
+            else f"azureml:{env.name}@latest"
+    inline: dict[str, Any] = {"image": env.image or BASE_IMAGE}
+    if not env.image:
+        notes.append(f"the environment gives no image: Azure ML's base image {BASE_IMAGE} is used")
+    if env.conda_file:
+        inline["conda_file"] = os.path.relpath(spec_dir / env.conda_file, base_dir)
+    elif env.conda:
+        inline["conda_file"] = dict(env.conda)
+    return inline

@@ -1,0 +1,123 @@
+"""``compile_project``: a component as a self-contained MLflow project folder.
+
+The folder holds the spec file as written, its code folder at the same place relative to it,
+and an ``MLproject`` (see ``_mlproject``). It is built in a hidden sibling folder and renamed
+into place, so a failure leaves no half-written project; a previous project distcomp wrote
+there is replaced, anything else is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ._errors import MlflowTargetError
+from ._mlproject import MLPROJECT, is_ours, mlproject_text
+
+# Never code: caches, version control, virtualenvs; at the top only, what a run leaves behind.
+SKIP = frozenset({".git", ".hg", ".svn", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+                  ".ipynb_checkpoints"})
+SKIP_TOP = frozenset({"runs", "mlruns", "mlflow.db", "mlflow.db-journal"})
+
+
+def compile_project(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                    nodes: int | None = None, nproc_per_node: int | None = None) -> Path:
+    """Write the MLflow project of the spec at ``spec_path`` into ``out_dir``; returns it.
+
+    ``nodes`` / ``nproc_per_node`` are baked into the entry point's command (the backend config
+    of ``mlflow run -b distcomp`` can still override them). Raises MlflowTargetError."""
+    from ...plugins import PluginError, get_plugin_manager
+    from ...spec import SpecError, load
+
+    try:
+        spec = load(spec_path, get_plugin_manager().alias_table())
+    except (SpecError, PluginError) as exc:
+        raise MlflowTargetError(str(exc)) from None
+    if spec.source is None:  # load() of a path always sets it
+        raise MlflowTargetError(f"{spec_path}: not loaded from a file")
+    source = spec.source.resolve()
+    home, code = source.parent, spec.code.resolve()
+    out = Path(out_dir).absolute().resolve()
+    try:
+        code_rel = code.relative_to(home)
+    except ValueError:
+        raise MlflowTargetError(
+            f"{source}: the code folder {code} is outside the spec's folder {home}; an MLflow project is one "
+            "folder (hint: move the code under the spec's folder, or the spec next to its code)") from None
+    if not code.is_dir():
+        raise MlflowTargetError(f"{source}: the code folder {code} does not exist; the project carries it "
+                                "(hint: create it, or fix `code:` in the spec)")
+    if source.name == MLPROJECT:
+        raise MlflowTargetError(f"{source}: a spec named {MLPROJECT} would be replaced by the project's own file; "
+                                "rename it (e.g. component.yaml)")
+    if out == home or home.is_relative_to(out):
+        raise MlflowTargetError(f"{out}: holds the spec itself; write the project to another folder")
+    _check_target(out)
+    text = mlproject_text(spec, source.name, nodes, nproc_per_node)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise MlflowTargetError(f"cannot write {out}: {exc.strerror or exc}") from None
+    try:
+        _copy_code(code, tmp / code_rel, avoid={out, tmp})
+        shutil.copy2(source, tmp / source.name)
+        (tmp / MLPROJECT).write_text(text, encoding="utf-8")
+        _move_into_place(tmp, out)
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise MlflowTargetError(f"cannot write the project {out}: {exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _check_target(out: Path) -> None:
+    """``out`` may be new, empty, or a project distcomp wrote before; nothing else is replaced."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise MlflowTargetError(f"{out} exists and is not a folder; give a folder for the MLflow project")
+    if not any(out.iterdir()):
+        return
+    mlproject = out / MLPROJECT
+    try:
+        ours = mlproject.is_file() and is_ours(mlproject.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        ours = False
+    if not ours:
+        raise MlflowTargetError(f"{out} is not empty and is not an MLflow project distcomp wrote (no {MLPROJECT} "
+                                "from `distcomp compile --target mlflow` in it); it is left alone: give a new or "
+                                "empty folder")
+
+
+def _copy_code(code: Path, dst: Path, avoid: set[Path]) -> None:
+    """The code folder's files, less caches and run leftovers, and less the project being
+    written when it lies inside the code folder."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder)
+        skip = {n for n in names if n in SKIP or here / n in avoid}
+        return skip | (SKIP_TOP.intersection(names) if here == code else set())
+
+    shutil.copytree(code, dst, ignore=ignore, dirs_exist_ok=True)
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished folder to ``out``; a previous one is moved aside first and deleted
+    only once the new one is in place."""
+    if not out.exists():
+        tmp.rename(out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    out.rename(old / "project")
+    try:
+        tmp.rename(out)
+    except BaseException:
+        (old / "project").rename(out)
+        raise
+    finally:
+        if out.exists():
+            shutil.rmtree(old, ignore_errors=True)
