@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python benchmarks/validate.py
 	$(BIN)/python benchmarks/launch.py
 	$(BIN)/python benchmarks/tracking.py
+	$(BIN)/python benchmarks/targets.py
 
 clean:
 	rm -rf $(VENV) build plugin/*.egg-info .pytest_cache .hypothesis

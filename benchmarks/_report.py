@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +34,16 @@ class Row:
     judge: Judge
     error: str = ""
     notes: Mapping[str, Sequence[float]] = field(default_factory=dict)  # printed beside, not judged
+
+
+def wall(argv: list[str], env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None) -> float:
+    """Seconds one fresh process takes; RuntimeError with its stderr tail when it fails."""
+    start = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} failed ({proc.returncode}): {proc.stderr.decode()[-800:]}")
+    return elapsed
 
 
 def load() -> str:

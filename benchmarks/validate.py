@@ -11,24 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _report import wall  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPEC = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
 AZURE = ("import sys; from azure.ai.ml import load_component; "
          "sys.exit(0 if load_component(sys.argv[1])._validate().passed else 2)")
-
-
-def wall(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[:3]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
-    return elapsed
 
 
 def main() -> None:
@@ -62,4 +53,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RuntimeError as exc:  # a command failed: say which, without a traceback
+        raise SystemExit(str(exc)) from None

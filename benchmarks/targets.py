@@ -1,0 +1,81 @@
+"""The Azure ML and MLflow Projects targets against the raw tools, side by side, interleaved.
+
+(a) azureml: `distcomp compile --target azureml SPEC -o FILE` (load the spec, map it, and
+    have azure-ai-ml load and validate it before writing) against azure-ai-ml alone loading
+    and validating that same FILE in a fresh process. Goal: ratio <= 1.3.
+(b) mlflow: `mlflow run DIR -b distcomp -c '{"nproc_per_node": 2}'` against MLflow's own
+    local backend running the same project (`mlflow run DIR --env-manager local`, whose
+    entry point is `distcomp run` with 2 ranks): the same 2-rank DDP job, one run each.
+    Goal: the distcomp backend adds <= 0.5 s. A direct `distcomp run` is printed beside.
+
+    python benchmarks/targets.py [--repeat N] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _report import Row, added_at_most, finish, load, ratio_at_most, wall  # benchmarks/_report.py
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
+BIN = Path(sys.executable).parent
+AZURE = ("import sys; from azure.ai.ml import load_component; "
+         "sys.exit(0 if load_component(sys.argv[1])._validate().passed else 2)")
+JOB = ["-P", "epochs=1", "-P", "samples=256"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    args = ap.parse_args()
+    before, t0 = load(), time.perf_counter()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="distcomp-bench-") as tmp:
+        work = Path(tmp)
+        # PATH: MLflow's local backend runs the entry point's `distcomp` through a shell
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}", "PYTHONWARNINGS": "ignore",
+               "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        distcomp = [str(BIN / "distcomp")]
+        compile_az = [*distcomp, "compile", "--target", "azureml", str(SPEC), "-o", str(work / "component.yml")]
+        raw_az = [sys.executable, "-c", AZURE, str(work / "component.yml")]
+        ours: list[float] = []
+        raw: list[float] = []
+        try:
+            wall(compile_az, env, work)  # writes the file azure-ai-ml alone then loads
+            for _ in range(args.repeat):
+                ours.append(wall(compile_az, env, work))
+                raw.append(wall(raw_az, env, work))
+            rows.append(Row("azureml compile", "azure-ai-ml load", ours, raw, ratio_at_most(1.3)))
+        except RuntimeError as exc:
+            rows.append(Row("azureml compile", "azure-ai-ml load", ours, raw, ratio_at_most(1.3), error=str(exc)))
+
+        project = work / "project"
+        mlflow = [str(BIN / "mlflow"), "run", str(project), "--env-manager", "local", *JOB]
+        backend = [*mlflow, "-b", "distcomp", "-c", '{"nproc_per_node": 2}']
+        direct = [*distcomp, "run", str(SPEC), "--input", "epochs=1", "--input", "samples=256", "--quiet"]
+        ours, raw, plain = [], [], []
+        try:
+            # the local backend runs the entry point as written: bake the 2 ranks into it
+            wall([*distcomp, "compile", "--target", "mlflow", str(SPEC), "-o", str(project),
+                  "--nproc-per-node", "2"], env, work)
+            wall(backend, env, work)  # first use creates the MLflow database
+            for _ in range(args.repeat):
+                ours.append(wall(backend, env, work))
+                raw.append(wall(mlflow, env, work))
+                plain.append(wall(direct, env, work))
+            rows.append(Row("mlflow run -b distcomp", "mlflow local", ours, raw, added_at_most(0.5),
+                            notes={"distcomp run, no mlflow CLI": plain}))
+        except RuntimeError as exc:
+            rows.append(Row("mlflow run -b distcomp", "mlflow local", ours, raw, added_at_most(0.5), error=str(exc)))
+    return finish(rows, before, time.perf_counter() - t0, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
