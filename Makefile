@@ -34,6 +34,7 @@ bench: install
 	$(BIN)/python benchmarks/launch.py
 	$(BIN)/python benchmarks/tracking.py
 	$(BIN)/python benchmarks/targets.py
+	$(BIN)/python benchmarks/registry.py
 
 clean:
 	rm -rf $(VENV) build plugin/*.egg-info .pytest_cache .hypothesis

@@ -106,11 +106,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from .registry import RegistryError, locate
     from .spec import InputError, RenderError, SpecError, bind_inputs, load
 
     try:
-        spec = load(args.spec, _launcher_table())
-    except SpecError as exc:
+        spec = load(locate(args.spec), _launcher_table())
+    except (RegistryError, SpecError) as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     given = _pairs(args.input, "--input")
@@ -142,12 +143,15 @@ def _launcher_table() -> "Mapping[str, str]":
 
 
 def _load(path: str, launchers: "Mapping[str, str] | None" = None) -> "ComponentSpec":
-    """The spec at ``path``; every problem is printed and the command stops (exit 2)."""
+    """The spec at ``path`` (a file, a folder holding component.yaml, or a registry reference
+    such as ``name@latest``); every problem is printed and the command stops (exit 2)."""
+    from .registry import RegistryError, locate
     from .spec import SpecError, load
 
     try:
-        return load(path, launchers) if launchers is not None else load(path)
-    except SpecError as exc:
+        file = locate(path)
+        return load(file, launchers) if launchers is not None else load(file)
+    except (RegistryError, SpecError) as exc:
         raise _Usage(str(exc)) from None
 
 
@@ -494,6 +498,17 @@ def cmd_launchers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_registry(args: argparse.Namespace) -> int:
+    """``distcomp registry publish|list|show|search|deprecate`` (see ``distcomp.registry``)."""
+    from .registry import RegistryError
+    from .registry._cli import run
+
+    try:
+        return run(args)
+    except RegistryError as exc:
+        raise _Usage(str(exc)) from None
+
+
 def say(message: str) -> None:
     """distcomp's own progress and reports go to stderr; rank output goes to stdout."""
     print("distcomp run: " + message, file=sys.stderr, flush=True)
@@ -554,6 +569,10 @@ def _kubeflow_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trainer-v2", action="store_true", help="a Kubeflow Trainer v2 TrainJob instead")
 
 
+SPEC_HELP = ("a spec file (any dialect), a folder holding component.yaml, or a registry reference such as "
+             "NAME@1.2.0, NAME@latest, NAME@^1.2 ($DISTCOMP_REGISTRY, else the user's registry)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distcomp", description="Distributed training as a reusable pipeline component.")
     parser.add_argument("--version", action="version", version=f"distcomp {__version__}")
@@ -567,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="print the argv a rank would run, for debugging templates")
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
     p.add_argument("--output", "-o", action="append", metavar="NAME=PATH", help="an output path (default ./outputs/NAME)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
@@ -578,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a component here, with real ranks started by its launcher",
                        description="Run SPEC on this machine: every rank a real process with its launcher's "
                                    "contract; --nodes simulates several nodes. Exit 0 only if every rank succeeded.")
-    p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
     p.add_argument("--input-if-set", action="append", metavar="NAME=VALUE",
                    help="like --input, but an empty VALUE means not given (for an optional input)")
@@ -607,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "component (distribution, resources.instance_count), checked by azure-ai-ml. "
                                    "mlflow: an MLflow project folder (MLproject, the spec, its code) that "
                                    "`mlflow run DIR -b distcomp` runs as a distributed job.")
-    p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--target", choices=("kfp", "kubeflow", "azureml", "mlflow"), required=True,
                    help="what to compile for")
     p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout (mlflow: a folder)")
@@ -621,7 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(in a pod: its service account; else the kubeconfig), wait for Succeeded or "
                                    "Failed, and report the reason and the leading pod's log. Exit 0 succeeded, "
                                    "1 failed, 124 timed out; Ctrl-C or SIGTERM deletes the job (exit 130, 143).")
-    p.add_argument("spec", metavar="SPEC", help="a component.yaml (any dialect)")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--target", choices=("kubeflow",), default="kubeflow", help="where to submit (kubeflow)")
     _kubeflow_flags(p)
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: in-cluster, else $KUBECONFIG)")
@@ -640,6 +659,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sdk: DistributedComponent (default); v2: azure-ai-ml command; draft: distributed job")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("registry", help="publish components as name@version, find them, deprecate them",
+                       description="The component registry: publish a spec and its code as NAME@VERSION "
+                                   "(immutable, content-hashed); find it again as NAME@VERSION, NAME@latest or a "
+                                   "range (NAME@^1.2, 'NAME@>=1.0,<2'), which every command taking a SPEC accepts.")
+    actions = p.add_subparsers(dest="registry_command", metavar="ACTION")
+    actions.required = True
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--registry", metavar="LOCATION", help="a folder (local or shared), or SCHEME://... of a "
+                       "store plugin (default: $DISTCOMP_REGISTRY, else ~/.local/share/distcomp/registry)")
+    q = actions.add_parser("publish", parents=[where], help="store specs and their code folders")
+    q.add_argument("specs", nargs="+", metavar="SPEC", help="a component.yaml or a folder holding one")
+    for action, help_text in (("list", "every component: latest version, version count"),
+                              ("search", "components whose name, title, description or tags contain TEXT"),
+                              ("show", "one version: inputs, outputs, hash, where it is stored, other versions")):
+        q = actions.add_parser(action, parents=[where], help=help_text)
+        if action == "search":
+            q.add_argument("text", metavar="TEXT")
+        if action == "show":
+            q.add_argument("ref", metavar="NAME[@VERSION]", help="NAME (its latest), NAME@1.2.0, NAME@^1.2, ...")
+        q.add_argument("--json", action="store_true", help="print JSON")
+    q = actions.add_parser("deprecate", parents=[where], help="mark a version deprecated: latest and ranges skip it")
+    q.add_argument("ref", metavar="NAME@VERSION")
+    q.add_argument("--message", "-m", metavar="TEXT", help="why, and what to use instead")
+    q.add_argument("--undo", action="store_true", help="remove the deprecation")
+    p.set_defaults(func=cmd_registry)
     return parser
 
 

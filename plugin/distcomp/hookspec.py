@@ -6,7 +6,8 @@ known through an entry point in the ``distcomp`` group::
     [project.entry-points.distcomp]
     myplugin = "mypkg.plugin"
 
-distcomp's own launchers register through these same hooks (see ``distcomp.launchers``).
+distcomp's own launchers, and the registry's directory store, register through these same
+hooks (see ``distcomp.launchers`` and ``distcomp.registry``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Iterable
 
 import pluggy
 
-from .records import AzureMLDistribution, KubeflowJobType, LauncherType
+from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
 
 PROJECT = "distcomp"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -106,4 +107,79 @@ class DistcompSpecs:
                 yield AzureMLDistribution(launcher="mine", build=distribution)
 
         Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
+        """
+
+    @hookspec
+    def distcomp_registry_stores(self) -> Iterable[RegistryStoreType]:  # type: ignore[empty-body]
+        """Where the component registry keeps published versions: ``RegistryStoreType(scheme,
+        factory, description)``, where ``factory(location)`` returns the store of a registry
+        location ``SCHEME://...`` (``--registry``, ``$DISTCOMP_REGISTRY``). A plain path is the
+        built-in ``file`` store (``distcomp.registry.DirectoryStore``, registered through this
+        hook too). distcomp builds, hashes and verifies every version itself; a store keeps
+        folders, each put once and never changed, and one small metadata document per name:
+        ``location`` (a string for messages), ``names()``, ``versions(name)`` (folder names; it is
+        called on every resolve), ``stage(name, version)`` (an empty local folder to build a
+        version in), ``put(name, version, folder)`` (add it atomically; False, and nothing
+        replaced, when that version exists; the folder is gone afterwards), ``folder(name,
+        version)`` (a local folder with the version's files, or None), ``metadata(name)`` and
+        ``update_metadata(name, change)`` (store ``change(current)`` without losing a
+        concurrent update). ``distcomp.registry.RegistryStore`` is this protocol.
+
+        A complete plugin, ``mypkg/plugin.py``, keeping versions as ``ROOT/NAME@VERSION``
+        folders of a ``flat:///ROOT`` registry (one metadata writer at a time)::
+
+            import json
+            import os
+            import shutil
+            import tempfile
+            from pathlib import Path
+
+            from distcomp.hookspec import hookimpl
+            from distcomp.records import RegistryStoreType
+
+
+            class FlatStore:
+                def __init__(self, location):
+                    self.location = location
+                    self.root = Path(location[len("flat://"):])
+
+                def names(self):
+                    return sorted({p.name.split("@")[0] for p in self.root.glob("*@*")})
+
+                def versions(self, name):
+                    return [p.name.split("@")[1] for p in self.root.glob(f"{name}@*")]
+
+                def stage(self, name, version):
+                    self.root.mkdir(parents=True, exist_ok=True)
+                    return Path(tempfile.mkdtemp(prefix=".stage-", dir=self.root))
+
+                def put(self, name, version, folder):
+                    try:  # a folder is never renamed over a folder that has files
+                        os.rename(folder, self.root / f"{name}@{version}")
+                        return True
+                    except OSError:
+                        shutil.rmtree(folder)
+                        return False
+
+                def folder(self, name, version):
+                    path = self.root / f"{name}@{version}"
+                    return path if path.is_dir() else None
+
+                def metadata(self, name):
+                    path = self.root / f"{name}.json"
+                    return json.loads(path.read_text()) if path.exists() else {}
+
+                def update_metadata(self, name, change):
+                    data = change(self.metadata(name))
+                    (self.root / f"{name}.json").write_text(json.dumps(data))
+                    return data
+
+
+            @hookimpl
+            def distcomp_registry_stores():
+                yield RegistryStoreType(scheme="flat", factory=FlatStore, description="NAME@VERSION folders")
+
+        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] flat = "mypkg.plugin"``,
+        it serves ``distcomp registry publish SPEC --registry flat:///srv/components`` and
+        ``locate("name@latest", "flat:///srv/components")``.
         """

@@ -1,5 +1,5 @@
-"""The plugin manager: built-in launchers first, then entry points in group ``distcomp``,
-then checks. Loading happens on first use, never at import time."""
+"""The plugin manager: the built-ins first (launchers, the registry's directory store), then entry
+points in group ``distcomp``, then checks. Loading happens on first use, never at import time."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, TypeVar
 import pluggy
 
 from . import hookspec
-from .records import AzureMLDistribution, KubeflowJobType, LauncherType
+from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
 
 R = TypeVar("R")
 
@@ -26,6 +26,7 @@ BUILTIN_PLUGINS = (
     "distcomp.launchers.mpi",
     "distcomp.launchers.tensorflow",
     "distcomp.launchers.deepspeed",
+    "distcomp.registry._builtin",  # the registry's built-in store, scheme "file"
 )
 
 
@@ -186,6 +187,25 @@ class PluginManager(pluggy.PluginManager):
             raise PluginError(f"launcher {launcher!r} has no Azure ML distribution (a plugin provides one "
                               "through the distcomp_azureml_distributions hook)")
         return found
+
+    def registry_stores(self) -> Mapping[str, tuple[RegistryStoreType, str]]:
+        """scheme -> (registry store type, provider); a second provider of one scheme raises."""
+        found: dict[str, tuple[RegistryStoreType, str]] = {}
+        for item, provider in self._records("distcomp_registry_stores", RegistryStoreType):
+            if item.scheme in found:
+                raise PluginError(f"the registry store scheme {item.scheme!r} is provided twice: by "
+                                  f"{found[item.scheme][1]} and by {provider}; uninstall or disable one of them")
+            found[item.scheme] = (item, provider)
+        return MappingProxyType(found)
+
+    def registry_store(self, scheme: str) -> tuple[RegistryStoreType, str]:
+        """The registry store of ``scheme`` (``file`` for a plain path) and its provider."""
+        stores = self.registry_stores()
+        if scheme not in stores:
+            raise PluginError(f"unknown registry store scheme {scheme!r}; known schemes: "
+                              f"{', '.join(sorted(stores)) or 'none'} (a plugin adds one through the "
+                              "distcomp_registry_stores hook)")
+        return stores[scheme]
 
     def kubeflow_job(self, launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
         """The Kubeflow job of ``launcher`` (canonical name): its TrainJob when ``trainer_v2``."""

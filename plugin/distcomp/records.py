@@ -14,17 +14,19 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
 
 if TYPE_CHECKING:
+    from .registry import RegistryStore
     from .spec import ComponentSpec
 
 __all__ = [
     "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "LauncherType", "MAX_RESTARTS", "PlaceholderError",
-    "RESTART", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
+    "RESTART", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
 # \Z, not $: "$" would also accept a name that ends in a newline
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]*\Z")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _ROLE = re.compile(r"^[a-z][a-z0-9_-]*\Z")
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*\Z")
 # {{kind}} or {{kind:arg}}; kinds are fixed so a stray "{{" in user text is never bound.
 _PLACEHOLDER = re.compile(r"\{\{(host|node|port|job_dir|job_id|restart|max_restarts|command)(?::([A-Za-z0-9_.-]+))?\}\}")
 
@@ -245,3 +247,20 @@ class AzureMLDistribution:
     def __post_init__(self) -> None:
         if not callable(self.build):
             raise ValueError(f"AzureMLDistribution {self.launcher}: build must be callable")
+
+
+@dataclass(frozen=True)
+class RegistryStoreType:
+    """Where the component registry keeps versions: ``factory(location)`` returns the store
+    (a ``distcomp.registry.RegistryStore``) for a registry location ``SCHEME://...``."""
+
+    scheme: str
+    factory: Callable[[str], "RegistryStore"]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheme, str) or not _SCHEME.match(self.scheme):
+            raise ValueError(f"RegistryStoreType scheme {self.scheme!r}: expected a URI scheme (lowercase letters, "
+                             "digits, '+', '.' or '-', starting with a letter)")
+        if not callable(self.factory):
+            raise ValueError(f"RegistryStoreType {self.scheme!r}: factory must be callable")

@@ -1,10 +1,10 @@
-"""What every target's loader accepts: a ComponentSpec, a spec file, or a folder holding
-``component.yaml``, read with the launcher names the installed plugins know."""
+"""What every target's loader accepts: a ComponentSpec, a spec file, a folder holding
+``component.yaml``, or a registry reference (``name@1.2.0``, ``name@latest``, ``name@^1.2``),
+read with the launcher names the installed plugins know."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Mapping, Union
 
 from ..spec import ComponentSpec, check_file
@@ -12,10 +12,14 @@ from ..spec import ComponentSpec, check_file
 SpecLike = Union[ComponentSpec, str, "os.PathLike[str]"]
 
 
-def resolve_spec(spec_or_path: SpecLike, error: type[Exception]) -> tuple[ComponentSpec, Mapping[str, str]]:
+def resolve_spec(spec_or_path: SpecLike, error: type[Exception],
+                 registry: str | None = None) -> tuple[ComponentSpec, Mapping[str, str]]:
     """The spec and the launcher alias table; every problem raises ``error`` with a message
-    a user can act on (the spec's own diagnostics, one per line)."""
+    a user can act on (the spec's own diagnostics, one per line). A reference is looked up in
+    ``registry`` (default ``$DISTCOMP_REGISTRY``, else the user's registry) and its content
+    hash checked."""
     from ..plugins import PluginError, get_plugin_manager
+    from ..registry import RegistryError, locate
 
     try:
         launchers = get_plugin_manager().alias_table()
@@ -25,9 +29,10 @@ def resolve_spec(spec_or_path: SpecLike, error: type[Exception]) -> tuple[Compon
         return spec_or_path, launchers
     if not isinstance(spec_or_path, (str, os.PathLike)):
         raise error(f"expected a ComponentSpec or the path of a spec file, got {type(spec_or_path).__name__}")
-    path = Path(spec_or_path)
-    if path.is_dir():
-        path = path / "component.yaml"
+    try:
+        path = locate(os.fspath(spec_or_path), registry)
+    except RegistryError as exc:
+        raise error(str(exc)) from None
     result = check_file(path, launchers)
     if result.spec is None:
         raise error("\n".join(str(d) for d in result.errors))

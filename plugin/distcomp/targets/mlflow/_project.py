@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -28,13 +29,9 @@ def compile_project(spec_path: str | os.PathLike[str], out_dir: str | os.PathLik
 
     ``nodes`` / ``nproc_per_node`` are baked into the entry point's command (the backend config
     of ``mlflow run -b distcomp`` can still override them). Raises MlflowTargetError."""
-    from ...plugins import PluginError, get_plugin_manager
-    from ...spec import SpecError, load
+    from .._spec import resolve_spec
 
-    try:
-        spec = load(spec_path, get_plugin_manager().alias_table())
-    except (SpecError, PluginError) as exc:
-        raise MlflowTargetError(str(exc)) from None
+    spec, _ = resolve_spec(spec_path, MlflowTargetError)  # a file, a folder or a registry reference
     if spec.source is None:  # load() of a path always sets it
         raise MlflowTargetError(f"{spec_path}: not loaded from a file")
     source = spec.source.resolve()
@@ -63,7 +60,7 @@ def compile_project(spec_path: str | os.PathLike[str], out_dir: str | os.PathLik
         raise MlflowTargetError(f"cannot write {out}: {exc.strerror or exc}") from None
     try:
         _copy_code(code, tmp / code_rel, avoid={out, tmp})
-        shutil.copy2(source, tmp / source.name)
+        shutil.copyfile(source, tmp / source.name)
         (tmp / MLPROJECT).write_text(text, encoding="utf-8")
         _move_into_place(tmp, out)
     except (OSError, shutil.Error) as exc:
@@ -103,6 +100,10 @@ def _copy_code(code: Path, dst: Path, avoid: set[Path]) -> None:
         return skip | (SKIP_TOP.intersection(names) if here == code else set())
 
     shutil.copytree(code, dst, ignore=ignore, dirs_exist_ok=True)
+    # a registry keeps its snapshots read-only; the project is the user's to edit and replace
+    for folder, _dirs, files in os.walk(dst):
+        for path in (Path(folder), *(Path(folder) / f for f in files)):
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
 def _move_into_place(tmp: Path, out: Path) -> None:

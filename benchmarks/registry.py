@@ -1,0 +1,141 @@
+"""Resolving references among 10,000 published versions of one component, in one process.
+
+Publishes --versions versions (0.0.0 ... 99.99.0) of a tiny component (a spec and one file)
+through the real publish path, one worker process per CPU, and deprecates the highest. Then
+times whole calls of ``distcomp.registry.locate()`` in this process (parse the reference,
+list the versions, read the deprecations, pick, verify the chosen version's hash):
+
+    name@latest         -> 99.98.0
+    name@^50            -> 50.99.0   (npm caret)
+    name@>=10,<11       -> 10.99.0   (PEP 440)
+
+against doing it by hand: os.scandir of the name folder, packaging's Version for every
+entry, the SpecifierSet filter and max() (no deprecations, no hash check). Goal: each
+locate() <= 20 ms (median of --repeat calls). Printed beside: the first call of the process
+(empty caches), a fresh `python -c locate(...)` process, and the publish time per version.
+
+    python benchmarks/registry.py [--versions N] [--repeat N] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from _report import Row, finish, load, seconds_at_most, wall  # benchmarks/_report.py
+
+NAME = "bench-component"
+SPEC = """\
+name: bench-component
+version: {version}
+type: DistributedComponent
+description: A tiny component published many times.
+inputs:
+  steps: {{type: Integer, default: 1}}
+launcher:
+  type: torch.distributed
+  additional_arguments: python run.py --steps {{inputs.steps}}
+code: .
+"""
+CASES = [("latest", "99.98.0", None), ("^50", "50.99.0", ">=50,<51"), (">=10,<11", "10.99.0", ">=10,<11")]
+
+
+def version(i: int) -> str:
+    return f"{i // 100}.{i % 100}.0"
+
+
+def publish_some(root: str, scratch: str, indexes: list[int]) -> float:
+    """Publish these versions from one scratch folder; returns the seconds it took."""
+    from distcomp.registry import open_registry
+
+    registry = open_registry(root)
+    folder = Path(scratch)
+    folder.mkdir(parents=True)
+    (folder / "run.py").write_text("print('hello')\n")
+    start = time.perf_counter()
+    for i in indexes:
+        (folder / "component.yaml").write_text(SPEC.format(version=version(i)))
+        registry.publish(folder)
+    return time.perf_counter() - start
+
+
+def by_hand(folder: Path, specifier: str | None) -> str:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    found = [Version(e.name) for e in os.scandir(folder) if not e.name.startswith(".")]
+    if specifier:
+        found = list(SpecifierSet(specifier).filter(found))
+    else:
+        found = [v for v in found if not v.is_prerelease]
+    return str(max(found))
+
+
+def timed(call, repeat: int) -> list[float]:  # type: ignore[no-untyped-def]
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def options() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="locate() among many published versions")
+    parser.add_argument("--versions", type=int, default=10_000, help="how many versions to publish (10,000)")
+    parser.add_argument("--repeat", type=int, default=50, help="calls timed per reference (50)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = options()
+    before, t0 = load(), time.perf_counter()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="distcomp-bench-registry-") as tmp:
+        root = Path(tmp) / "registry"
+        workers = os.cpu_count() or 1
+        chunks = [list(range(w, args.versions, workers)) for w in range(workers)]
+        start = time.perf_counter()
+        with ProcessPoolExecutor(workers) as pool:
+            spent = list(pool.map(publish_some, [str(root)] * workers,
+                                  [str(Path(tmp) / f"src{w}") for w in range(workers)], chunks))
+        publish_wall = time.perf_counter() - start
+        per_version = [s / max(len(c), 1) for s, c in zip(spent, chunks)]
+        print(f"published {args.versions} versions in {publish_wall:.1f} s with {workers} processes "
+              f"({statistics.median(per_version) * 1000:.1f} ms per publish in each)\n")
+
+        from distcomp.registry import locate, open_registry
+
+        open_registry(str(root)).deprecate(f"{NAME}@{version(args.versions - 1)}", "benchmark: latest skips it")
+        first = timed(lambda: locate(f"{NAME}@latest", str(root)), 1)  # empty caches
+        for selector, expected, specifier in CASES:
+            label = f"locate {NAME}@{selector}"
+            try:
+                got = locate(f"{NAME}@{selector}", str(root))
+                if got.parent.name != expected:
+                    raise RuntimeError(f"resolved {got.parent.name}, expected {expected}")
+                ours = timed(lambda: locate(f"{NAME}@{selector}", str(root)), args.repeat)
+                raw = timed(lambda: by_hand(root / NAME, specifier), args.repeat)
+                notes = {}
+                if selector == "latest":
+                    code = f"from distcomp.registry import locate; locate('{NAME}@latest', {str(root)!r})"
+                    notes = {"first locate of the process": first,
+                             "fresh process: python -c locate()": [wall([sys.executable, "-c", code])
+                                                                   for _ in range(3)],
+                             "publish, per version": per_version}
+                rows.append(Row(label, "scandir+Version", ours, raw, seconds_at_most(0.020), notes=notes))
+            except Exception as exc:  # report it in the table
+                rows.append(Row(label, "scandir+Version", [], [], seconds_at_most(0.020),
+                                error=f"{type(exc).__name__}: {exc}"))
+    return finish(rows, before, time.perf_counter() - t0, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The component registry: distributed components shared by ``name@version``, without a cloud.
+
+>>> from distcomp.registry import locate, open_registry
+>>> open_registry("/shared/registry").publish("components/pytorch-ddp-train")    # doctest: +SKIP
+Published(name='pytorch-ddp-train', version='1.0.0', sha256='...', location='...', created=True)
+>>> locate("pytorch-ddp-train@^1", "/shared/registry")                            # doctest: +SKIP
+PosixPath('/shared/registry/pytorch-ddp-train/1.0.0/component.yaml')
+
+A published version is immutable and stored with a content hash checked on every load. The
+default store is a folder (``$DISTCOMP_REGISTRY``, else the user's data folder); a plugin
+brings another through the ``distcomp_registry_stores`` hook.
+
+Importing this package loads nothing: each name loads its module on first use, so the
+plugin manager (which registers the built-in store) and ``distcomp validate`` stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._directory import DirectoryStore, directory_store
+    from ._locate import default_location, locate, open_registry
+    from ._manifest import Manifest
+    from ._records import (
+        DeprecatedComponentWarning, Published, Reference, RegistryError, Resolved, Summary, VersionInfo,
+    )
+    from ._reference import parse_reference
+    from ._registry import Registry
+    from ._store import RegistryStore
+
+_MODULES = {
+    "_directory": ("DirectoryStore", "directory_store"),
+    "_locate": ("default_location", "locate", "open_registry"),
+    "_manifest": ("Manifest",),
+    "_records": ("DeprecatedComponentWarning", "Published", "Reference", "RegistryError", "Resolved", "Summary",
+                 "VersionInfo"),
+    "_reference": ("parse_reference",),
+    "_registry": ("Registry",),
+    "_store": ("RegistryStore",),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = [
+    "DeprecatedComponentWarning", "DirectoryStore", "Manifest", "Published", "Reference", "Registry",
+    "RegistryError", "RegistryStore", "Resolved", "Summary", "VersionInfo", "default_location",
+    "directory_store", "locate", "open_registry", "parse_reference",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -1,0 +1,71 @@
+"""File-system steps the directory store needs: read-only trees, their removal, atomic JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+__all__ = ["fsync_dir", "make_read_only", "remove_tree", "write_json_atomic"]
+
+
+def make_read_only(top: Path, keep_top: bool = False) -> None:
+    """Files r--r--r-- (r-xr-xr-x when executable), folders r-xr-xr-x: a rank writing into its
+    working folder cannot quietly change a stored version. ``keep_top``: leave ``top`` itself
+    writable (a folder moved to another parent must be, to update its '..')."""
+    for folder, dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(folder, name)
+            os.chmod(path, 0o555 if os.stat(path).st_mode & 0o100 else 0o444)
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o555)
+    if not keep_top:
+        os.chmod(top, 0o555)
+
+
+def remove_tree(top: Path) -> None:
+    """Remove ``top`` even when it was made read-only; a missing one is fine."""
+    try:
+        os.chmod(top, 0o700)
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    for folder, dirs, _files in os.walk(top):
+        for name in dirs:
+            try:
+                os.chmod(os.path.join(folder, name), 0o700)
+            except OSError:
+                pass
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: some file systems refuse)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` by ``data`` as JSON: readers see the old file or the new one, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)

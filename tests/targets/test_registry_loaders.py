@@ -1,0 +1,119 @@
+"""Every loader takes a registry reference (and a folder) as well as a spec file: `distcomp run`,
+`distcomp compile` for each target, `distcomp.kfp.load_component`, `distcomp.azureml.load_component`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distcomp.registry import RegistryError, locate, open_registry
+from distcomp.spec import load
+
+REPO = Path(__file__).resolve().parents[2]
+COMPONENT = REPO / "components" / "pytorch-ddp-train"
+QUICK = ["--input", "epochs=1", "--input", "samples=128"]
+# azure-ai-ml (on marshmallow 3) warns about its own use of marshmallow APIs hundreds of times
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore:.*:UserWarning:marshmallow")
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "registry"
+    published = open_registry(str(root)).publish(COMPONENT / "component.yaml")
+    assert published.created and published.name == "pytorch-ddp-train"
+    monkeypatch.setenv("DISTCOMP_REGISTRY", str(root))
+    return root
+
+
+def distcomp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
+    return subprocess.run([sys.executable, "-m", "distcomp", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=180)
+
+
+def test_locate_resolves_references_folders_and_files(registry: Path) -> None:
+    stored = locate("pytorch-ddp-train@latest")
+    assert stored.is_relative_to(registry) and stored.name == "component.yaml"
+    assert locate("pytorch-ddp-train@^1") == locate("pytorch-ddp-train@>=1.0,<2") == stored
+    assert locate(str(COMPONENT)) == COMPONENT / "component.yaml"
+    assert locate(str(COMPONENT / "component.yaml")) == COMPONENT / "component.yaml"
+    spec = load(stored)
+    assert (spec.code / "train.py").read_bytes() == (COMPONENT / "train.py").read_bytes()
+    with pytest.raises(RegistryError, match="pytorch-ddp-train"):
+        locate("pytorch-ddp-train@^2")
+
+
+def test_run_a_reference_for_real(registry: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = distcomp("run", "pytorch-ddp-train@latest", *QUICK, "--run-dir", "run", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    status = json.loads((work / "run" / "status.json").read_text())
+    assert status["state"] == "succeeded"
+    assert (work / "run" / "outputs" / "model" / "model.pt").is_file()  # outputs land here, not in the registry
+    # the registry copy is untouched: it still verifies
+    assert locate("pytorch-ddp-train@1.0.0").is_file()
+
+
+def test_run_a_folder(tmp_path: Path) -> None:
+    proc = distcomp("run", str(COMPONENT), *QUICK, "--no-tracking", "--run-dir", "run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_compile_every_target_from_a_reference(registry: Path, tmp_path: Path) -> None:
+    ref = "pytorch-ddp-train@^1.0"
+    kube = distcomp("compile", "--target", "kubeflow", ref, "--nodes", "2", cwd=tmp_path)
+    assert kube.returncode == 0, kube.stderr
+    assert yaml.safe_load(kube.stdout)["kind"] == "PyTorchJob"
+    azure = distcomp("compile", "--target", "azureml", ref, "-o", "az/component.yml", cwd=tmp_path)
+    assert azure.returncode == 0, azure.stderr
+    assert yaml.safe_load((tmp_path / "az/component.yml").read_text())["name"] == "pytorch_ddp_train"
+    kfp = distcomp("compile", "--target", "kfp", ref, "-o", "kfp.yaml", cwd=tmp_path)
+    assert kfp.returncode == 0, kfp.stderr
+    mlflow = distcomp("compile", "--target", "mlflow", ref, "-o", "project", cwd=tmp_path)
+    assert mlflow.returncode == 0, mlflow.stderr
+    assert (tmp_path / "project" / "train.py").read_bytes() == (COMPONENT / "train.py").read_bytes()
+    # the project is the user's to change and to compile over again, even if the registry's copy is read-only
+    assert (tmp_path / "project" / "train.py").stat().st_mode & stat.S_IWUSR
+    again = distcomp("compile", "--target", "mlflow", ref, "-o", "project", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+
+
+def test_python_loaders_take_a_reference(registry: Path) -> None:
+    from distcomp import azureml, kfp
+
+    component = kfp.load_component("pytorch-ddp-train@1.0.0")
+    assert component.name == "pytorch-ddp-train"
+    assert "epochs" in component.component_spec.inputs
+    azure = azureml.load_component("pytorch-ddp-train@latest", nodes=2)
+    assert azure.resources.instance_count == 2 and "epochs" in azure.inputs
+
+
+def test_unknown_reference_is_a_clear_error(registry: Path, tmp_path: Path) -> None:
+    proc = distcomp("run", "no-such-component@latest", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no-such-component" in proc.stderr
+    compiled = distcomp("compile", "--target", "azureml", "pytorch-ddp-train@9.9.9", cwd=tmp_path)
+    assert compiled.returncode == 2 and "Traceback" not in compiled.stderr and "9.9.9" in compiled.stderr
+
+
+def test_a_tampered_component_is_refused_by_every_loader(registry: Path, tmp_path: Path) -> None:
+    stored = locate("pytorch-ddp-train@1.0.0")
+    script = stored.parent / "train.py"
+    script.chmod(script.stat().st_mode | stat.S_IWUSR)
+    script.write_text(script.read_text() + "\nimport os; os.system('echo pwned')\n")
+    run = distcomp("run", "pytorch-ddp-train@1.0.0", *QUICK, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "hash" in run.stderr and "train.py" in run.stderr
+    assert not (tmp_path / "runs").exists()  # refused before anything started
+    from distcomp import azureml
+
+    with pytest.raises(azureml.AzureMLTargetError, match="hash"):
+        azureml.load_component("pytorch-ddp-train@latest")
