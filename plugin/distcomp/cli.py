@@ -410,6 +410,8 @@ def _compile_kfp(args: argparse.Namespace) -> int:
 
     if not args.out:
         raise _Usage("--target kfp writes a component file: give -o FILE")
+    if Path(args.out).suffix not in (".yaml", ".yml"):  # what KFP's writer takes (else a ValueError)
+        raise _Usage(f"--target kfp writes YAML: give -o a FILE ending in .yaml (got {args.out})")
     for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
                         ("--name", args.name), ("--namespace", args.namespace), ("--workdir", args.workdir),
                         ("--trainer-v2", args.trainer_v2)):

@@ -10,7 +10,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from distcomp.registry import Registry, open_registry
 from distcomp.registry._manifest import read_manifest
 from tests.conftest import REPO
