@@ -34,6 +34,16 @@ def record(state: Path, name: str, **data: object) -> None:
     tmp.replace(state / name)
 
 
+def fail(code: int) -> None:
+    """Exit with ``code``. A rank still in a gloo group leaves at once: left to the interpreter,
+    gloo's teardown can abort (SIGABRT) while a peer is connected, hiding the code under test."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_initialized():
+        sys.stdout.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def linger(rank: int) -> None:
     """What a healthy rank does while another one fails: wait a minute, unless stopped."""
     time.sleep(60)
@@ -109,7 +119,7 @@ def main() -> None:
     time.sleep(0.3)  # let the other ranks start and record themselves
     if mode == "exit":
         print(f"rank {rank}: disk full, giving up", flush=True)
-        sys.exit(3)
+        fail(3)
     if mode == "kill":
         print(f"rank {rank}: about to be killed", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -119,18 +129,18 @@ def main() -> None:
     if mode == "flaky":
         if attempt == 0:
             print(f"rank {rank}: flaky failure on attempt {attempt}", flush=True)
-            sys.exit(5)
+            fail(5)
         print(f"rank {rank}: recovered on attempt {attempt}", flush=True)
         return
     if mode == "always_fail":
         print(f"rank {rank}: failing on attempt {attempt}", flush=True)
-        sys.exit(4)
+        fail(4)
     if mode == "ignore_term":
         print(f"rank {rank}: failing while the others ignore SIGTERM", flush=True)
-        sys.exit(3)
+        fail(3)
     if mode == "grandchild":
         print(f"rank {rank}: failing, leaving sleep {grandchild.pid} behind", flush=True)
-        sys.exit(3)
+        fail(3)
     if mode == "grandchild_hang":
         print(f"rank {rank}: hanging, with grandchild {grandchild.pid} that ignores SIGTERM", flush=True)
         time.sleep(60)

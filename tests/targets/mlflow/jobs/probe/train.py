@@ -4,7 +4,6 @@ whose value is its rank, so a test can tell that only rank 0's reached MLflow.""
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -41,7 +40,9 @@ for step in range(args.steps):
 if args.fail_rank == rank:
     runtime.flush()
     print(f"rank {rank} fails on purpose", flush=True)
-    sys.exit(3)
+    # at once: left to the interpreter, gloo's teardown can abort (SIGABRT) while the peer is
+    # still connected, and the test checks this exit code
+    os._exit(3)
 time.sleep(args.sleep)
 if rank == 0:
     args.out.mkdir(parents=True, exist_ok=True)
