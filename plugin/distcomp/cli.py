@@ -110,7 +110,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from .spec import InputError, RenderError, SpecError, bind_inputs, load
 
     try:
-        spec = load(locate(args.spec), _launcher_table())
+        spec = load(locate(args.spec, warn=_deprecated), _launcher_table())
     except (RegistryError, SpecError) as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -149,10 +149,15 @@ def _load(path: str, launchers: "Mapping[str, str] | None" = None) -> "Component
     from .spec import SpecError, load
 
     try:
-        file = locate(path)
+        file = locate(path, warn=_deprecated)
         return load(file, launchers) if launchers is not None else load(file)
     except (RegistryError, SpecError) as exc:
         raise _Usage(str(exc)) from None
+
+
+def _deprecated(message: str) -> None:
+    """A deprecated registry version named exactly still loads; say so in one line."""
+    print(f"distcomp: warning: {message}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -117,3 +117,13 @@ def test_a_tampered_component_is_refused_by_every_loader(registry: Path, tmp_pat
 
     with pytest.raises(azureml.AzureMLTargetError, match="hash"):
         azureml.load_component("pytorch-ddp-train@latest")
+
+
+def test_a_deprecated_version_named_exactly_loads_with_a_one_line_warning(registry: Path, tmp_path: Path) -> None:
+    open_registry(str(registry)).deprecate("pytorch-ddp-train@1.0.0", "use 2.0.0")
+    proc = distcomp("render", "pytorch-ddp-train@1.0.0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "distcomp: warning: pytorch-ddp-train@1.0.0 is deprecated: use 2.0.0\n"
+    assert proc.stdout.startswith("python train.py ")
+    latest = distcomp("render", "pytorch-ddp-train@latest", cwd=tmp_path)  # latest skips it: nothing left
+    assert latest.returncode == 2 and "deprecated" in latest.stderr and "Traceback" not in latest.stderr
