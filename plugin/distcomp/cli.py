@@ -408,6 +408,14 @@ def _cluster_tracking(args: argparse.Namespace, spec: "ComponentSpec", tmp: Path
     return tracking
 
 
+def _refuse(args: argparse.Namespace, options: Sequence[str], message: str) -> None:
+    """A usage error for the first of ``options`` (argparse dests) given to a target it does not
+    apply to; ``message`` names it as ``{flag}``."""
+    for dest in options:
+        if getattr(args, dest):
+            raise _Usage(message.format(flag="--" + dest.replace("_", "-")))
+
+
 def _compile_kfp(args: argparse.Namespace) -> int:
     """A KFP v2 component file (one node: the step starts the ranks itself; several: it submits
     a Kubeflow job sharing ``--volume`` with the step)."""
@@ -417,11 +425,8 @@ def _compile_kfp(args: argparse.Namespace) -> int:
         raise _Usage("--target kfp writes a component file: give -o FILE")
     if Path(args.out).suffix not in (".yaml", ".yml"):  # what KFP's writer takes (else a ValueError)
         raise _Usage(f"--target kfp writes YAML: give -o a FILE ending in .yaml (got {args.out})")
-    for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
-                        ("--name", args.name), ("--namespace", args.namespace), ("--workdir", args.workdir),
-                        ("--trainer-v2", args.trainer_v2)):
-        if given:
-            raise _Usage(f"{flag} is for --target kubeflow; a KFP component takes its inputs in the pipeline")
+    _refuse(args, ("input", "output_path", "env", "name", "namespace", "workdir", "trainer_v2"),
+            "{flag} is for --target kubeflow; a KFP component takes its inputs in the pipeline")
     volumes = list(_volumes(args.volume).items())
     if len(volumes) > 1:
         raise _Usage("--target kfp takes one --volume: the claim the step shares with the pods of a multi-node job")
@@ -441,12 +446,9 @@ def _compile_mlflow(args: argparse.Namespace) -> int:
 
     if not args.out:
         raise _Usage("--target mlflow writes a project folder: give -o DIR")
-    for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
-                        ("--image", args.image), ("--name", args.name), ("--namespace", args.namespace),
-                        ("--workdir", args.workdir), ("--volume", args.volume), ("--trainer-v2", args.trainer_v2)):
-        if given:
-            raise _Usage(f"{flag} does not apply to --target mlflow: the project's inputs are `mlflow run -P "
-                         "NAME=VALUE` parameters, and it runs in the environment of `mlflow run`")
+    _refuse(args, ("input", "output_path", "env", "image", "name", "namespace", "workdir", "volume", "trainer_v2"),
+            "{flag} does not apply to --target mlflow: the project's inputs are `mlflow run -P NAME=VALUE` "
+            "parameters, and it runs in the environment of `mlflow run`")
     try:
         path = compile_project(args.spec, args.out, nodes=args.nodes, nproc_per_node=args.nproc_per_node)
     except MlflowTargetError as exc:
@@ -460,12 +462,9 @@ def _compile_azureml(args: argparse.Namespace) -> int:
     """An azure-ai-ml command component YAML, validated by azure-ai-ml before it is written."""
     from .targets.azureml import AzureMLTargetError, compile_component, compile_mapping, to_yaml
 
-    for flag, given in (("--input", args.input), ("--output-path", args.output_path), ("--env", args.env),
-                        ("--name", args.name), ("--namespace", args.namespace), ("--workdir", args.workdir),
-                        ("--trainer-v2", args.trainer_v2), ("--volume", args.volume)):
-        if given:
-            raise _Usage(f"{flag} does not apply to --target azureml: a component takes its inputs in the "
-                         "pipeline or job that uses it")
+    _refuse(args, ("input", "output_path", "env", "name", "namespace", "workdir", "trainer_v2", "volume"),
+            "{flag} does not apply to --target azureml: a component takes its inputs in the pipeline or job "
+            "that uses it")
     if args.environment and args.image:
         raise _Usage("give --environment or --image, not both")
     options = dict(nodes=args.nodes, nproc_per_node=args.nproc_per_node, environment=args.environment,
