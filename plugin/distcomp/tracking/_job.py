@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, SECRET_NAME, RunData, RunRef,
+from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                        TrackingError, truncate, user)
+from ..redact import is_secret
 from ._store import Store, open_store
 from ._uri import DEFAULT_URI, resolve_uri, sqlite_path
 
@@ -113,7 +114,7 @@ def _text(value: Any) -> str:
 
 def job_params(values: Mapping[str, Any]) -> dict[str, str]:
     """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow."""
-    return {truncate(name, MAX_KEY): REDACTED if SECRET_NAME.search(name) else truncate(_text(value), MAX_PARAM_VALUE)
+    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else truncate(_text(value), MAX_PARAM_VALUE)
             for name, value in values.items() if value is not None}
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import getpass
-import re
 from dataclasses import dataclass
 from typing import Mapping
+
+from ..redact import REDACTED, SECRET_NAME  # noqa: F401  (one rule for the whole package; re-exported)
 
 # MLflow's own limits (mlflow/utils/validation.py): longer values are refused by every store.
 MAX_KEY = 250
@@ -13,10 +14,6 @@ MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 8000
 MAX_PARAMS_TAGS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
-
-# Names that must never reach MLflow with their value (inputs, variables).
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-REDACTED = "***"
 
 TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
