@@ -61,6 +61,8 @@ DISAGREEMENTS: dict[str, tuple[str, str, str]] = {
                               "internal Distributed, copies it into distribution.type); distcomp rejects 'pytorc'"),
     "not-distributed.yaml": ("valid", "invalid", "type: CommandComponent is a valid v1 internal type for azure; "
                              "distcomp loads only distributed components"),
+    "nul-byte.yaml": ("valid", "invalid", f"{V1} takes any string as a default, enum value, environment variable "
+                      "or command; a NUL byte in one can never reach the program (exec refuses it)"),
     "v2-no-distribution.yml": ("valid", "invalid", "distribution: is optional in azure's CommandComponentSchema "
                                "(a single-node command); distcomp requires it, as it loads distributed components"),
     # azure is stricter for reasons distcomp does not share

@@ -44,7 +44,7 @@ def test_every_error_class_of_the_issue_is_covered() -> None:
                    "is not one of the enum values", "min is greater than max",
                    "launcher.node_count: out of range (expected a positive integer, got 0)",
                    "process_count_per_node: out of range", "did you mean 'default'?", "did you mean 'launcher'?",
-                   "did you mean 'epochs'?", "duplicate key"):
+                   "did you mean 'epochs'?", "duplicate key", "holds a NUL byte (\\0)"):
         assert needle in text, needle
 
 

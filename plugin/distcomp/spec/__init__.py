@@ -8,15 +8,18 @@
 
 from ._diagnostics import Diagnostic, SpecError
 from ._jsonschema import json_schema
+from ._limits import MAX_ARG_STRLEN, arg_problem, command_problems
 from ._loader import DIALECTS, LoadResult, check_file, check_text, detect, load, loads
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec
+from ._paths import SymlinkLoop, resolve as resolve_path
 from ._template import CommandTemplate, RenderError
 from ._types import BUILTIN_LAUNCHERS, canonical_launcher
-from ._values import InputError, bind_inputs, parse_value, render_value
+from ._values import InputError, bind_inputs, is_uri, parse_value, render_value
 
 __all__ = [
     "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
-    "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "OutputSpec", "RenderError", "RoleSpec",
-    "SpecError", "bind_inputs", "canonical_launcher", "check_file", "check_text", "detect", "json_schema",
-    "load", "loads", "parse_value", "render_value",
+    "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "OutputSpec", "RenderError",
+    "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "canonical_launcher", "check_file",
+    "check_text", "command_problems", "detect", "is_uri", "json_schema", "load", "loads", "parse_value",
+    "render_value", "resolve_path",
 ]

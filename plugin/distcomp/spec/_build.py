@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 from . import _template
 from ._diagnostics import DocPath, Problems, did_you_mean, one_of, show
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec, frozen_map
+from ._paths import SymlinkLoop, resolve
 from ._source import Located
 from ._types import PARAMETER_TYPES, PORT_TYPES, TENSORFLOW
 from ._values import check_default, is_uri
@@ -236,10 +237,16 @@ def make_code(ctx: Context, raw: Any, path: DocPath) -> Path:
         ctx.problems.add(where, f"code {show(text)} is not a local folder", expected="a folder path relative to the spec",
                          hint="download the snapshot and point code: at it")
         return ctx.base_dir
+    if "\0" in text:
+        return ctx.base_dir  # reported where it is written (check_document)
     try:
-        folder = (ctx.base_dir / text).resolve()
+        folder = resolve(ctx.base_dir / text)
         exists = folder.is_dir()
-    except (OSError, ValueError) as exc:  # name too long, NUL byte, ...
+    except SymlinkLoop:
+        ctx.problems.add(where, f"code folder {show(text)} is a symbolic link loop",
+                         expected="a folder path relative to the spec", hint="point code: at a real folder")
+        return ctx.base_dir
+    except (OSError, ValueError) as exc:  # name too long, ...
         ctx.problems.add(where, f"code folder {show(text)} is not a usable path ({getattr(exc, 'strerror', None) or exc})",
                          expected="a folder path relative to the spec")
         return ctx.base_dir
@@ -260,15 +267,15 @@ def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: D
         ctx.problems.add(path, "the command is empty", expected="a command such as 'python train.py'")
         return None
     template, issues = _template.parse(source, dialect)
-    start = ctx.doc.locate(path)
+    where = _Locator(ctx.text, ctx.doc.locate(path))
     for issue in issues:
-        line, col = _find(ctx.text, start, issue.snippet, issue.occurrence)
+        line, col = where.nth(issue.snippet, issue.occurrence)
         ctx.problems.at(line, col, path, issue.message, hint=issue.hint, severity=issue.severity)
     seen: dict[str, int] = {}
     skip = set(declared) - set(inputs)
     for ref, inside in template.references():
         pool: Mapping[str, Any] = inputs if ref.kind == "inputs" else outputs
-        line, col = _find(ctx.text, start, ref.source, seen.get(ref.source, 0))
+        line, col = where.next(ref.source, seen.get(ref.source, 0))
         seen[ref.source] = seen.get(ref.source, 0) + 1
         if ref.kind == "inputs" and ref.name in skip:
             continue
@@ -287,17 +294,44 @@ def parse_command(ctx: Context, source: Any, dialect: _template.Dialect, path: D
     return template
 
 
-def _find(text: str, start: tuple[int, int], snippet: str, occurrence: int = 0) -> tuple[int, int]:
-    """Where the ``occurrence``-th ``snippet`` appears at or after ``start`` in the file.
-    Folded YAML moves words across lines but keeps each token whole, so search raw lines;
-    ``start`` if it cannot be found."""
-    lines = text.splitlines()
-    line0, col0 = start
-    for idx in range(line0 - 1, len(lines)):
-        at = col0 - 1 if idx == line0 - 1 else 0
-        while snippet and (found := lines[idx].find(snippet, at)) >= 0:
-            if occurrence == 0:
-                return idx + 1, found + 1
-            occurrence -= 1
-            at = found + len(snippet)
-    return start
+class _Locator:
+    """Where the command's tokens are written in the file. Folded YAML moves words across lines
+    but keeps each token whole and in order, so search the raw lines (split once, not per token:
+    that made validate quadratic in the number of references)."""
+
+    def __init__(self, text: str, start: tuple[int, int]) -> None:
+        self.lines = text.splitlines()
+        self.start = start
+        self.cursor = (start[0] - 1, start[1] - 1)  # just after the last token found in order (0-based)
+        self.resume: dict[str, tuple[int, int, int]] = {}  # snippet -> (occurrence, line, col) to go on from
+
+    def next(self, snippet: str, occurrence: int) -> tuple[int, int]:
+        """The ``occurrence``-th ``snippet``, found after the previous token: tokens come in order."""
+        found = self._scan(snippet, *self.cursor)
+        if found is None:
+            return self.nth(snippet, occurrence)
+        self.cursor = (found[0], found[1] + len(snippet))
+        return found[0] + 1, found[1] + 1
+
+    def nth(self, snippet: str, occurrence: int) -> tuple[int, int]:
+        """The ``occurrence``-th ``snippet`` at or after the command's start; the start if it is not there."""
+        done, line, col = self.resume.get(snippet, (0, self.start[0] - 1, self.start[1] - 1))
+        if occurrence < done:
+            done, line, col = 0, self.start[0] - 1, self.start[1] - 1
+        while (found := self._scan(snippet, line, col)) is not None:
+            line, col = found[0], found[1] + len(snippet)
+            done += 1
+            self.resume[snippet] = (done, line, col)
+            if done > occurrence:
+                return found[0] + 1, found[1] + 1
+        return self.start
+
+    def _scan(self, snippet: str, line: int, col: int) -> tuple[int, int] | None:
+        """The first ``snippet`` at or after 0-based ``line``, ``col``."""
+        if not snippet:
+            return None
+        for idx in range(line, len(self.lines)):
+            at = self.lines[idx].find(snippet, col if idx == line else 0)
+            if at >= 0:
+                return idx, at
+        return None

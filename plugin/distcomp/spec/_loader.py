@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 from . import _dialect_draft, _dialect_sdk, _dialect_v2
 from ._build import Context
 from ._diagnostics import Diagnostic, Problems, SpecError, show
+from ._limits import check_document
 from ._model import ComponentSpec
 from ._schema import Obj
 from ._source import parse
@@ -85,6 +86,7 @@ def check_text(text: str, file: str, base_dir: Path,
         return LoadResult(None, tuple(problems.items))
     dialect = DIALECTS[key]
     dialect.schema(launchers).check(doc.data, (), problems)
+    check_document(doc.data, problems)
     ctx = Context(file, text, doc, problems, base_dir, launchers)
     try:
         spec = dialect.build(ctx, doc.data)

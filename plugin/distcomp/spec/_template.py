@@ -167,6 +167,15 @@ def parse(source: str, dialect: Dialect) -> tuple[CommandTemplate, list[Template
     return CommandTemplate(source, items), p.issues
 
 
+class _Chars(list):  # type: ignore[type-arg]
+    """A run of literal text being read, joined once into a Text (adding to a Text per
+    character copied it each time: quadratic in a long word)."""
+
+
+def _joined(items: list[Item]) -> tuple[Item, ...]:
+    return tuple(Text("".join(i)) if isinstance(i, _Chars) else i for i in items)
+
+
 class _Parser:
     def __init__(self, source: str, dialect: Dialect) -> None:
         self.s = source
@@ -184,10 +193,10 @@ class _Parser:
         self.issues.append(TemplateIssue(message, snippet, self.s.count(snippet, 0, at), **kw))  # type: ignore[arg-type]
 
     def text(self, t: str) -> None:
-        if self.out and isinstance(self.out[-1], Text):
-            self.out[-1] = Text(self.out[-1].text + t)  # type: ignore[union-attr]
+        if self.out and isinstance(self.out[-1], _Chars):
+            self.out[-1].append(t)
         else:
-            self.out.append(Text(t))
+            self.out.append(_Chars([t]))  # type: ignore[arg-type]
 
     def run(self) -> tuple[Item, ...]:
         quote: str | None = None
@@ -238,9 +247,9 @@ class _Parser:
             items, start = self.stack.pop()
             self.issue(f"unbalanced '{opener}': the optional block is never closed", opener, start,
                        hint=f"close it with '{closer}'")
-            self.out.append(Block(tuple(items), s[start:]))
+            self.out.append(Block(_joined(items), s[start:]))
         self.check_shell_operators()
-        return tuple(self.out)
+        return _joined(self.out)
 
     def try_ref(self, quote: str | None) -> bool:
         s, i = self.s, self.i
@@ -297,7 +306,7 @@ class _Parser:
                            hint=f"remove it or open the block with '{opener}'")
             else:
                 items, start = self.stack.pop()
-                self.out.append(Block(tuple(items), s[start:i + width]))
+                self.out.append(Block(_joined(items), s[start:i + width]))
         self.i += width
         return True
 

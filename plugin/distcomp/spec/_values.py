@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ._diagnostics import did_you_mean, one_of, show
+from ._limits import arg_problem
 
 if TYPE_CHECKING:
     from ._model import ComponentSpec, InputSpec
@@ -77,6 +78,9 @@ def _constraints(spec: "InputSpec", value: Any) -> tuple[str | None, str | None]
 
 def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     """Parse a command-line value; raises ValueError with a message naming the input."""
+    unpassable = arg_problem(text)
+    if unpassable:
+        raise ValueError(f"input '{spec.name}': the value {unpassable[0]}; {unpassable[1]}")
     t = spec.type
     if spec.is_port:
         if is_uri(text):
