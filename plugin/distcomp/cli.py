@@ -677,6 +677,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "store plugin (default: $DISTCOMP_REGISTRY, else ~/.local/share/distcomp/registry)")
     q = actions.add_parser("publish", parents=[where], help="store specs and their code folders")
     q.add_argument("specs", nargs="+", metavar="SPEC", help="a component.yaml or a folder holding one")
+    q.add_argument("--allow-external-links", action="store_true", help="store a copy of the file a symbolic link "
+                   "in the code folder leads to outside it (refused by default)")
     for action, help_text in (("list", "every component: latest version, version count"),
                               ("search", "components whose name, title, description or tags contain TEXT"),
                               ("show", "one version: inputs, outputs, hash, where it is stored, other versions")):

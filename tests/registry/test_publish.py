@@ -101,13 +101,15 @@ def test_what_is_left_out_of_the_snapshot(registry: Registry, make: Make) -> Non
                              "run.py"]
 
 
-def test_a_link_to_a_file_is_stored_as_the_file(registry: Registry, make: Make, tmp_path: Path) -> None:
+def test_a_link_to_a_file_in_the_code_folder_is_stored_as_the_file(registry: Registry, make: Make) -> None:
     src = make()
-    (tmp_path / "shared.py").write_text("SHARED = 1\n")
-    (src / "shared.py").symlink_to(tmp_path / "shared.py")
+    (src / "lib").mkdir()
+    (src / "lib" / "shared.py").write_text("SHARED = 1\n")
+    (src / "shared.py").symlink_to("lib/shared.py")
     done = registry.publish(src)
     stored = Path(done.location) / "shared.py"
     assert not stored.is_symlink() and stored.read_text() == "SHARED = 1\n"
+    assert done.copied == ()  # nothing came from outside
 
 
 def test_a_link_to_a_folder_is_refused(registry: Registry, make: Make, tmp_path: Path) -> None:

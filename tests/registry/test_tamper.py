@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -108,9 +110,23 @@ def test_a_manifest_of_another_version_is_refused(registry: Registry, make: Make
         registry.resolve("demo@1.0.0")
 
 
-def test_bytecode_a_rank_leaves_is_not_a_change(registry: Registry, make: Make) -> None:
-    stored = Path(registry.publish(make()).location)
+@pytest.mark.parametrize("planted", ["__pycache__/run.cpython-311.pyc", "pkg/__pycache__/mod.cpython-311.pyc",
+                                     "run.pyc"])
+def test_planted_bytecode_is_refused(registry: Registry, make: Make, planted: str) -> None:
+    """Python runs a .pyc found in __pycache__ instead of its source: no hash covers one, so a
+    stored version holding one does not verify (ranks keep their bytecode elsewhere)."""
+    src = make()
+    (src / "pkg").mkdir()
+    (src / "pkg" / "mod.py").write_text("X = 1\n")
+    stored = Path(registry.publish(src).location)
+    folder = (stored / planted).parent
     writable(stored)
-    (stored / "__pycache__").mkdir()
-    (stored / "__pycache__" / "run.cpython-311.pyc").write_bytes(b"\0")
-    assert registry.resolve("demo@1.0.0").version == "1.0.0"
+    if folder != stored:
+        writable(folder.parent)
+        folder.mkdir(exist_ok=True)
+    (stored / planted).write_bytes(b"\0")
+    assert refused(lambda: registry.resolve("demo@1.0.0")) == mismatch(stored, f"{planted} was added")
+    show = subprocess.run([sys.executable, "-m", "distcomp", "registry", "show", "demo@1.0.0", "--registry",
+                           registry.location], capture_output=True, text=True, timeout=120)
+    assert (show.returncode, show.stdout) == (2, "")  # it no longer says "verified"
+    assert show.stderr == f"distcomp registry: {mismatch(stored, f'{planted} was added')}\n"

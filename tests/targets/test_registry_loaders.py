@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import py_compile
 import stat
 import subprocess
 import sys
@@ -32,8 +33,8 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def distcomp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
+def distcomp(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}", **(env or {})}
     return subprocess.run([sys.executable, "-m", "distcomp", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=180)
 
@@ -127,3 +128,86 @@ def test_a_deprecated_version_named_exactly_loads_with_a_one_line_warning(regist
     assert proc.stdout.startswith("python train.py ")
     latest = distcomp("render", "pytorch-ddp-train@latest", cwd=tmp_path)  # latest skips it: nothing left
     assert latest.returncode == 2 and "deprecated" in latest.stderr and "Traceback" not in latest.stderr
+
+
+# A component whose rank imports a module of its code folder, and says which code it ran.
+WHO = {
+    "component.yaml": "name: who\nversion: 1.0.0\ntype: DistributedComponent\noutputs:\n  result:\n"
+                      "    type: AnyDirectory\nlauncher:\n  type: torch.distributed\n"
+                      "  additional_arguments: python run.py {outputs.result}\ncode: .\n",
+    "run.py": "import pathlib, sys\nimport helper\npathlib.Path(sys.argv[1], 'who.txt').write_text(helper.WHO)\n",
+    "helper.py": "WHO = 'source'\n",
+}
+
+
+@pytest.fixture
+def who(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``who@1.0.0`` published in a registry of its own ($DISTCOMP_REGISTRY); its stored folder."""
+    src = tmp_path / "who"
+    src.mkdir()
+    for name, text in WHO.items():
+        (src / name).write_text(text)
+    root = tmp_path / "registry"
+    monkeypatch.setenv("DISTCOMP_REGISTRY", str(root))
+    return Path(open_registry(str(root)).publish(src).location)
+
+
+def plant_bytecode(stored: Path, tmp_path: Path) -> Path:
+    """Bytecode of another helper.py where Python looks first; 'unchecked' so no source date or
+    size can make Python pass it over: only not looking there does."""
+    stored.chmod(0o755)  # a registry user who can write there (root can anyway)
+    evil = tmp_path / "evil_helper.py"
+    evil.write_text("WHO = 'planted'\n")
+    pyc = stored / "__pycache__" / f"helper.{sys.implementation.cache_tag}.pyc"
+    py_compile.compile(str(evil), cfile=str(pyc), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    check = subprocess.run([sys.executable, "-c", "import helper; print(helper.WHO)"], cwd=stored, text=True,
+                           capture_output=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"})
+    assert check.stdout == "planted\n", check.stderr  # what a plain Python in that folder would run
+    return pyc
+
+
+def test_planted_bytecode_is_refused_before_anything_starts(who: Path, tmp_path: Path) -> None:
+    pyc = plant_bytecode(who, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    added = f"{pyc.relative_to(who)} was added"
+    for spec in ("who@1.0.0", "who@latest", str(who), str(who / "component.yaml")):  # by reference or by path
+        proc = distcomp("run", spec, "--run-dir", "run", cwd=work)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"stored who@1.0.0 at {who} does not match its content hash: {added}" in proc.stderr
+        assert list(work.iterdir()) == []  # no run folder, no MLflow store: nothing was created
+
+
+def test_ranks_of_a_registry_job_never_read_stored_bytecode(who: Path, tmp_path: Path) -> None:
+    """Verification bypassed (the library's load() takes a file as it is): the rank still runs the
+    hashed source, because its Python keeps bytecode in the per-user cache, not beside the code."""
+    from distcomp.plugins import get_plugin_manager
+    from distcomp.targets.local import RunOptions, run_topology
+
+    plant_bytecode(who, tmp_path)
+    spec = load(who / "component.yaml")
+    topology = get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run_topology(spec, topology, {}, {"result": str(out)}, RunOptions(tmp_path / "run", echo=False))
+    assert result.state == "succeeded", result
+    assert (out / "who.txt").read_text() == "source"
+
+
+def test_a_registry_job_writes_no_bytecode_into_the_registry(who: Path, tmp_path: Path) -> None:
+    """Run as root (CI, containers), Python writes __pycache__ through read-only modes: a job
+    would change the stored version it runs. Its bytecode goes to $XDG_CACHE_HOME/distcomp."""
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "run", "who@1.0.0", "--no-tracking", "--run-dir", "run"],
+                          capture_output=True, text=True, cwd=work, timeout=180,
+                          env={**env, "XDG_CACHE_HOME": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "run" / "outputs" / "result" / "who.txt").read_text() == "source"
+    assert not (who / "__pycache__").exists()
+    assert (cache / "distcomp" / "pycache" / who.relative_to("/") / "__pycache__").exists() is False
+    assert (cache / "distcomp" / "pycache" / who.relative_to("/") / f"helper.{sys.implementation.cache_tag}.pyc"
+            ).is_file()
+    assert locate("who@1.0.0").parent == who  # still verifies

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._reference import parse_reference
     from ._registry import Registry
     from ._store import RegistryStore
+    from ._stored import pycache_prefix, stored_code_env, stored_version
 
 _MODULES = {
     "_directory": ("DirectoryStore", "directory_store"),
@@ -39,13 +40,15 @@ _MODULES = {
     "_reference": ("parse_reference",),
     "_registry": ("Registry",),
     "_store": ("RegistryStore",),
+    "_stored": ("pycache_prefix", "stored_code_env", "stored_version"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "DeprecatedComponentWarning", "DirectoryStore", "Manifest", "Published", "Reference", "Registry",
     "RegistryError", "RegistryStore", "Resolved", "Summary", "VersionInfo", "default_location",
-    "directory_store", "locate", "open_registry", "parse_reference",
+    "directory_store", "locate", "open_registry", "parse_reference", "pycache_prefix", "stored_code_env",
+    "stored_version",
 ]
 
 

@@ -47,11 +47,16 @@ def _publish(registry: Registry, args: argparse.Namespace) -> int:
     failed = 0
     for spec in _specs(args.specs):
         try:
-            done = registry.publish(spec)
+            done = registry.publish(spec, args.allow_external_links)
         except RegistryError as exc:
             _err(str(exc))
             failed += 1
             continue
+        for line in done.swept:
+            _err(f"note: removed what an interrupted publish left in the registry's staging area: {line}")
+        for stored, target in done.copied:
+            _err(f"note: {done.name}@{done.version}: {stored} is stored as a copy of {target} (a symbolic link "
+                 "outside the code folder, allowed by --allow-external-links)")
         if done.created:
             print(f"published {done.name}@{done.version} (sha256 {done.sha256[:12]})")
         else:

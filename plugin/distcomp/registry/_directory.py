@@ -3,11 +3,13 @@
     ROOT/NAME/VERSION/           one published version, read-only: manifest.json, the spec, its code
     ROOT/NAME/.metadata.json     the deprecations of NAME (replaced atomically)
     ROOT/NAME/.metadata.lock     flock(2)ed around each metadata update
-    ROOT/.staging/               versions being built; one a crashed publisher left is removed after a day
+    ROOT/.staging/               versions being built, each named after its publisher (``_staging``);
+                                 one whose publisher is gone is removed by the next publish
 
 A version is built in ``.staging`` and renamed to ``NAME/VERSION`` in one ``rename(2)``,
 atomic on one POSIX file system (NFS included); a directory is never renamed over a
-non-empty one, so of several publishers of one version exactly one succeeds.
+non-empty one, so of several publishers of one version exactly one succeeds. Paths stay inside
+ROOT: a NAME, VERSION or ``.staging`` that is a symbolic link is refused, never followed.
 """
 
 from __future__ import annotations
@@ -17,19 +19,18 @@ import fcntl
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 from ._fs import fsync_dir, make_read_only, remove_tree, write_json_atomic
 from ._records import RegistryError
+from ._staging import leftover, owner_prefix
 from ._store import Metadata
 
 __all__ = ["DirectoryStore", "directory_store"]
 
 STAGING = ".staging"
 METADATA = ".metadata.json"
-STALE_S = 24 * 3600.0
 
 
 def _part(text: str) -> str:
@@ -49,7 +50,7 @@ class DirectoryStore:
     def _dirs(self, folder: Path) -> Iterator[str]:
         try:
             with os.scandir(folder) as entries:
-                yield from (e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+                yield from (e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
         except (FileNotFoundError, NotADirectoryError):
             return
 
@@ -63,31 +64,47 @@ class DirectoryStore:
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    def _inside(self, path: Path, what: str) -> Path:
+        """``path`` itself, refused when it is a symbolic link (it would lead out of the registry)."""
+        if path.is_symlink():
+            raise RegistryError(f"the registry at {self.root} holds {what} {path} as a symbolic link (to "
+                                f"{os.readlink(path)}); the registry only uses its own folders: remove the link")
+        return path
+
     def folder(self, name: str, version: str) -> Path | None:
-        path = self.root / _part(name) / _part(version)
+        self._inside(self.root / _part(name), "the component folder")
+        path = self._inside(self.root / name / _part(version), "the version folder")
         return path if path.is_dir() else None
 
     def stage(self, name: str, version: str) -> Path:
-        staging = self.root / STAGING
+        staging = self._inside(self.root / STAGING, "its staging folder")
         staging.mkdir(parents=True, exist_ok=True)
-        self._clean(staging)
-        return Path(tempfile.mkdtemp(prefix=f"{_part(name)}@{_part(version)}.", dir=staging))
+        return Path(tempfile.mkdtemp(prefix=owner_prefix(f"{_part(name)}@{_part(version)}"), dir=staging))
 
-    @staticmethod
-    def _clean(staging: Path) -> None:
-        """Remove what publishers that crashed left behind, once it is a day old."""
-        now = time.time()
-        with os.scandir(staging) as entries:
-            for entry in entries:
-                try:
-                    old = now - entry.stat(follow_symlinks=False).st_mtime > STALE_S
-                except OSError:
-                    continue
-                if old:
-                    remove_tree(Path(entry.path))
+    def sweep(self) -> list[str]:
+        """Remove the staging folders no live publisher owns (``_staging.leftover``); one line
+        per folder removed: NAME@VERSION, its files and size, why it was left over."""
+        removed: list[str] = []
+        try:
+            with os.scandir(self._inside(self.root / STAGING, "its staging folder")) as entries:
+                found = [(e.path, e.name) for e in entries]
+        except (FileNotFoundError, NotADirectoryError):
+            return removed
+        for path, name in found:
+            try:
+                left = leftover(name, os.lstat(path).st_mtime)
+            except FileNotFoundError:  # its publisher has just stored it
+                continue
+            if left is None:
+                continue
+            files, size = _usage(path)
+            remove_tree(Path(path))
+            if not os.path.lexists(path):
+                removed.append(f"{left.label}: {files} file{'s' * (files != 1)}, {size / 1e6:.1f} MB ({left.reason})")
+        return removed
 
     def put(self, name: str, version: str, folder: Path) -> bool:
-        parent = self.root / _part(name)
+        parent = self._inside(self.root / _part(name), "the component folder")
         target = parent / _part(version)
         try:
             make_read_only(folder, keep_top=True)
@@ -117,13 +134,36 @@ class DirectoryStore:
         return data
 
     def update_metadata(self, name: str, change: Callable[[Metadata], Metadata]) -> Metadata:
-        folder = self.root / _part(name)
+        folder = self._inside(self.root / _part(name), "the component folder")
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / ".metadata.lock", "a+b") as lock:
+        try:  # never through a link: opening one would create or lock a file outside the registry
+            fd = os.open(folder / ".metadata.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise RegistryError(f"cannot lock {folder / '.metadata.lock'} ({exc.strerror}); it must be a plain "
+                                "file of the registry: remove it") from None
+        with open(fd, "r+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             data = change(self.metadata(name))
             write_json_atomic(folder / METADATA, data)
         return data
+
+
+def _usage(top: str) -> tuple[int, int]:
+    """Files under ``top`` and their bytes, links not followed (a link or file is one itself)."""
+    if not os.path.isdir(top) or os.path.islink(top):
+        try:
+            return 1, os.lstat(top).st_size
+        except OSError:
+            return 0, 0
+    files = size = 0
+    for folder, _dirs, names in os.walk(top):
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(folder, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    return files, size
 
 
 def directory_store(location: str) -> DirectoryStore:

@@ -25,20 +25,33 @@ def make_read_only(top: Path, keep_top: bool = False) -> None:
         os.chmod(top, 0o555)
 
 
-def remove_tree(top: Path) -> None:
-    """Remove ``top`` even when it was made read-only; a missing one is fine."""
+def _open_up(folder: str) -> None:
+    """chmod 700 a folder, never what a link there leads to (O_NOFOLLOW: no race with a swap)."""
     try:
-        os.chmod(top, 0o700)
-    except FileNotFoundError:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
         return
+    try:
+        os.fchmod(fd, 0o700)
     except OSError:
         pass
+    finally:
+        os.close(fd)
+
+
+def remove_tree(top: Path) -> None:
+    """Remove ``top`` even when it was made read-only; a missing one is fine. A symbolic link
+    (or a file) is removed itself: nothing a link leads to is changed."""
+    if os.path.islink(top) or os.path.isfile(top):
+        try:
+            os.unlink(top)
+        except OSError:
+            pass
+        return
+    _open_up(str(top))
     for folder, dirs, _files in os.walk(top):
         for name in dirs:
-            try:
-                os.chmod(os.path.join(folder, name), 0o700)
-            except OSError:
-                pass
+            _open_up(os.path.join(folder, name))
     shutil.rmtree(top, ignore_errors=True)
 
 

@@ -8,9 +8,11 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ._manifest import read_manifest, verify
 from ._records import DeprecatedComponentWarning, RegistryError
 from ._reference import looks_like_reference, parse_reference
 from ._registry import Registry
+from ._stored import stored_version
 
 if TYPE_CHECKING:
     from ..plugins import PluginManager
@@ -57,18 +59,28 @@ def _warn(message: str) -> None:
     warnings.warn(message, DeprecatedComponentWarning, stacklevel=3)
 
 
+def _checked(path: Path) -> Path:
+    """``path``, after the hash check of the stored version it lies in, if any: a stored copy
+    named by its path runs only what its hash covers, as one named by reference does."""
+    folder = stored_version(path)
+    if folder is not None:
+        verify(folder, read_manifest(folder, folder.parent.name, folder.name))
+    return path
+
+
 def locate(text: str, registry: str | None = None, *, warn: Callable[[str], None] | None = None) -> Path:
     """The spec file ``text`` means: an existing file; an existing folder's component.yaml;
     for ``NAME@SELECTOR`` (``pytorch-ddp-train@1.0.0``, ``@latest``, ``@^1.2``, ``@>=1.0,<2``)
     the verified stored spec from the registry at ``registry`` (default as ``open_registry``);
     otherwise ``Path(text)`` unchanged, for the caller's loader to report. A deprecated version
-    named exactly resolves, and ``warn`` (default: a DeprecatedComponentWarning) is told."""
+    named exactly resolves, and ``warn`` (default: a DeprecatedComponentWarning) is told. A
+    file or folder inside a stored version is hash-checked too."""
     path = Path(text)
     if path.is_file():
-        return path
+        return _checked(path)
     if path.is_dir():
-        return path / ("component.yml" if not (path / "component.yaml").exists()
-                       and (path / "component.yml").is_file() else "component.yaml")
+        return _checked(path / ("component.yml" if not (path / "component.yaml").exists()
+                                and (path / "component.yml").is_file() else "component.yaml"))
     if not looks_like_reference(text):
         return path
     resolved = open_registry(registry).resolve(parse_reference(text))

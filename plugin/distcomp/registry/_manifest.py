@@ -23,7 +23,6 @@ __all__ = ["MANIFEST", "FileEntry", "Manifest", "content_hash", "hash_file", "re
 
 MANIFEST = "manifest.json"
 FORMAT = 1
-IGNORED_DIRS = frozenset({"__pycache__"})  # bytecode a rank's Python may write; never published
 _HEX = re.compile(r"[0-9a-f]{64}\Z")
 _MAX_MANIFEST = 64 * 1024 * 1024
 
@@ -127,8 +126,7 @@ def _walk(folder: Path, prefix: str, found: dict[str, bool], odd: list[str]) -> 
             if entry.is_symlink():
                 odd.append(rel)
             elif entry.is_dir():
-                if entry.name not in IGNORED_DIRS:
-                    _walk(Path(entry.path), rel + "/", found, odd)
+                _walk(Path(entry.path), rel + "/", found, odd)
             elif entry.is_file():
                 found[rel] = bool(entry.stat().st_mode & 0o100)
             else:
@@ -137,7 +135,9 @@ def _walk(folder: Path, prefix: str, found: dict[str, bool], odd: list[str]) -> 
 
 def verify(folder: Path, manifest: Manifest) -> None:
     """Raise the hash-mismatch RegistryError unless ``folder`` holds exactly the manifest's
-    files with their content (``__pycache__`` folders aside)."""
+    files with their content. Nothing else is allowed, ``__pycache__`` included: Python would
+    run a ``.pyc`` found there instead of the hashed source (ranks of registry jobs keep their
+    bytecode elsewhere, see ``pycache_prefix``)."""
     found: dict[str, bool] = {}
     odd: list[str] = []
     try:

@@ -42,6 +42,8 @@ class Published:
     sha256: str
     location: str  # where the version is stored
     created: bool
+    copied: tuple[tuple[str, str], ...] = ()  # (stored file, the file outside the code folder a link led to)
+    swept: tuple[str, ...] = ()  # leftovers of interrupted publishes removed from the store's staging area
 
 
 @dataclass(frozen=True)

@@ -69,10 +69,12 @@ class Registry:
             raise RegistryError(f"{path}: not published: the spec is not valid:\n  {problems}")
         return result.spec
 
-    def publish(self, spec_path: str | Path) -> Published:
+    def publish(self, spec_path: str | Path, allow_external_links: bool = False) -> Published:
         """Store the spec at ``spec_path`` (a file, or a folder holding component.yaml) and its
         code as ``name@version``. The same content again is a no-op; other content under a
-        published version is refused."""
+        published version is refused. A link to a file outside the code folder is refused
+        unless ``allow_external_links`` (then its target is stored as a copy, and listed in
+        ``Published.copied``). First, what interrupted publishes left is removed (``swept``)."""
         source = Path(spec_path)
         if source.is_dir():
             source = next((source / n for n in SPEC_NAMES if (source / n).is_file()), source / SPEC_NAMES[0])
@@ -81,12 +83,14 @@ class Registry:
         if spec.version is None:
             raise RegistryError(f"{source}: {name} has no version; add one (e.g. `version: 1.0.0`) to publish it")
         version = _versions.canonical(str(spec.version))
+        sweep = getattr(self.store, "sweep", None)  # optional: a store that can tell dead publishers' folders
         try:
+            swept = tuple(sweep()) if sweep is not None else ()
             staged = self.store.stage(name, version)
         except OSError as exc:
             raise RegistryError(f"cannot write to the registry at {self.location}: {exc.strerror or exc}") from None
         try:
-            snapshot = plan(spec, skip=(staged, Path(self.location)))  # a registry inside the code folder
+            snapshot = plan(spec, (staged, Path(self.location)), allow_external_links)  # registry in the code
             files = copy_into(snapshot, staged)
             manifest = Manifest(name, version, content_hash(files), snapshot.spec, snapshot.code, files,
                                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), _user(), summary(spec))
@@ -108,7 +112,8 @@ class Registry:
                                     f"{existing.sha256[:12]}, yours {manifest.sha256[:12]}); a published version "
                                     "never changes: publish a new version")
         folder = self.store.folder(name, version)
-        return Published(name, version, manifest.sha256, str(folder or f"{self.location} {name}/{version}"), created)
+        return Published(name, version, manifest.sha256, str(folder or f"{self.location} {name}/{version}"), created,
+                         tuple(sorted(snapshot.external.items())), swept)
 
     def _check_stored_spec(self, source: Path, staged: Path, code: str, manifest: Manifest) -> None:
         """The stored copy must load as it will be loaded from the registry, its code folder
@@ -211,8 +216,8 @@ class Registry:
                 continue
             deprecated = self._deprecations(name)
             latest = _versions.pick(ordered, deprecated, Reference(name, "latest", "latest")) or ordered[-1]
-            folder = self.store.folder(name, latest)
             try:
+                folder = self.store.folder(name, latest)
                 info = read_manifest(folder, name, latest).summary if folder else {}
             except RegistryError:
                 info = {}

@@ -5,15 +5,20 @@ Left out, anywhere in the code folder: version-control and tool folders (``.git`
 ``.svn``, ``.venv``, ``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
 ``.ipynb_checkpoints``, ``.tox``), ``*.pyc``, ``.DS_Store`` and ``.env`` (local secrets must
 not reach a shared registry); at its top only, what running
-it writes (``runs/``, ``mlruns/``, ``outputs/``, ``mlflow.db``). A symbolic link to a file is
-stored as a copy of that file; a link to a folder, or one that leads nowhere, is refused.
+it writes (``runs/``, ``mlruns/``, ``outputs/``, ``mlflow.db``).
+
+A symbolic link to a file in the code folder is stored as a copy of that file. Refused: a
+link to a file outside the code folder (it would copy whatever it leads to, ``/etc/passwd``
+or a key, into a shared registry) unless the publisher allows it, a link to a file publishing
+leaves out (``.env``), a link to a folder, a loop, a link that leads nowhere.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -38,10 +43,46 @@ class Snapshot:
     files: Mapping[str, Path]  # relative POSIX path in the snapshot -> the file to copy
     spec: str
     code: str
+    external: Mapping[str, str] = field(default_factory=dict)  # stored path -> the outside file a link led to
 
 
-def _code_files(code: Path, spec_file: Path, skip: frozenset[Path]) -> dict[str, Path]:
+def _left_out(rel: str) -> bool:
+    """Whether the walk below leaves out the file at ``rel`` (relative to the code folder)."""
+    parts = rel.split("/")
+    return (any(p in EXCLUDED for p in parts) or parts[-1].endswith(".pyc")
+            or (len(parts) > 1 and parts[0] in EXCLUDED_AT_TOP) or rel in EXCLUDED_AT_TOP)
+
+
+def _link(path: Path, code: Path, spec_file: Path, skip: frozenset[Path], allow_external: bool) -> str | None:
+    """Check the symbolic link ``path`` to a file before its target is stored as a copy: it
+    must stay in the code folder (``allow_external``: anywhere; returns its target then, for
+    the publisher to be told) and lead to a file the snapshot would keep."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        what = (f"a symbolic link loop ({path.name} -> {os.readlink(path)})" if exc.errno == errno.ELOOP
+                else "a symbolic link that leads nowhere" if exc.errno == errno.ENOENT
+                else f"a symbolic link that cannot be followed ({exc.strerror})")
+        raise RegistryError(f"{spec_file}: {path} in the code folder is {what}; remove it to publish") from None
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(code) or any(target.is_relative_to(s) for s in skip):
+        if not allow_external:
+            raise RegistryError(f"{spec_file}: {path} is a symbolic link to {target}, outside the code folder; copy "
+                                "the file in, or pass --allow-external-links")
+        return str(target)
+    if _left_out(target.relative_to(code).as_posix()):
+        raise RegistryError(f"{spec_file}: {path} is a symbolic link to {target}, which publishing leaves out "
+                            "(tool folders, bytecode, .env, what a run writes); copy the file in if it belongs "
+                            "in the component, or remove the link")
+    return None
+
+
+def _code_files(code: Path, spec_file: Path, skip: frozenset[Path],
+                allow_external: bool) -> tuple[dict[str, Path], dict[str, str]]:
+    """The files to store (relative path -> file) and the links to outside stored as copies
+    (the link -> its target)."""
     out: dict[str, Path] = {}
+    external: dict[str, str] = {}
     size = 0
     for folder, dirs, names in os.walk(code):
         here = Path(folder)
@@ -57,40 +98,50 @@ def _code_files(code: Path, spec_file: Path, skip: frozenset[Path]) -> dict[str,
             path = here / name
             if name in EXCLUDED or name.endswith(".pyc") or (top and name in EXCLUDED_AT_TOP):
                 continue
-            if not path.is_file():
-                what = "a symbolic link that leads nowhere" if path.is_symlink() else "not a regular file"
-                raise RegistryError(f"{spec_file}: {path} in the code folder is {what}; remove it to publish")
             rel = path.relative_to(code).as_posix()
             if not safe_path(rel):
                 raise RegistryError(f"{spec_file}: cannot publish {str(path)!r}: control characters in its name")
+            target = _link(path, code, spec_file, skip, allow_external) if path.is_symlink() else None
+            if not path.is_file():
+                raise RegistryError(f"{spec_file}: {path} in the code folder is not a regular file; remove it to "
+                                    "publish")
+            if target is not None:
+                external[str(path)] = target
             out[rel] = path
             size += path.stat().st_size
             if len(out) > MAX_FILES or size > MAX_BYTES:
                 raise RegistryError(f"{spec_file}: the code folder {code} holds more than {MAX_FILES} files or "
                                     f"{MAX_BYTES >> 20} MiB; the registry stores code, not data: point code: at "
                                     "the code only")
-    return out
+    return out, external
 
 
-def plan(spec: "ComponentSpec", skip: Iterable[Path] = ()) -> Snapshot:
+def plan(spec: "ComponentSpec", skip: Iterable[Path] = (), allow_external_links: bool = False) -> Snapshot:
     """What publishing ``spec`` (loaded from a file) stores; folders in ``skip`` (the registry
-    itself, when it lies inside the code folder) are left out."""
+    itself, when it lies inside the code folder) are left out. A link to a file outside the
+    code folder is refused unless ``allow_external_links`` (then stored as a copy, and listed
+    in ``Snapshot.external``)."""
     assert spec.source is not None
     spec_file, code = spec.source, spec.code
     if not code.is_dir():
         raise RegistryError(f"{spec_file}: code folder {code} does not exist; a published component carries its code")
-    extra = []
+    left_out = frozenset(p.resolve() for p in skip)
+    files, external = _code_files(code, spec_file, left_out, allow_external_links)
+    extra: list[Path] = []
     conda = spec.environment.conda_file if spec.environment else None
     if conda and not os.path.isabs(conda) and "://" not in conda and (spec_file.parent / conda).is_file():
-        extra.append((spec_file.parent / conda).resolve())
+        path = Path(os.path.abspath(spec_file.parent / conda))  # where it is, not where a link leads
+        if not (path.is_relative_to(code) and path.relative_to(code).as_posix() in files):
+            linked = os.path.realpath(path) != str(path)  # the file, or a folder on its way, is a link
+            if linked and (target := _link(path, code, spec_file, left_out, allow_external_links)):
+                external[str(path)] = target
+            extra.append(path)
     root = Path(os.path.commonpath([spec_file.parent, code, *(p.parent for p in extra)]))
-    left_out = frozenset(p.resolve() for p in skip)
-    files = {(code.relative_to(root) / rel).as_posix(): path
-             for rel, path in _code_files(code, spec_file, left_out).items()}
+    stored = {(code / rel).relative_to(root).as_posix(): path for rel, path in files.items()}
     for path in (spec_file, *extra):
-        files[path.relative_to(root).as_posix()] = path
-    code_rel = code.relative_to(root).as_posix()
-    return Snapshot(root, files, spec_file.relative_to(root).as_posix(), code_rel)
+        stored[path.relative_to(root).as_posix()] = path
+    notes = {Path(link).relative_to(root).as_posix(): target for link, target in external.items()}
+    return Snapshot(root, stored, spec_file.relative_to(root).as_posix(), code.relative_to(root).as_posix(), notes)
 
 
 def copy_into(snapshot: Snapshot, dest: Path) -> dict[str, FileEntry]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...records import COMMAND, Replica, Topology, bind
+from ...registry import stored_code_env
 from ...spec import ComponentSpec
 from ._ports import free_ports
 
@@ -57,7 +58,7 @@ def base_env(spec: ComponentSpec, topology: Topology, outer: Mapping[str, str]) 
     if path[:1] != [bindir]:
         env["PATH"] = os.pathsep.join([bindir, *path])
     env.setdefault("PYTHONUNBUFFERED", "1")  # rank output reaches the console line by line
-    return env
+    return stored_code_env(spec.code, env, spec.environment_variables)  # registry code: no stored bytecode runs
 
 
 def prepare(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], outputs: Mapping[str, str],
