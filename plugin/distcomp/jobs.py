@@ -6,14 +6,24 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .spec import ComponentSpec, InputError, bind_inputs
-from .spec._values import is_uri
+from .spec import ComponentSpec, InputError, SymlinkLoop, bind_inputs, command_problems, is_uri, resolve_path
 
-__all__ = ["Job", "create_outputs", "default_run_dir", "make_job"]
+__all__ = ["Job", "create_outputs", "default_run_dir", "make_job", "place_problem"]
+
+# Folders a job must never write into as its run folder or an output: these themselves...
+SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
+                  "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/local",
+                  "/var", "/var/tmp")
+# ...and everything under these, but for the places users keep their own files there.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys",
+                "/usr")
+USER_PLACES = ("/dev/shm", "/usr/local")
+RUNS = "runs"  # the code folder's own runs/: where a run from inside it goes, and what packaging skips
 
 
 @dataclass(frozen=True)
@@ -27,7 +37,7 @@ class Job:
 
 def default_run_dir(spec: ComponentSpec, base: Path) -> Path:
     """``runs/NAME-YYYYmmdd-HHMMSS-xxxx`` under ``base``: unique, and sorted by time."""
-    return base / "runs" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    return base / RUNS / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
 def _check_local_ports(spec: ComponentSpec, values: Mapping[str, Any]) -> list[str]:
@@ -51,9 +61,92 @@ def _check_local_ports(spec: ComponentSpec, values: Mapping[str, Any]) -> list[s
     return problems
 
 
+@cache
+def _system() -> tuple[frozenset[Path], tuple[Path, ...], tuple[Path, ...]]:
+    """The system folders as this machine resolves them (``/lib`` is ``/usr/lib`` on merged-/usr)."""
+    def real(paths: tuple[str, ...]) -> tuple[Path, ...]:
+        return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
+    return frozenset(real(SYSTEM_FOLDERS)), real(SYSTEM_TREES), real(USER_PLACES)
+
+
+def _system_problem(real: Path) -> str | None:
+    exact, trees, user = _system()
+    home = os.environ.get("HOME")
+    if home and real == Path(os.path.realpath(home)):
+        return "is your home folder"
+    if real in exact:
+        return "is a system folder"
+    if any(real.is_relative_to(u) for u in user):
+        return None
+    root = next((t for t in trees if real.is_relative_to(t)), None)
+    return f"is inside the system folder {root}" if root else None
+
+
+def _creatable(path: Path) -> str | None:
+    """Why ``path`` (which does not exist) cannot be made with its parents, or None."""
+    for part in (path, *path.parents):
+        if part.is_symlink() and not part.exists():  # mkdir stops at a link to nowhere
+            return f"cannot be created: {part} is a broken symbolic link"
+        if part.exists():
+            return None if part.is_dir() else f"cannot be created: {part} is a file"
+    return None
+
+
+def place_problem(path: Path, code: Path, holds: str = "folder") -> str | None:
+    """Why a job must not write ``path`` (a run folder or an output holding ``holds``), or None:
+    a NUL byte, a symbolic link loop, the wrong kind of thing already there, a system folder
+    or one inside the system's own trees, and the code folder or a folder holding it."""
+    if "\0" in str(path):
+        return "holds a NUL byte (\\0)"
+    try:
+        real = resolve_path(path)
+    except SymlinkLoop:
+        return "is a symbolic link loop"
+    shown = "" if real == path else f" ({real})"
+    why = _system_problem(real)
+    if why:
+        return why + shown
+    code = code.resolve()
+    if real == code:
+        return f"is the code folder{shown}"
+    if code.is_relative_to(real):
+        return f"holds the code folder {code}{shown}"
+    if real.is_dir():
+        return f"is an existing folder, not a file{shown}" if holds == "file" else None
+    if real.exists():
+        return f"is an existing file, not a folder{shown}" if holds == "folder" else None
+    return _creatable(path)
+
+
+def _run_dir_problems(run_dir: Path, code: Path) -> list[str]:
+    why, fix = place_problem(run_dir, code), "give --run-dir a new folder of its own"
+    if why is None:
+        real, code = resolve_path(run_dir), code.resolve()
+        if real.is_relative_to(code) and not real.is_relative_to(code / RUNS):
+            why = f"is inside the code folder {code}, which is published and packaged with the component"
+            fix = f"give --run-dir a folder outside it, or under its {RUNS}/ folder"
+    return [f"run folder {_show(run_dir)} {why}; {fix}"] if why else []
+
+
+def _show(path: str | Path) -> str:
+    return str(path).replace("\0", "\\0")  # a NUL byte printed raw would cut the message short
+
+
+def _output_problems(spec: ComponentSpec, outputs: Mapping[str, str]) -> list[str]:
+    problems = []
+    for name, path in outputs.items():
+        holds = spec.outputs[name].holds
+        why = place_problem(Path(path), spec.code, holds)
+        if why:
+            fix = f"give --output {name}=PATH naming {'a file' if holds == 'file' else 'a folder'} of its own"
+            problems.append(f"output '{name}' ({spec.outputs[name].type}) at {_show(path)} {why}; {fix}")
+    return problems
+
+
 def make_job(spec: ComponentSpec, given: Mapping[str, str], given_outputs: Mapping[str, str],
-             run_dir: Path, cwd: Path) -> Job:
-    """Bind and check everything; raises InputError listing every problem. Creates nothing."""
+             run_dir: Path, cwd: Path, environ: Mapping[str, str] | None = None) -> Job:
+    """Bind and check everything; raises InputError listing every problem. Creates nothing.
+    ``environ`` (default: this process's) is what the ranks inherit, counted against ARG_MAX."""
     problems = []
     for name in given_outputs:
         if name not in spec.outputs:
@@ -64,10 +157,18 @@ def make_job(spec: ComponentSpec, given: Mapping[str, str], given_outputs: Mappi
         problems.extend(str(exc).splitlines())
         values = {}
     problems += _check_local_ports(spec, values)
+    run_dir = run_dir if run_dir.is_absolute() else cwd / run_dir
+    place = _run_dir_problems(run_dir, spec.code)
     outputs = {}
     for name in spec.outputs:
         path = Path(given_outputs[name]) if name in given_outputs else run_dir / "outputs" / name
         outputs[name] = str((cwd / path).absolute() if not path.is_absolute() else path)
+    # a default output only fails because its run folder does: say that once
+    place += _output_problems(spec, {n: p for n, p in outputs.items() if n in given_outputs or not place})
+    problems += place
+    if not problems:
+        env = {**(os.environ if environ is None else environ), **spec.environment_variables}
+        problems += command_problems(spec.render(values, outputs), env)
     if problems:
         raise InputError("\n".join(problems))
     return Job(spec, MappingProxyType(dict(values)), MappingProxyType(outputs), run_dir.absolute(),
@@ -75,7 +176,12 @@ def make_job(spec: ComponentSpec, given: Mapping[str, str], given_outputs: Mappi
 
 
 def create_outputs(job: Job) -> None:
-    """Make each output's folder (or a file output's parent) before the ranks start."""
+    """Make each output's folder (or a file output's parent) before the ranks start; an output
+    that may be a file or a folder and is an existing file is left as it is."""
     for name, path in job.outputs.items():
         target = Path(path)
-        (target if job.spec.outputs[name].holds != "file" else target.parent).mkdir(parents=True, exist_ok=True)
+        holds = job.spec.outputs[name].holds
+        if holds == "file" or (holds == "any" and target.is_file()):
+            target.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
