@@ -2,6 +2,8 @@
 
 The registry builds, hashes and verifies versions itself; a store only keeps folders, each
 put once and never changed, and one small metadata document per name (the deprecations).
+A store may also have ``sweep() -> list[str]``: remove what interrupted publishes left
+(never a live publisher's), one line per leftover; ``publish`` calls it first and reports it.
 """
 
 from __future__ import annotations
