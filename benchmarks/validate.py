@@ -3,7 +3,11 @@
 Each command runs as a fresh process (what a user or an editor hook pays), REPEAT times in
 interleaved order; medians are printed. Goal: distcomp validate <= 0.3 s on 2 cores.
 
-    python benchmarks/validate.py [--repeat N] [SPEC]
+Then the curve: validate of generated specs with 1,000 / 10,000 / 20,000 inputs, each referenced
+by the command, beside yaml.safe_load of the same file. Goal: linear (20k takes at most 2.5x
+10k; a quadratic validate takes 4x, as it did before it was fixed: 10k 6.4 s, 20k 26 s).
+
+    python benchmarks/validate.py [--repeat N] [--scale-repeat N] [SPEC]
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from _report import wall  # benchmarks/_report.py
@@ -27,6 +32,7 @@ def main() -> None:
     ap.add_argument("spec", nargs="?", default=str(DEFAULT_SPEC))
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--azure-repeat", type=int, default=5, help="azure-ai-ml is slow; fewer runs")
+    ap.add_argument("--scale-repeat", type=int, default=3, help="runs per size of the curve (0: skip it)")
     args = ap.parse_args()
     env = {**os.environ, "AZURE_ML_INTERNAL_COMPONENTS_ENABLED": "true"}
     exe = str(Path(sys.executable).with_name("distcomp"))
@@ -50,6 +56,39 @@ def main() -> None:
     print(f"ratio distcomp validate / azure-ai-ml validate: {ours / med['azure-ai-ml load_component()._validate()']:.3f}")
     print(f"ratio distcomp validate / yaml.safe_load alone: {ours / med['python: yaml.safe_load only']:.2f}")
     print(f"goal <= 300 ms: {'met' if ours <= 0.3 else 'MISSED'} ({ours * 1000:.0f} ms)")
+    if args.scale_repeat:
+        curve(exe, env, args.scale_repeat)
+
+
+def many_inputs(n: int) -> str:
+    """A spec with ``n`` Integer inputs, every one referenced by the (folded) command."""
+    lines = ["name: many", "type: DistributedComponent", "inputs:"]
+    lines += [f"  in{i}: {{type: Integer, default: {i}, min: 0}}" for i in range(n)]
+    lines += ["launcher:", "  type: mpi", "  additional_arguments: >-", "    python train.py"]
+    lines += ["    " + " ".join(f"--in{i} {{inputs.in{i}}}" for i in range(k, min(n, k + 10))) for k in range(0, n, 10)]
+    return "\n".join(lines) + "\n"
+
+
+def curve(exe: str, env: dict[str, str], repeat: int) -> None:
+    """validate time against the number of inputs, beside yaml.safe_load of the same file."""
+    sizes, med = (1_000, 10_000, 20_000), {}
+    print(f"\nvalidate of a spec with N inputs, each referenced by the command (runs: {repeat})")
+    with tempfile.TemporaryDirectory(prefix="distcomp-bench-validate-") as tmp:
+        for n in sizes:
+            spec = Path(tmp) / f"many{n}.yaml"
+            spec.write_text(many_inputs(n), encoding="utf-8")
+            load = [sys.executable, "-c", "import sys, yaml; yaml.safe_load(open(sys.argv[1]))", str(spec)]
+            ours, raw = [], []
+            for _ in range(repeat):
+                ours.append(wall([exe, "validate", "-q", str(spec)], env))
+                raw.append(wall(load, env))
+            med[n] = statistics.median(ours)
+            safe = statistics.median(raw)
+            print(f"  {n:>6} inputs: distcomp validate median {med[n]:6.2f} s ({med[n] / n * 1e6:5.0f} us per input)"
+                  f"   yaml.safe_load {safe:6.2f} s   ratio {med[n] / safe:.2f}")
+    growth = med[20_000] / med[10_000]
+    print(f"growth 10k -> 20k inputs: x{growth:.2f} (linear x2, quadratic x4); "
+          f"goal <= x2.5: {'met' if growth <= 2.5 else 'MISSED'}")
 
 
 if __name__ == "__main__":
