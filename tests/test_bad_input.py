@@ -4,6 +4,7 @@ nothing created: no run folder, no output, no MLflow store or run."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -171,9 +172,13 @@ def test_an_existing_file_where_a_folder_goes_and_a_folder_where_a_file_goes(wor
 ], ids=["run-dir-root", "run-dir-proc", "output-root", "output-etc", "output-under-etc", "output-var"])
 def test_system_folders_are_refused(work: Path, flags: list[str], message: str) -> None:
     before = {p: os.path.lexists(p) for p in ("/logs", "/status.json", "/outputs", "/etc/distcomp")}
-    refused(distcomp("run", "component.yaml", *flags, cwd=work), f"distcomp run: {message}")
-    assert {p: os.path.lexists(p) for p in before} == before
-    assert files(work) == {"component.yaml", "afile"}
+    try:
+        refused(distcomp("run", "component.yaml", *flags, cwd=work), f"distcomp run: {message}")
+        assert {p: os.path.lexists(p) for p in before} == before
+        assert files(work) == {"component.yaml", "afile"}
+    finally:  # without the fix the job writes there: take away what this test made, nothing else
+        for path in (Path(p) for p, existed in before.items() if not existed and os.path.lexists(p)):
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
 
 
 def test_the_home_folder_the_code_folder_and_its_ancestors_are_refused(work: Path) -> None:
@@ -234,4 +239,17 @@ def test_symbolic_links_are_followed_before_judging_a_place(work: Path) -> None:
             "give --output model=PATH naming a folder of its own",
             f"  output 'report' (AnyFile) at {work.parent}/loop/r is a symbolic link loop; "
             "give --output report=PATH naming a file of its own")
+    assert files(work.parent) == before
+
+
+def test_a_name_too_long_for_the_filesystem_is_refused(work: Path) -> None:
+    long = work.parent / ("n" * 300)  # NAME_MAX is 255
+    (work / "component.yaml").write_text(OUT_SPEC.replace("inputs:\n", "inputs:\n  data: {type: AnyDirectory}\n"))
+    before = files(work.parent)
+    proc = distcomp("run", "component.yaml", "--run-dir", str(long), "--output", f"model={long}/m", "-i",
+                    f"data={long}", cwd=work)
+    refused(proc, f"distcomp run: input 'data': {long} is not a usable path (File name too long)",
+            f"  run folder {long} is not a usable path (File name too long); give --run-dir a new folder of its own",
+            f"  output 'model' (AnyDirectory) at {long}/m is not a usable path (File name too long); "
+            "give --output model=PATH naming a folder of its own")
     assert files(work.parent) == before

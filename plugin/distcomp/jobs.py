@@ -16,9 +16,9 @@ from .spec import ComponentSpec, InputError, SymlinkLoop, bind_inputs, command_p
 __all__ = ["Job", "create_outputs", "default_run_dir", "make_job", "place_problem"]
 
 # Folders a job must never write into as its run folder or an output: these themselves...
-SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
-                  "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/local",
-                  "/var", "/var/tmp")
+SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/dev/shm", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+                  "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr",
+                  "/usr/local", "/var", "/var/tmp")
 # ...and everything under these, but for the places users keep their own files there.
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys",
                 "/usr")
@@ -52,12 +52,15 @@ def _check_local_ports(spec: ComponentSpec, values: Mapping[str, Any]) -> list[s
                             f"(download it and give --input {name}=PATH)")
             continue
         path = Path(value)
-        if not path.exists():
-            problems.append(f"input '{name}': {path} does not exist")
-        elif inp.holds == "folder" and not path.is_dir():
-            problems.append(f"input '{name}' is a folder ({inp.type}), but {path} is a file")
-        elif inp.holds == "file" and not path.is_file():
-            problems.append(f"input '{name}' is a file ({inp.type}), but {path} is a folder")
+        try:
+            if not path.exists():
+                problems.append(f"input '{name}': {path} does not exist")
+            elif inp.holds == "folder" and not path.is_dir():
+                problems.append(f"input '{name}' is a folder ({inp.type}), but {path} is a file")
+            elif inp.holds == "file" and not path.is_file():
+                problems.append(f"input '{name}' is a file ({inp.type}), but {path} is a folder")
+        except OSError as exc:  # a name too long, a folder that cannot be read, ...
+            problems.append(f"input '{name}': {path} is not a usable path ({exc.strerror or exc})")
     return problems
 
 
@@ -99,9 +102,15 @@ def place_problem(path: Path, code: Path, holds: str = "folder") -> str | None:
     if "\0" in str(path):
         return "holds a NUL byte (\\0)"
     try:
-        real = resolve_path(path)
+        return _place_problem(path, code, holds)
     except SymlinkLoop:
         return "is a symbolic link loop"
+    except OSError as exc:  # a name too long, a folder that cannot be read, ...
+        return f"is not a usable path ({exc.strerror or exc})"
+
+
+def _place_problem(path: Path, code: Path, holds: str) -> str | None:
+    real = resolve_path(path)
     shown = "" if real == path else f" ({real})"
     why = _system_problem(real)
     if why:
