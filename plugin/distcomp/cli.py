@@ -163,8 +163,9 @@ def _deprecated(message: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from .jobs import create_outputs, default_run_dir, make_job
     from .plugins import PluginError, get_plugin_manager
+    from .redact import mask, secret_values
     from .spec import InputError, RenderError
-    from .targets.local import LaunchError, RunOptions, run_topology
+    from .targets.local import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
     if args.no_tracking and (args.system_metrics or args.experiment):
         raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
@@ -184,40 +185,58 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"distcomp run: launcher {launcher.type.name!r} from {launcher.provider} could not lay out "
               f"the job: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
-    say(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
-        f"process(es), world size {topology.world_size} ({roles})")
-    tracking = None if args.no_tracking else _start_tracking(job, topology, cwd, args.experiment)
-    record = {"mlflow": {"run_id": tracking.run.run_id, "experiment_id": tracking.run.experiment_id,
-                         "tracking_uri": tracking.uri}} if tracking else {}
-    options = RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace, not args.quiet, job.job_id,
-                         env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"}, record=record)
-    say(f"run folder {_rel(job.run_dir)} (logs in {_rel(job.run_dir / 'logs')})")
-    create_outputs(job)
-    monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if args.system_metrics else None
-    try:
-        result = run_topology(spec, topology, job.values, job.outputs, options,
-                              console=sys.stdout.write, notify=say)
-    except (LaunchError, RenderError) as exc:
-        say(f"failed: {exc}")
-        _end_tracking(tracking, monitors, None, job.run_dir, str(exc))
-        return EXIT_FAILED
-    except BaseException:  # distcomp itself was stopped outside the supervisor: end the run, then go
-        _end_tracking(tracking, monitors, None, job.run_dir, "distcomp was stopped before the job ended",
-                      "interrupted")
-        raise
-    if result.state == "succeeded":
-        outs = ", ".join(f"{n}={_rel(Path(p))}" for n, p in result.outputs.items())
-        say(f"succeeded in {result.wall_s:.1f} s" + (f" after {result.attempts - 1} restart(s)" if result.attempts > 1 else "")
-            + (f"; outputs: {outs}" if outs else ""))
-    elif result.state == "failed":
-        assert result.root_cause is not None
-        say(f"job failed: {result.root_cause.describe()}\nthe other processes were stopped; logs in "
-            f"{_rel(result.run_dir / 'logs')}")
-    else:
-        say(result.message)
-    _end_tracking(tracking, monitors, result, job.run_dir)
+    try:  # one job per run folder, held before anything of the job exists (its MLflow run, its logs)
+        held = claim(job.run_dir, job.job_id, args.grace)
+    except RunDirBusy as exc:
+        raise _Usage(str(exc)) from None
+    secrets = secret_values(job.values)
+    with held:  # released at the end; undone if the job never started (a tracking store out of reach)
+        roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
+        say(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
+            f"process(es), world size {topology.world_size} ({roles})")
+        tracking = None if args.no_tracking else _start_tracking(job, topology, cwd, args.experiment)
+        record = {"mlflow": {"run_id": tracking.run.run_id, "experiment_id": tracking.run.experiment_id,
+                             "tracking_uri": tracking.uri}} if tracking else {}
+        options = RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace, not args.quiet, job.job_id,
+                             env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"}, record=record)
+        say(f"run folder {_rel(job.run_dir)} (logs in {_rel(job.run_dir / 'logs')})")
+        create_outputs(job)
+        monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if args.system_metrics else None
+        try:
+            result = run_topology(spec, topology, job.values, job.outputs, options, console=_echo, notify=say,
+                                  claim=held)
+        except (LaunchError, RenderError) as exc:
+            say(f"failed: {mask(str(exc), secrets)}")
+            _end_tracking(tracking, monitors, None, job.run_dir, mask(str(exc), secrets))
+            return EXIT_FAILED
+        except BaseException:  # distcomp itself was stopped outside the supervisor: end the run, then go
+            _end_tracking(tracking, monitors, None, job.run_dir, "distcomp was stopped before the job ended",
+                          "interrupted")
+            raise
+        if result.state == "succeeded":
+            outs = ", ".join(f"{n}={_rel(Path(p))}" for n, p in result.outputs.items())
+            say(f"succeeded in {result.wall_s:.1f} s" + (f" after {result.attempts - 1} restart(s)" if result.attempts > 1 else "")
+                + (f"; outputs: {outs}" if outs else ""))
+        elif result.state == "failed":
+            assert result.root_cause is not None
+            say(f"job failed: {result.root_cause.describe()}\nthe other processes were stopped; logs in "
+                f"{_rel(result.run_dir / 'logs')}")
+        else:
+            say(result.message)
+        _end_tracking(tracking, monitors, result, job.run_dir)
     return result.exit_code
+
+
+def _echo(text: str) -> None:
+    """Rank output to the console as soon as its batch is in the logs (see targets.local._output)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): stop echoing, and never fail at exit
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise
 
 
 def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str | None) -> "JobRun | None":
@@ -515,6 +534,40 @@ def cmd_registry(args: argparse.Namespace) -> int:
         raise _Usage(str(exc)) from None
 
 
+def cmd_reap(args: argparse.Namespace) -> int:
+    """Close the runs a dead ``distcomp run`` left ``running``; a live job is left alone."""
+    from .targets.local import reap
+
+    if args.lock_fd is not None:  # a job's watchdog: its supervisor died, the lock is already held
+        for run_dir in args.run_dirs:
+            print(f"distcomp reap: {run_dir}: {reap(Path(run_dir), args.grace, lock_fd=args.lock_fd, cookie=args.cookie).message}",
+                  flush=True)
+        return EXIT_OK
+    if args.run_dirs:
+        dirs = [Path(d) for d in args.run_dirs]
+        bad = [d for d in dirs if not (d / "status.json").is_file()]
+        if bad:
+            raise _Usage("\n".join(f"{d}: not a run folder (no status.json in it); give folders that "
+                                   "`distcomp run` made, or none for those under ./runs" for d in bad))
+    else:
+        base = Path.cwd() / "runs"
+        dirs = sorted(d for d in base.iterdir() if (d / "status.json").is_file()) if base.is_dir() else []
+    counts = {"closed": 0, "running": 0, "elsewhere": 0, "ended": 0}
+    code = EXIT_OK
+    for run_dir in dirs:
+        report = reap(run_dir, args.grace, args.force)
+        counts[report.outcome] += 1
+        if report.outcome != "ended" or args.run_dirs:
+            print(f"distcomp reap: {_rel(run_dir)}: {report.message}", flush=True)
+        for problem in report.problems:
+            print(f"distcomp reap: warning: {problem}", file=sys.stderr)
+            code = EXIT_FAILED
+    print(f"distcomp reap: {len(dirs)} run folder(s){'' if args.run_dirs else ' under ./runs'}: "
+          f"{counts['closed']} closed, {counts['running']} running, {counts['elsewhere']} on another host, "
+          f"{counts['ended']} already ended")
+    return code
+
+
 def say(message: str) -> None:
     """distcomp's own progress and reports go to stderr; rank output goes to stdout."""
     print("distcomp run: " + message, file=sys.stderr, flush=True)
@@ -655,6 +708,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-tracking", action="store_true", help="no MLflow run")
     p.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default: the component name)")
     p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("reap", help="close the runs a killed `distcomp run` left running",
+                       description="For each run folder whose status.json says running although its `distcomp "
+                                   "run` is gone (killed, or its machine restarted): stop every process the job "
+                                   "left, mark status.json failed and the job's MLflow run FAILED. A live job is "
+                                   "left alone; a job of another host is only reported, unless --force. "
+                                   "Exit 0, or 1 if an MLflow run could not be closed.")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders (default: every one under ./runs)")
+    p.add_argument("--force", action="store_true",
+                   help="also mark failed a job of another host (its processes there cannot be stopped from here)")
+    p.add_argument("--grace", type=_count_float, default=5.0, metavar="SECONDS",
+                   help="time between SIGTERM and SIGKILL for what a job left running (default 5)")
+    p.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # a job's watchdog: the run folder's lock
+    p.add_argument("--cookie", help=argparse.SUPPRESS)  # ... and the job it watched
+    p.set_defaults(func=cmd_reap)
 
     p = sub.add_parser("launchers", help="list the launcher types, their aliases and providers")
     p.add_argument("--json", action="store_true", help="print them as JSON")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -98,6 +100,8 @@ def job_tags(job: "Job", topology: "Topology") -> dict[str, str]:
         "distcomp.spec_sha256": spec_sha256(spec.source),
         "distcomp.job_id": job.job_id,
         "distcomp.run_dir": str(job.run_dir),
+        "distcomp.supervisor.pid": str(os.getpid()),  # who runs the job: `distcomp reap` tells a dead one
+        "distcomp.supervisor.host": socket.gethostname(),
         "mlflow.source.name": str(spec.source or spec.name),
         "mlflow.source.type": "LOCAL",
         "mlflow.user": user(),

@@ -5,9 +5,11 @@
 0
 """
 
+from ._claim import Claim, RunDirBusy, claim
 from ._prepare import Launch, prepare
-from ._records import Failure, ProcessResult, RunOptions, RunResult, describe_exit
+from ._reap import Reaped, reap
+from ._records import Failure, FoundOutput, ProcessResult, RunOptions, RunResult, describe_exit
 from ._runner import LaunchError, run_topology
 
-__all__ = ["Failure", "Launch", "LaunchError", "ProcessResult", "RunOptions", "RunResult", "describe_exit",
-           "prepare", "run_topology"]
+__all__ = ["Claim", "Failure", "FoundOutput", "Launch", "LaunchError", "ProcessResult", "Reaped", "RunDirBusy",
+           "RunOptions", "RunResult", "claim", "describe_exit", "prepare", "reap", "run_topology"]

@@ -1,15 +1,22 @@
 """Route each process's output: a log file per rank, ``[rankN]: `` lines on the console, and
 the last lines of each rank kept for the root-cause report. ``mpirun --output tag`` lines
-(``[1,3]<stdout>: ...``) are split back into the ranks they came from."""
+(``[1,3]<stdout>: ...``) are split back into the ranks they came from.
+
+What reaches the console is on disk first: lines are written to the log files as they come,
+and ``flush`` (once per batch the supervisor reads) pushes the files, then shows the batch on
+the console; so a ``distcomp run`` killed with SIGKILL leaves logs holding all it showed.
+A secret input's value (``distcomp.redact``) is masked in every line before it goes anywhere.
+"""
 
 from __future__ import annotations
 
 import re
 from collections import deque
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Sequence
 
 from ...records import Replica
+from ...redact import mask
 
 TAIL_LINES = 15
 _MPI_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
@@ -18,10 +25,14 @@ _MPI_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
 class Logs:
     """The open log files and tails of one job, by name (``rank0``, ``launcher0``)."""
 
-    def __init__(self, log_dir: Path, console: Callable[[str], None] | None) -> None:
+    def __init__(self, log_dir: Path, console: Callable[[str], None] | None, secrets: Sequence[str] = ()) -> None:
         self.log_dir = log_dir
         self.console = console
+        self.secrets = tuple(secrets)
+        self._needles = tuple(s.encode("utf-8", "surrogateescape") for s in self.secrets)
         self._files: dict[str, IO[bytes]] = {}
+        self._dirty: set[str] = set()
+        self._shown: list[str] = []  # console lines waiting for their log lines to be on disk
         self.tails: dict[str, deque[str]] = {}
         log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -32,29 +43,43 @@ class Logs:
         """Start (or continue, on a restart) ``name``'s log; a user's old logs are kept."""
         if name not in self._files:
             self._files[name] = open(self.path(name), "ab")
-        self._files[name].write(header.encode() + b"\n")
+        self._files[name].write(mask(header, self.secrets).encode() + b"\n")
+        self._dirty.add(name)
         self.tails[name] = deque(maxlen=TAIL_LINES)
 
     def line(self, name: str, raw: bytes) -> None:
         if name not in self._files:
             self.open(name, f"=== {name}")
+        if any(n in raw for n in self._needles):  # decoded only then: other bytes stay as written
+            raw = mask(raw.decode("utf-8", "surrogateescape"), self.secrets).encode("utf-8", "surrogateescape")
         self._files[name].write(raw + b"\n")
+        self._dirty.add(name)
         text = raw.decode("utf-8", "replace").rstrip("\r")
         self.tails[name].append(text)
         if self.console is not None:
-            try:
-                self.console(f"[{name}]: {text}\n")
-            except (OSError, ValueError):  # the console went away (closed pipe): keep logging
-                self.console = None
+            self._shown.append(f"[{name}]: {text}\n")
 
     def flush(self) -> None:
-        for f in self._files.values():
-            f.flush()
+        """The log files to disk, then the console: it never shows what a log does not hold."""
+        try:
+            for name in self._dirty:
+                self._files[name].flush()
+            self._dirty.clear()
+        finally:
+            shown, self._shown = "".join(self._shown), []
+            if shown and self.console is not None:
+                try:
+                    self.console(shown)
+                except (OSError, ValueError):  # the console went away (closed pipe): keep logging
+                    self.console = None
 
     def close(self) -> None:
-        for f in self._files.values():
-            f.close()
-        self._files.clear()
+        try:
+            self.flush()
+        finally:
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
 
 
 class Stream:

@@ -1,19 +1,94 @@
-"""Free localhost ports, so two jobs on one machine never share a rendezvous port."""
+"""Free localhost ports, so two jobs on one machine never share a rendezvous port.
+
+A port the kernel says is free is free only until someone binds it, and a rank binds its
+port seconds after it was picked (torch is imported first). So each port handed out is also
+reserved, for ``RESERVE_S`` seconds, by a file in a per-user folder that every distcomp
+process consults under a lock: two distcomp jobs never get the same port, however many start
+at once. Another program can still take a port in that window; the runner then starts the
+attempt again on fresh ports (see ``_runner``).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
+import tempfile
+import time
+from pathlib import Path
+
+RESERVE_S = 60.0
+
+
+def reservations() -> Path:
+    return Path(tempfile.gettempdir()) / f"distcomp-{os.getuid()}" / "ports"
+
+
+def _reserve(folder: Path, port: int, now: float) -> bool:
+    """Take ``port`` unless another process reserved it less than RESERVE_S ago (lock held)."""
+    path = folder / str(port)
+    try:
+        if now - path.stat().st_mtime < RESERVE_S:
+            return False
+    except FileNotFoundError:
+        pass
+    path.write_text(f"{os.getpid()}\n", encoding="ascii")
+    return True
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports free right now (all held open together, then released)."""
+    """``count`` distinct ports free right now and reserved for this process (see above)."""
     socks: list[socket.socket] = []
+    ports: list[int] = []
+    folder = reservations()
     try:
-        for _ in range(count):
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:  # no writable temp folder: plain free ports, the retry still covers a clash
+        lock = -1
+    try:
+        if lock >= 0:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        for _ in range(count * 50):
+            if len(ports) == count:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            socks.append(s)  # held open until the end: the kernel gives no port twice meanwhile
+            port = s.getsockname()[1]
+            try:
+                if lock < 0 or _reserve(folder, port, now):
+                    ports.append(port)
+            except OSError:
+                ports.append(port)
+        if len(ports) < count:
+            raise OSError(f"could not find {count} free ports on {host} not reserved by another distcomp job")
+        return ports
     finally:
         for s in socks:
             s.close()
+        if lock >= 0:
+            os.close(lock)
+
+
+def release_ports() -> None:
+    """Drop this process's reservations (its ranks have bound or given up their ports), and
+    any left by a process that died RESERVE_S ago or more."""
+    folder, me = reservations(), f"{os.getpid()}\n"
+    try:
+        lock = os.open(folder / ".lock", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        for name in os.listdir(folder):
+            path = folder / name
+            try:
+                if name.isdigit() and (now - path.stat().st_mtime >= RESERVE_S or path.read_text("ascii") == me):
+                    path.unlink()
+            except OSError:
+                pass
+    finally:
+        os.close(lock)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-State = Literal["succeeded", "failed", "timed_out", "interrupted"]
+State = Literal["running", "succeeded", "failed", "timed_out", "interrupted"]  # running: status.json meanwhile
 EXIT_CODES: Mapping[str, int] = {"succeeded": 0, "failed": 1, "timed_out": 124}
 
 
@@ -83,6 +83,17 @@ class ProcessResult:
 
 
 @dataclass(frozen=True)
+class FoundOutput:
+    """What an output already held when an attempt started (kept: a rank may resume from it)."""
+
+    attempt: int  # 1-based, as the logs count
+    output: str
+    path: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class RunResult:
     state: State
     run_dir: Path
@@ -94,6 +105,10 @@ class RunResult:
     signal: int | None = None  # the signal that interrupted the job
     message: str = ""
     outputs: Mapping[str, str] = field(default_factory=dict)
+    # output name -> its marker file, for every output a job that did not succeed may have left half-written
+    incomplete_outputs: Mapping[str, str] = field(default_factory=dict)
+    found_outputs: tuple[FoundOutput, ...] = ()
+    port_retries: int = 0  # attempts started again because another program took a port
 
     @property
     def exit_code(self) -> int:
@@ -103,7 +118,7 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["exit_code"] = self.exit_code
+        data["exit_code"] = None if self.state == "running" else self.exit_code
         return _plain(data)
 
 

@@ -1,21 +1,34 @@
-"""Run a ComponentSpec's Topology on this machine: prepare, supervise, restart, report."""
+"""Run a ComponentSpec's Topology on this machine: claim the run folder, prepare, supervise,
+restart, report.
+
+status.json says ``running`` (with the supervisor's pid, host and start time) from before the
+first rank starts, and the outcome after the last one ended; every output carries a marker
+until the job has succeeded (``_partial``).
+"""
 
 from __future__ import annotations
 
-import json
-import os
+import re
+import signal
 import time
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ...records import Topology
+from ...redact import mask, secret_values
 from ...spec import ComponentSpec
+from . import _partial, _status
+from ._claim import Claim, claim as claim_run_dir
 from ._output import Logs
+from ._ports import release_ports
 from ._prepare import prepare
-from ._records import Failure, RunOptions, RunResult, describe_signal
-from ._supervisor import StartError, Supervisor
+from ._procs import COOKIE, set_subreaper
+from ._records import Failure, FoundOutput, RunOptions, RunResult, describe_signal
+from ._supervisor import Attempt, StartError, Supervisor
 
 Notify = Callable[[str], None]
+_ADDR_IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
+PORT_RETRIES = 3  # attempts started again on fresh ports, on top of --max-restarts
+PORT_RETRY_WINDOW = 60.0  # seconds: a rank binds its port as it starts, not later
 
 
 class LaunchError(Exception):
@@ -23,23 +36,94 @@ class LaunchError(Exception):
 
 
 def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], outputs: Mapping[str, str],
-                 options: RunOptions, console: Notify | None = None, notify: Notify | None = None) -> RunResult:
-    """Run every attempt of the job; the result records each failure that caused a restart."""
-    say = notify or (lambda _msg: None)
-    run_dir = options.run_dir
-    logs = Logs(run_dir / "logs", console if options.echo else None)
-    supervisor = Supervisor(logs, options.grace, spec.successful_return_code == "ZeroOrGreater",
-                            topology.processes_per_node)
-    t0 = time.monotonic()
-    deadline = t0 + options.timeout if options.timeout is not None else None
-    failures: list[Failure] = []
-    attempt = 0
+                 options: RunOptions, console: Notify | None = None, notify: Notify | None = None,
+                 claim: Claim | None = None) -> RunResult:
+    """Run every attempt of the job; the result records each failure that caused a restart.
+
+    ``claim`` is the run folder already held (``distcomp run`` takes it before creating the
+    MLflow run); without one the folder is claimed here, which raises RunDirBusy if another
+    job has it."""
+    held = claim or claim_run_dir(options.run_dir, options.job_id, options.grace)
     try:
-        while True:
-            launches = prepare(spec, topology, values, outputs, run_dir, options.job_id, attempt, options.max_restarts,
-                               extra=options.env)
+        return _Job(spec, topology, values, outputs, options, console, notify, held).run()
+    finally:
+        release_ports()
+        if claim is None:
+            held.release()
+
+
+class _Job:
+    def __init__(self, spec: ComponentSpec, topology: Topology, values: Mapping[str, Any],
+                 outputs: Mapping[str, str], options: RunOptions, console: Notify | None, notify: Notify | None,
+                 claim: Claim) -> None:
+        self.spec, self.topology, self.values, self.outputs = spec, topology, values, dict(outputs)
+        self.options, self.claim = options, claim
+        self.secrets = secret_values(values)
+        self._notify = notify
+        self.console = console if options.echo else None
+        self.status = options.run_dir / _status.NAME
+        self.markers = {name: str(_partial.marker(path)) for name, path in outputs.items()}
+        watchdog = claim.watchdog.pid if claim.watchdog is not None else None
+        self.base = {"job_id": options.job_id, "started_at": _status.now(),
+                     "supervisor": _status.supervisor(watchdog), "cookie": claim.cookie, **options.record}
+
+    def say(self, message: str) -> None:
+        if self._notify is not None:
+            self._notify(mask(message, self.secrets))
+
+    def _write(self, result: RunResult) -> None:
+        _status.write(self.status, {**result.to_json(), **self.base}, self.secrets)
+
+    def run(self) -> RunResult:
+        options, run_dir = self.options, self.options.run_dir
+        _partial.mark(self.markers, f"incomplete: job {options.job_id} is running (run folder {run_dir}), or "
+                                    f"died; {self.status} says which. Removed when a job writing here succeeds.\n")
+        self._write(RunResult("running", run_dir, 0, 0.0, outputs=self.outputs, incomplete_outputs=self.markers))
+        self.claim.started = True
+        previous = set_subreaper(True)  # a rank's orphans come back to us, not to PID 1
+        logs = Logs(run_dir / "logs", self.console, self.secrets)
+        supervisor = Supervisor(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
+                                self.topology.processes_per_node, self.claim.cookie)
+        t0 = time.monotonic()
+        failures: list[Failure] = []
+        found: list[FoundOutput] = []
+        try:
+            return self._attempts(supervisor, logs, t0, failures, found)
+        except LaunchError as exc:  # still leave the final record behind, then report
+            self._finish(RunResult("failed", run_dir, len(failures) + 1, time.monotonic() - t0,
+                                   failures=tuple(failures), message=str(exc)), found)
+            raise LaunchError(mask(str(exc), self.secrets)) from None
+        except BaseException as exc:  # stopped outside the supervisor's watch: the record says so
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            why = (f"interrupted by {describe_signal(signal.SIGINT)} before the job ended" if interrupted
+                   else f"distcomp failed: {type(exc).__name__}: {exc}")
+            self._finish(RunResult("interrupted" if interrupted else "failed", run_dir, len(failures) + 1,
+                                   time.monotonic() - t0, failures=tuple(failures),
+                                   signal=signal.SIGINT if interrupted else None, message=why), found)
+            raise
+        finally:
             try:
-                result = supervisor.run(launches, attempt, deadline)
+                logs.close()
+            except OSError:  # the disk is full: reported above, or by the job's own result
+                pass
+            if previous is False:
+                set_subreaper(False)
+
+    def _attempts(self, supervisor: Supervisor, logs: Logs, t0: float, failures: list[Failure],
+                  found: list[FoundOutput]) -> RunResult:
+        options, spec, run_dir = self.options, self.spec, self.options.run_dir
+        deadline = t0 + options.timeout if options.timeout is not None else None
+        attempt = retries = 0
+        note = ""
+        while True:
+            if not note:  # what the outputs hold as this attempt starts: kept, and said
+                for f in _partial.survey(self.outputs, attempt + 1):
+                    found.append(f)
+                    self.say(_partial.describe(f))
+            launches = prepare(spec, self.topology, self.values, self.outputs, run_dir, options.job_id, attempt,
+                               options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie})
+            try:
+                result = supervisor.run(launches, attempt, deadline, note)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone
                 program = exc.error.filename or exc.launch.argv[0]
                 raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "
@@ -48,41 +132,54 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
                 raise LaunchError(f"cannot write the logs in {logs.log_dir}: {exc.strerror or exc}; "
                                   "every rank was stopped") from None
             left = deadline is None or time.monotonic() < deadline
+            if left and retries < PORT_RETRIES and self._port_taken(result):
+                assert result.failure is not None
+                retries += 1
+                note = f" (port retry {retries})"
+                self.say(f"attempt {attempt + 1}: {result.failure.name} found a port taken (Address already in "
+                         f"use): another program bound it after distcomp picked it; starting the attempt again "
+                         f"on fresh ports (not counted as a restart)")
+                continue
+            note = ""
             if result.outcome == "failed" and attempt < options.max_restarts and left:
                 assert result.failure is not None
                 failures.append(result.failure)
                 attempt += 1
-                say(f"attempt {attempt} failed: {result.failure.describe()}\n"
-                    f"restarting every rank (restart {attempt} of {options.max_restarts})")
+                self.say(f"attempt {attempt} failed: {result.failure.describe()}\n"
+                         f"restarting every rank (restart {attempt} of {options.max_restarts})")
                 continue
             break
-    except LaunchError as exc:  # still leave the final record behind, then report
-        _write_status(run_dir / "status.json", RunResult("failed", run_dir, attempt + 1, time.monotonic() - t0,
-                                                         failures=tuple(failures), message=str(exc)), options.record)
-        raise
-    finally:
-        try:
-            logs.close()
-        except OSError:  # the disk is full: reported above, or by the job's own result
-            pass
-    state = result.outcome
-    message = ""
-    if state == "timed_out":
-        message = (f"job timed out after {options.timeout:g} s (--timeout); stopped what was still running: "
-                   f"{', '.join(result.still_running) or 'nothing'}")
-    elif state == "interrupted":
-        message = f"interrupted by {describe_signal(result.signal)}; every rank was stopped"
-    final = RunResult(state, run_dir, attempt + 1, time.monotonic() - t0, result.processes, result.failure,
-                      tuple(failures), result.signal, message, dict(outputs))
-    _write_status(run_dir / "status.json", final, options.record)
-    return final
+        return self._finish(self._result(result, attempt, t0, failures, retries), found)
 
+    def _port_taken(self, result: Attempt) -> bool:
+        """Failed early on a port another program took between the pick and the rank's bind."""
+        f = result.failure
+        return (result.outcome == "failed" and f is not None and bool(self.topology.ports)
+                and f.after < PORT_RETRY_WINDOW and any(_ADDR_IN_USE.search(line) for line in f.tail))
 
-def _write_status(path: Path, result: RunResult, extra: Mapping[str, Any]) -> None:
-    """The final status record, written whole or not at all."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps({**result.to_json(), **extra}, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError:  # a full disk: the console report still says what happened
-        tmp.unlink(missing_ok=True)
+    def _result(self, result: Attempt, attempt: int, t0: float, failures: list[Failure], retries: int) -> RunResult:
+        state, message = result.outcome, ""
+        if state == "timed_out":
+            message = (f"job timed out after {self.options.timeout:g} s (--timeout); stopped what was still running: "
+                       f"{', '.join(result.still_running) or 'nothing'}")
+        elif state == "interrupted":
+            message = f"interrupted by {describe_signal(result.signal)}; every rank was stopped"
+        return RunResult(state, self.options.run_dir, attempt + 1, time.monotonic() - t0, result.processes,
+                         result.failure, tuple(failures), result.signal, message, self.outputs, port_retries=retries)
+
+    def _finish(self, result: RunResult, found: list[FoundOutput]) -> RunResult:
+        """Markers off after a success, rewritten with the outcome otherwise; the final record."""
+        if result.state == "succeeded":
+            _partial.unmark(self.markers)
+            incomplete: dict[str, str] = {}
+        else:
+            why = result.message or (result.root_cause.describe().splitlines()[0] if result.root_cause else "")
+            _partial.mark(self.markers, mask(f"incomplete: job {self.options.job_id} {result.state}: {why}\n"
+                                             f"see {self.status}. Removed when a job writing here succeeds.\n",
+                                             self.secrets))
+            incomplete = self.markers
+        final = RunResult(result.state, result.run_dir, result.attempts, result.wall_s, result.processes,
+                          result.root_cause, result.failures, result.signal, result.message, self.outputs,
+                          incomplete, tuple(found), result.port_retries)
+        self._write(final)
+        return final

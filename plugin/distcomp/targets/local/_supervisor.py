@@ -4,6 +4,10 @@ All processes of a job share one process group, so a signal reaches every rank a
 a rank started. The first process to fail ends the attempt: the group gets SIGTERM, then
 SIGKILL after the grace period. One loop, no threads: it waits on the processes' pipes and
 on a wake-up pipe that SIGCHLD, SIGINT and SIGTERM write to, so a failure is seen at once.
+
+A process can leave the group (``setsid``, ``start_new_session=True``); it still carries the
+job's cookie and, orphaned, is re-parented to this process (a child subreaper, see
+``_procs``), so the stop at the end of every attempt finds it and ends it with the ranks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from . import _procs
 from ._output import Logs, Stream
 from ._prepare import Launch
 from ._records import Failure, ProcessResult
@@ -105,23 +110,26 @@ def _failed(returncode: int, zero_or_greater: bool) -> bool:
 class Supervisor:
     """Runs attempts of one job; ``logs`` collects output across attempts."""
 
-    def __init__(self, logs: Logs, grace: float, zero_or_greater: bool = False, processes_per_node: int = 1) -> None:
+    def __init__(self, logs: Logs, grace: float, zero_or_greater: bool = False, processes_per_node: int = 1,
+                 cookie: str = "") -> None:
         self.logs = logs
         self.processes_per_node = processes_per_node
         self.grace = grace
         self.zero_or_greater = zero_or_greater
+        self.cookie = cookie  # every process of the job has it in its env (see _procs)
         self._selector = selectors.DefaultSelector()
+        self._before: set[int] = set()  # children this process had before the attempt: not the job's
 
     # -- start ---------------------------------------------------------------------------
-    def _start(self, launches: tuple[Launch, ...], attempt: int) -> list[_Proc]:
+    def _start(self, launches: tuple[Launch, ...], attempt: int, note: str = "") -> list[_Proc]:
         procs: list[_Proc] = []
         pgid = 0
         try:
             for launch in launches:
                 r = launch.replica
                 names = [r.name] if r.output == "plain" else [f"rank{i}" for i in range(r.ranks)] + [r.name]
-                for name in names:
-                    self.logs.open(name, f"=== attempt {attempt + 1}: {r.role} {r.index} on node {r.node}: "
+                for name in names:  # the header is masked by Logs: an input value may be secret
+                    self.logs.open(name, f"=== attempt {attempt + 1}{note}: {r.role} {r.index} on node {r.node}: "
                                          f"{' '.join(launch.argv)}")
                 offset = self.logs.path(r.name).stat().st_size
                 try:
@@ -142,12 +150,14 @@ class Supervisor:
         return procs
 
     # -- watch ---------------------------------------------------------------------------
-    def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None) -> Attempt:
+    def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None, note: str = "") -> Attempt:
+        """One attempt; ``note`` goes into the log headers (`` (port retry 1)``)."""
         with _Signals() as signals:
             if signals.read_fd >= 0:  # a signal wakes the loop at once
                 self._selector.register(signals.read_fd, selectors.EVENT_READ, None)
+            self._before = _procs.children()
             t0 = time.monotonic()
-            procs = self._start(launches, attempt)
+            procs = self._start(launches, attempt, note)
             try:
                 outcome, failed = self._watch(procs, signals, deadline, t0)
             except BaseException:  # never leave ranks behind, whatever went wrong here
@@ -194,6 +204,7 @@ class Supervisor:
         if not self._selector.get_map():
             time.sleep(timeout)
             return
+        read = False
         for key, _ in self._selector.select(timeout):
             if key.data is None:
                 signals.drain()
@@ -202,15 +213,29 @@ class Supervisor:
                 data = os.read(key.fd, 65536)
             except BlockingIOError:
                 continue
+            read = True
             key.data.stream.feed(data)
             if not data:
                 self._selector.unregister(key.fileobj)
                 key.fileobj.close()  # type: ignore[union-attr]
+        if read:  # what the console shows is on disk: one flush per batch, not per line
+            self.logs.flush()
 
     # -- stop ----------------------------------------------------------------------------
     def _stop(self, procs: list[_Proc], signals: _Signals | None = None) -> None:
-        """SIGTERM to the group and each process, SIGKILL after the grace period, then drain."""
+        """SIGTERM to the group, each process and every other process of the job (escaped from
+        the group or re-parented here), SIGKILL after the grace period, then drain."""
         pgid = procs[0].popen.pid if procs else None
+        ranks = {p.popen.pid for p in procs}
+        others: set[int] = set()
+
+        def find() -> set[int]:
+            """The job's processes besides the ranks: by cookie, by descent, and orphans that
+            came back to this subreaper (new children that are no rank)."""
+            orphans = _procs.children() - self._before - ranks
+            found = _procs.job_processes(self.cookie, ranks | orphans, self._before | ranks) | orphans
+            others.update(found)
+            return found
 
         def send(sig: int) -> None:
             if pgid is not None:
@@ -224,21 +249,26 @@ class Supervisor:
                         p.popen.send_signal(sig)
                     except ProcessLookupError:
                         pass
+            _procs.signal_all(others, sig)
 
         sigs = signals or _Signals()
         try:
+            find()
             send(signal.SIGTERM)
             end = time.monotonic() + self.grace
-            while any(p.popen.poll() is None for p in procs) and time.monotonic() < end:
+            while time.monotonic() < end and (any(p.popen.poll() is None for p in procs)
+                                              or any(_procs.alive(pid) for pid in others)):
                 if len(sigs.received) > 1:
                     break  # a second Ctrl-C: do not wait for the grace period
                 self._pump(0.02, sigs)
+                _procs.reap(others)
         finally:  # whatever failed while draining (a log that cannot be written), nothing survives
             send(signal.SIGKILL)
             for p in procs:
                 p.popen.wait()
                 if p.ended is None:
                     p.ended = time.monotonic()
+            _procs.kill_all(find)  # and what was forked meanwhile; the orphans' exit status is collected
         # the output still in the pipes; a grandchild that kept a pipe open gets a short while
         end = time.monotonic() + 0.5
         while any(key.data is not None for key in self._selector.get_map().values()) and time.monotonic() < end:

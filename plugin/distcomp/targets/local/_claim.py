@@ -1,0 +1,164 @@
+"""One job per run folder, and a watchdog that outlives a killed supervisor.
+
+``claim`` takes an exclusive ``flock`` on ``RUN_DIR/.distcomp.lock`` before anything else of
+the job exists (its MLflow run, its logs); a second job on that folder is refused, naming the
+first. The lock is close-on-exec: no rank holds it, so a rank cannot keep a folder busy after
+its job. The one process that shares it is the watchdog: a tiny stdlib-only Python in its own
+session (so a Ctrl-C or a kill of the job's group does not take it down first), holding the
+read end of a pipe whose write end only the supervisor has. When the supervisor ends, it
+writes ``done``; when it dies (SIGKILL, a crash), the pipe closes without it and the watchdog
+becomes ``distcomp reap`` for this job: it stops every process carrying the job's cookie,
+marks status.json and the MLflow run failed, and only then lets the folder go.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LOCK_NAME = ".distcomp.lock"
+# Waits for the pipe; "done" ends it, anything else makes it `distcomp reap` for the job.
+_WATCHDOG = (
+    "import os, sys\n"
+    "got = b''\n"
+    "while True:\n"
+    "    chunk = os.read(int(sys.argv[1]), 16)\n"
+    "    if not chunk: break\n"
+    "    got += chunk\n"
+    "if got != b'done': os.execv(sys.argv[2], sys.argv[2:])\n")
+
+
+class RunDirBusy(Exception):
+    """The run folder is another job's (or cannot be made): what, whose, and what to do."""
+
+
+@dataclass
+class Claim:
+    """A run folder held by this job: its lock, its cookie and its watchdog."""
+
+    run_dir: Path
+    job_id: str
+    cookie: str
+    lock_fd: int
+    created: list[Path] = field(default_factory=list)  # what claiming made, removed if the job never starts
+    watchdog: subprocess.Popen[bytes] | None = None
+    started: bool = False  # set once the job's status.json is written: from then on everything stays
+    _pipe: int = -1
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Tell the watchdog all is well, let the folder go; undo the claim if nothing ran."""
+        if self._pipe >= 0:
+            try:
+                os.write(self._pipe, b"done")
+            except OSError:  # the watchdog is gone (killed): nothing to tell
+                pass
+            os.close(self._pipe)
+            self._pipe = -1
+        if self.watchdog is not None:
+            try:
+                self.watchdog.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.lock_fd >= 0:
+            if not self.started:
+                for path in self.created:
+                    try:
+                        path.unlink() if path.name == LOCK_NAME else path.rmdir()
+                    except OSError:
+                        pass
+            os.close(self.lock_fd)
+            self.lock_fd = -1
+
+
+def holder(text: str) -> dict[str, Any]:
+    """Who holds a lock, as its holder wrote it (empty if it has not yet)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def describe_holder(info: dict[str, Any]) -> str:
+    """``in use by job J (pid N on host H, since T)`` from a lock file's text."""
+    since = info.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else "?"
+    return (f"in use by job {info.get('job_id', '?')} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, "
+            f"since {when})")
+
+
+def lock(path: Path, create: bool) -> tuple[int, bool]:
+    """An fd of ``path`` and whether this process now holds its exclusive lock (never blocks)."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return fd, False
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd, True
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the file was replaced while we waited: lock the one that is there now
+
+
+def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Claim:
+    """Hold ``run_dir`` for one job; raises RunDirBusy naming the job that has it."""
+    created: list[Path] = []
+    missing = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / LOCK_NAME
+        if not path.exists():
+            created.append(path)
+        fd, held = lock(path, create=True)
+    except OSError as exc:
+        raise RunDirBusy(f"cannot use run folder {run_dir}: {exc.strerror or exc}; pick another --run-dir") from None
+    created += missing  # deepest first, so each folder is empty when its turn comes
+    if not held:
+        with os.fdopen(fd, encoding="utf-8") as f:
+            info = holder(f.read())
+        raise RunDirBusy(f"run folder {run_dir} is {describe_holder(info)}; pick another --run-dir")
+    me = {"job_id": job_id, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(me).encode(), 0)
+    held_claim = Claim(run_dir, job_id, secrets.token_hex(16), fd, created)
+    if watchdog:
+        _start_watchdog(held_claim, grace)
+    return held_claim
+
+
+def _start_watchdog(c: Claim, grace: float) -> None:
+    read, write = os.pipe()  # both close-on-exec: only the watchdog gets the read end, by pass_fds
+    reap = [sys.executable, "-m", "distcomp", "reap", str(c.run_dir), "--lock-fd", str(c.lock_fd),
+            "--cookie", c.cookie, "--grace", repr(grace)]
+    try:
+        err = sys.stderr.fileno()  # its report goes where distcomp's own messages go
+    except (AttributeError, OSError, ValueError):
+        err = subprocess.DEVNULL
+    try:
+        c.watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read), *reap],
+                                      pass_fds=(read, c.lock_fd), stdin=subprocess.DEVNULL, stdout=err,
+                                      stderr=err, start_new_session=True)
+    except OSError:
+        os.close(write)  # no watchdog: the job still runs, `distcomp reap` can close it later
+    else:
+        c._pipe = write
+    finally:
+        os.close(read)

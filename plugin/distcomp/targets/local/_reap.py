@@ -1,0 +1,119 @@
+"""Close what a dead supervisor left behind: ``distcomp reap`` and the watchdog's last act.
+
+A status.json saying ``running`` belongs to a live job while its run folder's lock is held
+(by the supervisor or its watchdog), or while its supervisor still runs: same host, same pid
+with the same start time (a reused pid has another), same boot. Otherwise the supervisor
+died: every process still carrying the job's cookie is stopped (SIGTERM, grace, SIGKILL),
+status.json becomes ``failed`` saying so, the outputs keep their incomplete markers, and the
+job's MLflow run is marked FAILED with the reason as ``distcomp.failure``. A job of another
+host is reported, not touched (its processes are out of reach), unless ``force``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import _partial, _procs, _status
+from ._claim import LOCK_NAME, describe_holder, holder, lock
+
+Outcome = Literal["closed", "running", "elsewhere", "ended"]
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """What ``reap`` found in one run folder and did about it."""
+
+    run_dir: Path
+    outcome: Outcome
+    message: str
+    problems: tuple[str, ...] = ()  # what could not be done (an MLflow store out of reach)
+
+
+def supervisor_alive(sup: dict[str, Any]) -> bool:
+    """The supervisor recorded in a status.json still runs here (not a zombie, not a reused pid)."""
+    pid = sup.get("pid")
+    if not isinstance(pid, int) or not _procs.alive(pid):
+        return False
+    if sup.get("boot_id") and _procs.boot_id() and sup["boot_id"] != _procs.boot_id():
+        return False
+    return sup.get("start_time") is None or _procs.start_time(pid) in (None, sup["start_time"])
+
+
+def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | None = None,
+         cookie: str | None = None) -> Reaped:
+    """Close ``run_dir``'s job if its supervisor is gone. ``lock_fd`` and ``cookie`` are the
+    watchdog's: it holds the folder's lock already and knows its supervisor died."""
+    fd = -1
+    try:
+        if lock_fd is None and (run_dir / LOCK_NAME).exists():
+            fd, held = lock(run_dir / LOCK_NAME, create=False)
+            if not held:
+                with open(run_dir / LOCK_NAME, encoding="utf-8") as f:
+                    info = holder(f.read())
+                return Reaped(run_dir, "running", f"{describe_holder(info)}: left alone")
+        return _reap(run_dir, grace, force, lock_fd is not None, cookie)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None) -> Reaped:
+    status = _status.read(run_dir / _status.NAME) or {}
+    state = status.get("state", "unknown")
+    ours = cookie is None or status.get("cookie") == cookie
+    cookie = cookie or str(status.get("cookie") or "")
+    if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
+        n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if watchdog and cookie else 0
+        return Reaped(run_dir, "ended", f"already ended ({state}): nothing to do"
+                      + (f"; stopped {n} process(es) it left" if n else ""))
+    sup = status.get("supervisor") if isinstance(status.get("supervisor"), dict) else {}
+    pid, host, here = sup.get("pid"), sup.get("host"), socket.gethostname()
+    job = status.get("job_id", "?")
+    if host != here and not force:
+        return Reaped(run_dir, "elsewhere", f"job {job} runs on host {host} (pid {pid}): it cannot be checked from "
+                      f"{here}; run distcomp reap on {host}, or give --force to mark it failed from here")
+    if not watchdog and host == here and supervisor_alive(sup):
+        return Reaped(run_dir, "running", f"job {job} is running (pid {pid} on host {host}): left alone")
+    if host == here:
+        n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if cookie else 0
+        how = "its watchdog" if watchdog else "distcomp reap"
+        message = (f"the supervisor (pid {pid} on host {host}) died; {how} stopped every rank "
+                   f"({n} process(es) were still running)")
+    else:
+        message = (f"the supervisor (pid {pid} on host {host}) was marked failed from {here} with --force; "
+                   f"its processes on {host}, if any, were not stopped")
+    started = status.get("started_at")
+    status.update(state="failed", exit_code=1, message=message,
+                  wall_s=round(_status.now() - started, 3) if isinstance(started, (int, float)) else 0.0,
+                  reaped={"by": "watchdog" if watchdog else "distcomp reap", "pid": os.getpid(), "host": here,
+                          "at": _status.now()})
+    _status.write(run_dir / _status.NAME, status)
+    markers = status.get("incomplete_outputs")
+    if isinstance(markers, dict):
+        _partial.mark({k: str(v) for k, v in markers.items()},
+                      f"incomplete: job {job} failed: {message}\nsee {run_dir / _status.NAME}. "
+                      "Removed when a job writing here succeeds.\n")
+    said, problems = _close_mlflow(status, run_dir, message)
+    return Reaped(run_dir, "closed", message + "; status.json: failed" + (f"; {said}" if said else ""),
+                  tuple(problems))
+
+
+def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str) -> tuple[str, list[str]]:
+    """Mark the job's MLflow run FAILED, with the rank logs (what they hold) as its artifacts."""
+    ml = status.get("mlflow") if isinstance(status.get("mlflow"), dict) else {}
+    run_id, uri = ml.get("run_id"), ml.get("tracking_uri")
+    if not run_id or not uri:
+        return "", []
+    from ...tracking import JobRun, TrackingError, open_store
+
+    try:
+        store = open_store(uri)
+        problems = store.log(run_id, {"distcomp.failure": message})
+        state, more = JobRun(store, store.get_run(run_id), uri, "").finish(None, run_dir / "logs", message, "failed")
+    except (TrackingError, OSError) as exc:
+        return "", [f"MLflow run {run_id} in {uri}: could not mark it FAILED: {exc}"]
+    return f"MLflow run {run_id}: {state}", problems + more

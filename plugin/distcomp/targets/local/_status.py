@@ -1,0 +1,59 @@
+"""status.json: ``running`` with the supervisor's identity while a job runs, the final record after.
+
+Written whole or not at all (a temporary file renamed over it). Every string in it passes
+through the job's secret values (``distcomp.redact``) first: a secret input never lands here,
+whatever the rank printed into the tails of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..._files import write_atomic
+from ...redact import mask
+from ._procs import boot_id, start_time
+
+NAME = "status.json"
+
+
+def supervisor(watchdog: int | None = None) -> dict[str, Any]:
+    """Who runs the job: enough to tell later whether it is still alive (a reused pid has
+    another start time; a reboot another boot id)."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "start_time": start_time(os.getpid()),
+            "boot_id": boot_id(), "watchdog_pid": watchdog}
+
+
+def _masked(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if isinstance(value, dict):
+        return {k: _masked(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, secrets) for v in value]
+    return value
+
+
+def write(path: Path, record: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
+    """Replace ``path`` with ``record``; a full disk leaves the old one (the console says what
+    happened). One writer at a time: whoever holds the run folder's lock."""
+    try:
+        write_atomic(path, json.dumps(_masked(dict(record), secrets), indent=2) + "\n")
+    except OSError:
+        pass
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def now() -> float:
+    return round(time.time(), 3)

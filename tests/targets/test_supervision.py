@@ -1,0 +1,219 @@
+"""Nothing outlives a job: ``distcomp run`` killed with SIGKILL, a machine that lost both the
+supervisor and its watchdog (``distcomp reap``), and ranks whose children leave the job's
+process group. Real ``distcomp run`` processes, real ranks, a real MLflow SQLite store."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.targets._jobs import WAIT, clean_env, finish, wait_for
+from tests.targets._supervised import Console, launch, record, running, status, survivors
+from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixtures: a store MLflow made)
+
+HOST = socket.gethostname()
+TALKED = [f"[rank{r}]: rank {r} line {i}" for r in (0, 1) for i in range(5)]
+
+
+def mlflow_run(uri: str, run_id: str):  # type: ignore[no-untyped-def]
+    from mlflow import MlflowClient
+
+    return MlflowClient(uri).get_run(run_id)
+
+
+def artifacts(uri: str, run_id: str) -> set[str]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    return {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "logs")}
+
+
+def rank_pids(state_dir: Path) -> list[int]:
+    return [record(state_dir, r)["pid"] for r in (0, 1)]
+
+
+def test_sigkill_of_distcomp_run_stops_every_rank_and_closes_the_run(sqlite_uri: str, tmp_path: Path) -> None:
+    proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", tracking=sqlite_uri, mode="talk")
+    console = Console(proc)
+    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
+    shown = console.wait_for(TALKED)
+
+    # while it runs: status.json says so, and who runs it; so do the MLflow run's tags
+    running_status = status(run_dir)
+    assert (running_status["state"], running_status["exit_code"]) == ("running", None)
+    sup = running_status["supervisor"]
+    assert (sup["pid"], sup["host"]) == (proc.pid, HOST)
+    assert sup["start_time"] and sup["boot_id"] and running(sup["watchdog_pid"])
+    marker = run_dir / "outputs" / "result.distcomp-incomplete"
+    assert running_status["incomplete_outputs"] == {"result": str(marker)} and marker.is_file()
+    run_id = running_status["mlflow"]["run_id"]
+    run = mlflow_run(sqlite_uri, run_id)
+    assert run.info.status == "RUNNING"
+    assert (run.data.tags["distcomp.supervisor.pid"], run.data.tags["distcomp.supervisor.host"]) == (str(proc.pid), HOST)
+    # what the console showed is on disk already, while the job runs
+    for r in (0, 1):
+        log = (run_dir / "logs" / f"rank{r}.log").read_text()
+        assert [f"rank {r} line {i}" for i in range(5)] == log.splitlines()[1:], log
+
+    ranks = rank_pids(state_dir)
+    proc.kill()
+    _, err = proc.communicate(timeout=WAIT)  # the watchdog writes to distcomp's stderr: read to its end
+    assert proc.returncode == -signal.SIGKILL
+    assert survivors(ranks) == [], "ranks outlived their supervisor"
+    assert survivors([sup["watchdog_pid"]], 5) == []  # its stderr closed as it exited: give it a moment
+
+    final = status(run_dir)
+    message = (f"the supervisor (pid {proc.pid} on host {HOST}) died; its watchdog stopped every rank "
+               f"(2 process(es) were still running)")
+    assert (final["state"], final["exit_code"], final["message"]) == ("failed", 1, message), final
+    assert final["reaped"]["by"] == "watchdog" and final["supervisor"] == sup
+    assert final["incomplete_outputs"] == {"result": str(marker)} and "failed" in marker.read_text()
+    assert f"distcomp reap: {run_dir}: {message}; status.json: failed; MLflow run {run_id}: FAILED\n" in err, err
+    run = mlflow_run(sqlite_uri, run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["distcomp.failure"] == message and run.data.tags["distcomp.state"] == "failed"
+    assert {"logs/rank0.log", "logs/rank1.log", "status.json"} <= artifacts(sqlite_uri, run_id)
+    for line in shown:  # every line the console showed is in its rank's log
+        name, text = line[1:].split("]: ", 1)
+        assert text in (run_dir / "logs" / f"{name}.log").read_text()
+
+
+def test_reap_closes_a_job_whose_supervisor_and_watchdog_died(sqlite_uri: str, tmp_path: Path) -> None:
+    """A machine crash as seen by what is left: both distcomp processes gone (SIGKILL, the
+    watchdog first so it cannot act), the ranks still running. ``distcomp reap`` (run folders
+    under ./runs) closes that job and leaves the live one next to it alone."""
+    dead, dead_dir, dead_state = launch(tmp_path, run_dir=tmp_path / "runs" / "dead", name="dead",
+                                        tracking=sqlite_uri, mode="talk")
+    live, live_dir, live_state = launch(tmp_path, "--grace", "2", run_dir=tmp_path / "runs" / "live", name="live",
+                                        tracking=sqlite_uri, mode="talk")
+    for state in (dead_state, live_state):
+        wait_for([state / "rank0.0.json", state / "rank1.0.json"], dead if state == dead_state else live)
+    watchdog = status(dead_dir)["supervisor"]["watchdog_pid"]
+    os.kill(watchdog, signal.SIGKILL)
+    assert survivors([watchdog], 5) == []
+    dead.kill()
+    dead.communicate(timeout=WAIT)
+    ranks = rank_pids(dead_state)
+    time.sleep(0.5)
+    assert all(running(p) for p in ranks), "nothing was left to reap: the test is not testing reap"
+    assert status(dead_dir)["state"] == "running"
+
+    reap = subprocess.run([sys.executable, "-m", "distcomp", "reap", "--grace", "2"], cwd=tmp_path, env=clean_env(),
+                          capture_output=True, text=True, timeout=WAIT)
+    assert reap.returncode == 0, reap.stderr
+    dead_run = status(dead_dir)["mlflow"]["run_id"]
+    message = (f"the supervisor (pid {dead.pid} on host {HOST}) died; distcomp reap stopped every rank "
+               f"(2 process(es) were still running)")
+    assert re.fullmatch(
+        re.escape(f"distcomp reap: runs/dead: {message}; status.json: failed; MLflow run {dead_run}: FAILED\n")
+        + re.escape(f"distcomp reap: runs/live: in use by job live (pid {live.pid} on host {HOST}, since ")
+        + r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\): left alone\n"
+        + re.escape("distcomp reap: 2 run folder(s) under ./runs: 1 closed, 1 running, 0 on another host, "
+                    "0 already ended\n"), reap.stdout), reap.stdout + reap.stderr
+    assert survivors(ranks, 5) == []
+    closed = status(dead_dir)
+    assert (closed["state"], closed["message"], closed["reaped"]["by"]) == ("failed", message, "distcomp reap")
+    run = mlflow_run(sqlite_uri, dead_run)
+    assert (run.info.status, run.data.tags["distcomp.failure"]) == ("FAILED", message)
+
+    # the live job was not touched: it runs on, and ends as it would have
+    assert status(live_dir)["state"] == "running"
+    assert all(running(p) for p in rank_pids(live_state))
+    live.send_signal(signal.SIGINT)
+    ended = finish(live, live_dir, live_state, time.monotonic())
+    assert ended.returncode == 130, ended.explain()
+    assert status(live_dir)["state"] == "interrupted"
+    assert mlflow_run(sqlite_uri, status(live_dir)["mlflow"]["run_id"]).info.status == "KILLED"
+    assert survivors(rank_pids(live_state)) == []
+
+    again = subprocess.run([sys.executable, "-m", "distcomp", "reap"], cwd=tmp_path, env=clean_env(),
+                           capture_output=True, text=True, timeout=WAIT)
+    assert (again.returncode, again.stdout) == (0, "distcomp reap: 2 run folder(s) under ./runs: 0 closed, 0 running, "
+                                                   "0 on another host, 2 already ended\n"), again.stderr
+
+
+def _running_record(tmp_path: Path, name: str, **supervisor: object) -> Path:
+    """A status.json as a job writes it at start, with the supervisor given."""
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    (run_dir / "status.json").write_text(json.dumps({
+        "state": "running", "exit_code": None, "job_id": name, "started_at": time.time() - 60,
+        "cookie": os.urandom(8).hex(), "incomplete_outputs": {}, "supervisor": supervisor}))
+    return run_dir
+
+
+def _my_start_time() -> int:
+    data = Path(f"/proc/{os.getpid()}/stat").read_bytes()
+    return int(data[data.rindex(b")") + 2:].split()[19])
+
+
+def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_alone(tmp_path: Path) -> None:
+    me = os.getpid()  # a process that runs: the pid of a supervisor, or a pid reused by another program
+    alive = _running_record(tmp_path, "alive", pid=me, host=HOST, start_time=_my_start_time())
+    reused = _running_record(tmp_path, "reused", pid=me, host=HOST, start_time=1)
+    remote = _running_record(tmp_path, "remote", pid=me, host="elsewhere.example", start_time=1)
+
+    def reap(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "distcomp", "reap", *args], cwd=tmp_path, env=clean_env(),
+                              capture_output=True, text=True, timeout=WAIT)
+
+    proc = reap("alive", "reused", "remote")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (
+        f"distcomp reap: alive: job alive is running (pid {me} on host {HOST}): left alone\n"
+        f"distcomp reap: reused: the supervisor (pid {me} on host {HOST}) died; distcomp reap stopped every rank "
+        "(0 process(es) were still running); status.json: failed\n"
+        f"distcomp reap: remote: job remote runs on host elsewhere.example (pid {me}): it cannot be checked from "
+        f"{HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here\n"
+        "distcomp reap: 3 run folder(s): 1 closed, 1 running, 1 on another host, 0 already ended\n")
+    assert [status(d)["state"] for d in (alive, reused, remote)] == ["running", "failed", "running"]
+
+    forced = reap("--force", "remote")
+    assert forced.returncode == 0, forced.stderr
+    assert status(remote)["state"] == "failed"
+    assert status(remote)["message"] == (f"the supervisor (pid {me} on host elsewhere.example) was marked failed "
+                                         f"from {HOST} with --force; its processes on elsewhere.example, if any, "
+                                         "were not stopped")
+
+    (tmp_path / "empty").mkdir()
+    bad = reap("empty", "nope")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr == ("distcomp reap: empty: not a run folder (no status.json in it); give folders that "
+                          "`distcomp run` made, or none for those under ./runs\n"
+                          "nope: not a run folder (no status.json in it); give folders that `distcomp run` made, "
+                          "or none for those under ./runs\n")
+
+
+# -- a rank's children that leave the process group -----------------------------------------
+@pytest.mark.parametrize(("mode", "end", "stop", "code"), [
+    ("escape_session", "ok", None, 0),
+    ("escape_session", "fail", None, 1),
+    ("escape_session", "wait", signal.SIGINT, 130),
+    ("escape_setsid", "ok", None, 0),
+    ("escape_setsid", "fail", None, 1),
+    ("escape_setsid", "wait", signal.SIGINT, 130),
+])
+def test_nothing_a_rank_started_outlives_the_job(tmp_path: Path, mode: str, end: str, stop: int | None,
+                                                  code: int) -> None:
+    """start_new_session=True (a new session, the job's cookie kept) and a daemon made by
+    fork/setsid/fork with an empty environment (no cookie: the subreaper finds it)."""
+    t0 = time.monotonic()
+    proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", mode=mode, end=end)
+    if stop is not None:
+        wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
+        proc.send_signal(stop)
+    run = finish(proc, run_dir, state_dir, t0)
+    assert run.returncode == code, run.explain()
+    escaped = [pid for r in (0, 1) for pid in record(state_dir, r)["started"]]
+    assert len(escaped) == 2
+    assert survivors(escaped, 2.0) == [], f"outlived the job: {escaped} ({mode}, end {end})"
+    assert survivors(rank_pids(state_dir), 2.0) == []
