@@ -74,12 +74,16 @@ class Logs:
                     self.console = None
 
     def close(self) -> None:
-        try:
-            self.flush()
-        finally:
-            for f in self._files.values():
-                f.close()
-            self._files.clear()
+        """Flush and close every log; the first error (a full disk) is raised once all are closed."""
+        errors: list[OSError] = []
+        for step in (self.flush, *(f.close for f in self._files.values())):
+            try:
+                step()
+            except OSError as exc:
+                errors.append(exc)
+        self._files.clear()
+        if errors:
+            raise errors[0]
 
 
 class Stream:

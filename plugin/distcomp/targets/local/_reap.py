@@ -63,13 +63,13 @@ def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | 
 
 def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None) -> Reaped:
     status = _status.read(run_dir / _status.NAME) or {}
-    state = status.get("state", "unknown")
+    state = status.get("state")
     ours = cookie is None or status.get("cookie") == cookie
     cookie = cookie or str(status.get("cookie") or "")
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
         n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if watchdog and cookie else 0
-        return Reaped(run_dir, "ended", f"already ended ({state}): nothing to do"
-                      + (f"; stopped {n} process(es) it left" if n else ""))
+        said = f"already ended ({state}): nothing to do" if ours and state else "the job had not started: nothing to do"
+        return Reaped(run_dir, "ended", said + (f"; stopped {n} process(es) it left" if n else ""))
     sup = status.get("supervisor") if isinstance(status.get("supervisor"), dict) else {}
     pid, host, here = sup.get("pid"), sup.get("host"), socket.gethostname()
     job = status.get("job_id", "?")

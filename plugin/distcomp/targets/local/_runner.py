@@ -120,8 +120,11 @@ class _Job:
                 for f in _partial.survey(self.outputs, attempt + 1):
                     found.append(f)
                     self.say(_partial.describe(f))
-            launches = prepare(spec, self.topology, self.values, self.outputs, run_dir, options.job_id, attempt,
-                               options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie})
+            try:
+                launches = prepare(spec, self.topology, self.values, self.outputs, run_dir, options.job_id, attempt,
+                                   options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie})
+            except OSError as exc:  # no free ports, or the launcher's files cannot be written
+                raise LaunchError(f"cannot prepare the job in {run_dir}: {exc.strerror or exc}") from None
             try:
                 result = supervisor.run(launches, attempt, deadline, note)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone

@@ -237,7 +237,7 @@ class Supervisor:
             others.update(found)
             return found
 
-        def send(sig: int) -> None:
+        def send(sig: int, everyone: bool = True) -> None:
             if pgid is not None:
                 try:
                     os.killpg(pgid, sig)
@@ -249,7 +249,8 @@ class Supervisor:
                         p.popen.send_signal(sig)
                     except ProcessLookupError:
                         pass
-            _procs.signal_all(others, sig)
+            if everyone:
+                _procs.signal_all(others, sig)
 
         sigs = signals or _Signals()
         try:
@@ -263,12 +264,13 @@ class Supervisor:
                 self._pump(0.02, sigs)
                 _procs.reap(others)
         finally:  # whatever failed while draining (a log that cannot be written), nothing survives
-            send(signal.SIGKILL)
+            send(signal.SIGKILL, everyone=False)  # the others are looked up afresh: a pid may be reused by now
             for p in procs:
                 p.popen.wait()
                 if p.ended is None:
                     p.ended = time.monotonic()
-            _procs.kill_all(find)  # and what was forked meanwhile; the orphans' exit status is collected
+            _procs.kill_all(find)  # and what was forked meanwhile
+            _procs.reap(_procs.children() - self._before)  # orphans that came back only as they died
         # the output still in the pipes; a grandchild that kept a pipe open gets a short while
         end = time.monotonic() + 0.5
         while any(key.data is not None for key in self._selector.get_map().values()) and time.monotonic() < end:
