@@ -4,6 +4,7 @@ process group. Real ``distcomp run`` processes, real ranks, a real MLflow SQLite
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -217,3 +218,35 @@ def test_nothing_a_rank_started_outlives_the_job(tmp_path: Path, mode: str, end:
     assert len(escaped) == 2
     assert survivors(escaped, 2.0) == [], f"outlived the job: {escaped} ({mode}, end {end})"
     assert survivors(rank_pids(state_dir), 2.0) == []
+
+
+def test_watchdog_ends_the_mlflow_run_a_supervisor_died_before_ending(sqlite_uri: str, tmp_path: Path) -> None:
+    """The supervisor wrote its final status.json, then died while ending the MLflow run (a slow
+    server, a SIGKILL): its watchdog, which is `distcomp reap` holding the folder's lock, ends
+    the run as the job ended, with the logs. Here the watchdog's part is played directly."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(sqlite_uri)
+    run = client.create_run(client.create_experiment("died-late"))
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs" / "rank0.log").write_text("=== attempt 1: worker 0 on node 0: python train.py\ndone\n")
+    (run_dir / "status.json").write_text(json.dumps({
+        "state": "succeeded", "exit_code": 0, "message": "", "cookie": "c00k1e", "incomplete_outputs": {},
+        "mlflow": {"run_id": run.info.run_id, "tracking_uri": sqlite_uri}}))
+    lock = os.open(run_dir / ".distcomp.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "distcomp", "reap", str(run_dir), "--lock-fd", str(lock),
+                               "--cookie", "c00k1e"], pass_fds=(lock,), env=clean_env(), capture_output=True,
+                              text=True, timeout=WAIT)
+    finally:
+        os.close(lock)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (f"distcomp reap: {run_dir}: the supervisor died after the job succeeded; "
+                           f"MLflow run {run.info.run_id}: FINISHED\n")
+    ended = client.get_run(run.info.run_id)
+    assert (ended.info.status, ended.data.tags["distcomp.state"]) == ("FINISHED", "succeeded")
+    assert "distcomp.failure" not in ended.data.tags
+    assert "logs/rank0.log" in artifacts(sqlite_uri, run.info.run_id)
+    assert status(run_dir)["state"] == "succeeded"  # the job's own record stands

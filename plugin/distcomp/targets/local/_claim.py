@@ -146,7 +146,7 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
 
 def _start_watchdog(c: Claim, grace: float) -> None:
     read, write = os.pipe()  # both close-on-exec: only the watchdog gets the read end, by pass_fds
-    reap = [sys.executable, "-m", "distcomp", "reap", str(c.run_dir), "--lock-fd", str(c.lock_fd),
+    reap = [sys.executable, "-m", "distcomp", "reap", str(c.run_dir.absolute()), "--lock-fd", str(c.lock_fd),
             "--cookie", c.cookie, "--grace", repr(grace)]
     try:
         err = sys.stderr.fileno()  # its report goes where distcomp's own messages go
@@ -155,7 +155,7 @@ def _start_watchdog(c: Claim, grace: float) -> None:
     try:
         c.watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read), *reap],
                                       pass_fds=(read, c.lock_fd), stdin=subprocess.DEVNULL, stdout=err,
-                                      stderr=err, start_new_session=True)
+                                      stderr=err, start_new_session=True, cwd="/")  # no folder of the job's
     except OSError:
         os.close(write)  # no watchdog: the job still runs, `distcomp reap` can close it later
     else:

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import _partial, _procs, _status
+from ._records import EXIT_CODES
 from ._claim import LOCK_NAME, describe_holder, holder, lock
 
 Outcome = Literal["closed", "running", "elsewhere", "ended"]
+STATUS = (*EXIT_CODES, "interrupted")  # the final states of status.json
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,12 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
         n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if watchdog and cookie else 0
         said = f"already ended ({state}): nothing to do" if ours and state else "the job had not started: nothing to do"
-        return Reaped(run_dir, "ended", said + (f"; stopped {n} process(es) it left" if n else ""))
+        said += f"; stopped {n} process(es) it left" if n else ""
+        if watchdog and ours and state in STATUS:  # died between its final record and ending the MLflow run
+            ended, problems = _close_mlflow(status, run_dir, str(status.get("message") or ""), state)
+            if ended:
+                return Reaped(run_dir, "closed", f"the supervisor died after the job {state}; {ended}", tuple(problems))
+        return Reaped(run_dir, "ended", said)
     sup = status.get("supervisor") if isinstance(status.get("supervisor"), dict) else {}
     pid, host, here = sup.get("pid"), sup.get("host"), socket.gethostname()
     job = status.get("job_id", "?")
@@ -97,13 +104,14 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
         _partial.mark({k: str(v) for k, v in markers.items()},
                       f"incomplete: job {job} failed: {message}\nsee {run_dir / _status.NAME}. "
                       "Removed when a job writing here succeeds.\n")
-    said, problems = _close_mlflow(status, run_dir, message)
+    said, problems = _close_mlflow(status, run_dir, message, "failed")
     return Reaped(run_dir, "closed", message + "; status.json: failed" + (f"; {said}" if said else ""),
                   tuple(problems))
 
 
-def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str) -> tuple[str, list[str]]:
-    """Mark the job's MLflow run FAILED, with the rank logs (what they hold) as its artifacts."""
+def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: str) -> tuple[str, list[str]]:
+    """End the job's MLflow run as ``state`` (failed: FAILED with the reason as ``distcomp.failure``),
+    with the rank logs, as far as they got, as its artifacts."""
     ml = status.get("mlflow") if isinstance(status.get("mlflow"), dict) else {}
     run_id, uri = ml.get("run_id"), ml.get("tracking_uri")
     if not run_id or not uri:
@@ -112,8 +120,8 @@ def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str) -> tuple[
 
     try:
         store = open_store(uri)
-        problems = store.log(run_id, {"distcomp.failure": message})
-        state, more = JobRun(store, store.get_run(run_id), uri, "").finish(None, run_dir / "logs", message, "failed")
+        problems = store.log(run_id, {"distcomp.failure": message}) if state == "failed" else []
+        end, more = JobRun(store, store.get_run(run_id), uri, "").finish(None, run_dir / "logs", message, state)
     except (TrackingError, OSError) as exc:
-        return "", [f"MLflow run {run_id} in {uri}: could not mark it FAILED: {exc}"]
-    return f"MLflow run {run_id}: {state}", problems + more
+        return "", [f"MLflow run {run_id} in {uri}: could not end it: {exc}"]
+    return f"MLflow run {run_id}: {end}", problems + more
