@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from ...records import Topology
 from ...redact import mask, secret_values
-from ...spec import ComponentSpec
+from ...spec import ComponentSpec, RenderError
 from . import _partial, _status
 from ._claim import Claim, claim as claim_run_dir
 from ._output import Logs
@@ -89,10 +89,10 @@ class _Job:
         found: list[FoundOutput] = []
         try:
             return self._attempts(supervisor, logs, t0, failures, found)
-        except LaunchError as exc:  # still leave the final record behind, then report
+        except (LaunchError, RenderError) as exc:  # still leave the final record behind, then report
             self._finish(RunResult("failed", run_dir, len(failures) + 1, time.monotonic() - t0,
                                    failures=tuple(failures), message=str(exc)), found)
-            raise LaunchError(mask(str(exc), self.secrets)) from None
+            raise
         except BaseException as exc:  # stopped outside the supervisor's watch: the record says so
             interrupted = isinstance(exc, KeyboardInterrupt)
             why = (f"interrupted by {describe_signal(signal.SIGINT)} before the job ended" if interrupted
