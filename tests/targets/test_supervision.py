@@ -167,7 +167,9 @@ def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_a
         return subprocess.run([sys.executable, "-m", "distcomp", "reap", *args], cwd=tmp_path, env=clean_env(),
                               capture_output=True, text=True, timeout=WAIT)
 
-    proc = reap("alive", "reused", "remote")
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / "status.json").write_text('{"state": "runn')  # a disk that filled up, by hand
+    proc = reap("alive", "reused", "remote", "garbled")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (
         f"distcomp reap: alive: job alive is running (pid {me} on host {HOST}): left alone\n"
@@ -175,7 +177,8 @@ def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_a
         "(0 process(es) were still running); status.json: failed\n"
         f"distcomp reap: remote: job remote runs on host elsewhere.example (pid {me}): it cannot be checked from "
         f"{HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here\n"
-        "distcomp reap: 3 run folder(s): 1 closed, 1 running, 1 on another host, 0 already ended\n")
+        "distcomp reap: garbled: no readable status.json: nothing to do\n"
+        "distcomp reap: 4 run folder(s): 1 closed, 1 running, 1 on another host, 1 already ended\n")
     assert [status(d)["state"] for d in (alive, reused, remote)] == ["running", "failed", "running"]
 
     forced = reap("--force", "remote")

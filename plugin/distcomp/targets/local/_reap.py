@@ -52,10 +52,12 @@ def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | 
     fd = -1
     try:
         if lock_fd is None and (run_dir / LOCK_NAME).exists():
-            fd, held = lock(run_dir / LOCK_NAME, create=False)
+            try:
+                fd, held = lock(run_dir / LOCK_NAME, create=False)
+            except OSError:  # not ours to lock (another user's folder): the supervisor's pid still tells
+                held = True
             if not held:
-                with open(run_dir / LOCK_NAME, encoding="utf-8") as f:
-                    info = holder(f.read())
+                info = holder(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
                 return Reaped(run_dir, "running", f"{describe_holder(info)}: left alone")
         return _reap(run_dir, grace, force, lock_fd is not None, cookie)
     finally:
@@ -70,7 +72,10 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     cookie = cookie or str(status.get("cookie") or "")
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
         n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if watchdog and cookie else 0
-        said = f"already ended ({state}): nothing to do" if ours and state else "the job had not started: nothing to do"
+        if not ours:
+            said = "the job had not started: nothing to do"
+        else:
+            said = f"already ended ({state}): nothing to do" if status else "no readable status.json: nothing to do"
         said += f"; stopped {n} process(es) it left" if n else ""
         if watchdog and ours and state in STATUS:  # died between its final record and ending the MLflow run
             ended, problems = _close_mlflow(status, run_dir, str(status.get("message") or ""), state)
@@ -98,15 +103,19 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
                   wall_s=round(_status.now() - started, 3) if isinstance(started, (int, float)) else 0.0,
                   reaped={"by": "watchdog" if watchdog else "distcomp reap", "pid": os.getpid(), "host": here,
                           "at": _status.now()})
-    _status.write(run_dir / _status.NAME, status)
+    problems = []
+    try:
+        _status.write(run_dir / _status.NAME, status)
+    except OSError as exc:
+        problems.append(f"{run_dir / _status.NAME}: could not be rewritten: {exc.strerror or exc}")
     markers = status.get("incomplete_outputs")
     if isinstance(markers, dict):
         _partial.mark({k: str(v) for k, v in markers.items()},
                       f"incomplete: job {job} failed: {message}\nsee {run_dir / _status.NAME}. "
                       "Removed when a job writing here succeeds.\n")
-    said, problems = _close_mlflow(status, run_dir, message, "failed")
-    return Reaped(run_dir, "closed", message + "; status.json: failed" + (f"; {said}" if said else ""),
-                  tuple(problems))
+    said, more = _close_mlflow(status, run_dir, message, "failed")
+    return Reaped(run_dir, "closed", message + ("; status.json: failed" if not problems else "")
+                  + (f"; {said}" if said else ""), tuple(problems + more))
 
 
 def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: str) -> tuple[str, list[str]]:

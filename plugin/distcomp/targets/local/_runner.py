@@ -72,7 +72,10 @@ class _Job:
             self._notify(mask(message, self.secrets))
 
     def _write(self, result: RunResult) -> None:
-        _status.write(self.status, {**result.to_json(), **self.base}, self.secrets)
+        try:
+            _status.write(self.status, {**result.to_json(), **self.base}, self.secrets)
+        except OSError:  # a full disk: the console report still says what happened
+            pass
 
     def run(self) -> RunResult:
         options, run_dir = self.options, self.options.run_dir

@@ -39,12 +39,9 @@ def _masked(value: Any, secrets: Sequence[str]) -> Any:
 
 
 def write(path: Path, record: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
-    """Replace ``path`` with ``record``; a full disk leaves the old one (the console says what
-    happened). One writer at a time: whoever holds the run folder's lock."""
-    try:
-        write_atomic(path, json.dumps(_masked(dict(record), secrets), indent=2) + "\n")
-    except OSError:
-        pass
+    """Replace ``path`` with ``record`` whole, or raise OSError and leave the old one. One writer
+    at a time: whoever holds the run folder's lock."""
+    write_atomic(path, json.dumps(_masked(dict(record), secrets), indent=2) + "\n")
 
 
 def read(path: Path) -> dict[str, Any] | None:
