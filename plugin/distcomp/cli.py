@@ -270,7 +270,8 @@ def _end_tracking(tracking: "JobRun | None", monitors: "Monitors | None", result
     if tracking is not None:
         status, more = tracking.finish(result, run_dir / "logs", error, state)
         problems += more
-        say(f"MLflow run {tracking.run.run_id}: {status}")
+        # the status the store holds: RUNNING when it did not take the job's end (the warnings say why)
+        say(f"MLflow run {tracking.run.run_id}: " + ("left RUNNING, not ended" if status == "RUNNING" else status))
     for problem in problems:
         say(f"warning: {problem}")
 

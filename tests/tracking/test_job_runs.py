@@ -10,48 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mlflow import MlflowClient
 
 from ..targets._jobs import clean_env
-
-PROBE = Path(__file__).resolve().parent / "jobs" / "probe"
-WAIT = 120
-
-
-def distcomp(tmp_path: Path, uri: str | None, *flags: str, spec: str = "torch.yaml", wait: bool = True,
-             **inputs: object) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
-    state = tmp_path / "state"
-    state.mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "distcomp", "run", str(PROBE / spec), "--quiet", "--grace", "3",
-            "--run-dir", str(tmp_path / "run"), "--input", f"state_dir={state}", *flags]
-    for name, value in inputs.items():
-        argv += ["--input", f"{name}={value}"]
-    env = clean_env(**({"MLFLOW_TRACKING_URI": uri} if uri else {}))
-    if wait:
-        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=WAIT)
-    return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def only_run(uri: str, experiment: str = "tracking-probe") -> Any:
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    assert exp is not None, f"no experiment {experiment!r} in {uri}"
-    runs = client.search_runs([exp.experiment_id])
-    assert len(runs) == 1, [r.info.run_id for r in runs]
-    return runs[0]
-
-
-def artifacts(uri: str, run_id: str) -> set[str]:
-    client = MlflowClient(uri)
-    return {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "logs")}
-
-
-def explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n--- stderr ---\n{proc.stderr[-4000:]}"
-
+from ._probe import PROBE, WAIT, artifacts, distcomp, explain, only_run
+from ._server import free_port
 
 @pytest.fixture(params=["sqlite", "server"])
 def store(request: pytest.FixtureRequest) -> str:
@@ -149,9 +114,8 @@ def test_no_tracking_makes_no_run_and_tells_the_ranks(tmp_path: Path) -> None:
 
 
 def test_unreachable_server_stops_before_any_rank(tmp_path: Path) -> None:
-    from .conftest import _free_port
-
-    proc = distcomp(tmp_path, f"http://127.0.0.1:{_free_port()}")
+    # quickly: a server that never answered gets a few tries, not MLflow's four minutes of backoff
+    proc = distcomp(tmp_path, f"http://127.0.0.1:{free_port()}", timeout=60)
     assert proc.returncode == 2
     assert "cannot reach the MLflow server" in proc.stderr and "--no-tracking" in proc.stderr
     assert "Traceback" not in proc.stderr

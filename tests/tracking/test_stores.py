@@ -204,3 +204,31 @@ def test_creating_a_run_does_not_import_mlflow(sqlite_uri: str, tmp_path: Path) 
             "r = s.create_run(s.experiment('e'), 'n', {}, {}); s.terminate(r.run_id, 'FINISHED'); "
             "assert 'mlflow' not in sys.modules and 'sqlalchemy' not in sys.modules, 'imported'")
     subprocess.run([sys.executable, "-c", code, sqlite_uri], check=True, timeout=60)
+
+
+@pytest.fixture(params=["sqlite", "rest", "client"])
+def each_store(request: pytest.FixtureRequest) -> tuple[object, str]:
+    """(a store of each kind, the URI MlflowClient reads it back with)."""
+    if request.param == "rest":
+        uri = request.getfixturevalue("mlflow_server")
+        return RestStore(uri, {}), uri
+    uri = request.getfixturevalue("sqlite_uri")
+    return (SqliteStore(uri) if request.param == "sqlite" else ClientStore(uri)), uri
+
+
+def test_a_param_conflict_costs_no_other_param_on_any_store(each_store: tuple, tmp_path: Path) -> None:
+    store, uri = each_store
+    run = store.create_run(store.experiment(f"params-{tmp_path.name}"), "r", {}, {"a": "1"})
+    problems = store.log(run.run_id, {"t": "v"}, {"a": "2", "b": "3", "c": "4"})
+    client = MlflowClient(uri)
+    got = client.get_run(run.run_id).data
+    assert got.params == {"a": "1", "b": "3", "c": "4"} and got.tags["t"] == "v"
+    assert problems == [f"param 'a' is already '1' in run {run.run_id}; kept that, not '2'"]
+    # another writer sets a param this store has not seen: its value stays, named; the rest lands
+    client.log_param(run.run_id, "d", "theirs")
+    problems = store.log(run.run_id, {}, {"d": "ours", "e": "5", "b": "3"})
+    assert problems == [f"param 'd' is already 'theirs' in run {run.run_id}; kept that, not 'ours'"]
+    assert client.get_run(run.run_id).data.params == {"a": "1", "b": "3", "c": "4", "d": "theirs", "e": "5"}
+    # 150 new params: two batches, all in
+    assert store.log(run.run_id, {}, {f"p{i}": str(i) for i in range(150)}) == []
+    assert len(client.get_run(run.run_id).data.params) == 155

@@ -10,6 +10,7 @@ from ._logging import (
     log_param,
     log_params,
     run_id,
+    undelivered,
 )
 from ._rankinfo import RankInfo, RankInfoError, rank_info
 
@@ -26,4 +27,5 @@ __all__ = [
     "log_params",
     "rank_info",
     "run_id",
+    "undelivered",
 ]

@@ -4,10 +4,11 @@
 (DISTCOMP_MLFLOW_RUN_ID, kept because ``mlflow.start_run()`` deletes MLFLOW_RUN_ID) and
 MLFLOW_TRACKING_URI. Every call is validated on every rank, so a bug in the training script
 fails all ranks alike; then, on the main rank only, it is queued with its timestamp and
-returns. A daemon thread sends what has piled up through ``distcomp.tracking``'s stores: a
-SQLite database or an MLflow server written directly, as the launcher does (no seconds-long
-``import mlflow`` competing with training), other stores through MLflow's client.
-The queue is flushed by ``flush()``, at exit (an uncaught exception included) and on SIGTERM.
+returns. A daemon thread (``_sender``) sends what has piled up, and keeps what the store did
+not take (a server away for a while) to send it again when it is back.
+The queue is flushed by ``flush()``, at exit (an uncaught exception included) and on SIGTERM;
+what could not be delivered by then is counted on stderr and reported to the launcher.
+``os._exit()`` skips all of that: call ``flush()`` before it.
 Other ranks, forked children (DataLoader workers) and processes without a run do nothing.
 """
 
@@ -17,193 +18,31 @@ import atexit
 import operator
 import os
 import posixpath
-import queue
 import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._rankinfo import rank_info
+from ._records import Artifact, Metric, Param
+
+if TYPE_CHECKING:
+    from ..tracking import Counts
+    from ._sender import Sender
 
 # MLflow's limits, from mlflow/utils/validation.py (mlflow 3.x); checked here without importing it.
-MAX_METRICS_PER_BATCH = 1000
-MAX_PARAMS_TAGS_PER_BATCH = 100
-MAX_ENTITIES_PER_BATCH = 1000
 MAX_ENTITY_KEY_LENGTH = 250
 _NAME_PUNCTUATION = "_/.- :"  # besides alphanumerics: validate_param_and_metric_name, non-Windows
 
 SIGTERM_FLUSH_S = 3.0  # the launcher sends SIGKILL ~5 s after SIGTERM; DISTCOMP_SIGTERM_FLUSH_S overrides
-EXIT_FLUSH_S = 300.0  # a normal exit may wait for a big artifact, but not forever
+EXIT_FLUSH_S = 300.0  # a normal exit may wait for a big artifact or a server's return, not forever;
+# DISTCOMP_EXIT_FLUSH_S overrides
 NO_RUN_NOTICE = ("distcomp.runtime: no MLflow run (not started by `distcomp run`, or tracking is off): "
                  "metrics are not logged")
 
 PathArg = str | os.PathLike[str]
-
-
-@dataclass(frozen=True, slots=True)
-class _Metric:
-    key: str
-    value: float
-    timestamp: int  # ms since the epoch, taken when the caller logged it
-    step: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Param:
-    key: str
-    value: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Artifact:
-    staged: str  # our private copy: the caller may change or delete the original right away
-    artifact_path: str | None
-    is_dir: bool
-    staging_dir: str  # removed once sent
-
-
-@dataclass(frozen=True, slots=True)
-class _Flush:
-    done: threading.Event
-
-
-_Record = _Metric | _Param | _Artifact | _Flush
-
-
-def _chunks(items: list, size: int) -> list[list]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
-class _Sender:
-    """The queue and the daemon thread that empties it into one MLflow run."""
-
-    def __init__(self, run_id: str, tracking_uri: str | None) -> None:
-        self.run_id, self.tracking_uri, self.pid = run_id, tracking_uri, os.getpid()
-        self.queue: queue.SimpleQueue[_Record] = queue.SimpleQueue()  # put() is safe in signal handlers
-        self._store: Any = None  # a distcomp.tracking Store, opened by the worker
-        self._run: Any = None  # its RunRef, for artifacts
-        self._warned: set[str] = set()
-        self.thread = threading.Thread(target=self._loop, name="distcomp-mlflow", daemon=True)
-        self.thread.start()
-
-    def flush(self, timeout: float | None) -> bool:
-        if not self.thread.is_alive():
-            return self.queue.empty()
-        done = threading.Event()
-        self.queue.put(_Flush(done))
-        return done.wait(timeout)
-
-    def _warn(self, kind: str, message: str) -> None:
-        """Once per kind of problem: a rank that logs every step must not flood stderr."""
-        if kind in self._warned:
-            return
-        self._warned.add(kind)
-        try:
-            where = self.tracking_uri or "the default store"
-            sys.stderr.write(f"distcomp.runtime: {message} (MLflow run {self.run_id} at {where}"
-                             "; further errors of this kind are not shown)\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):  # stderr closed at shutdown
-            pass
-
-    def _fail(self, what: str, exc: BaseException) -> None:
-        text = (str(exc).strip().splitlines() or [""])[0][:300]
-        self._warn(f"{what}:{type(exc).__name__}", f"could not log {what}: {type(exc).__name__}: {text}")
-
-    def _loop(self) -> None:
-        while True:
-            records = [self.queue.get()]
-            while True:  # take whatever piled up meanwhile: that is the batching
-                try:
-                    records.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._send(records)
-            except BaseException as exc:  # noqa: BLE001 - never let the thread die: flush() would wait in vain
-                self._fail("records", exc)
-                for r in records:
-                    if isinstance(r, _Flush):
-                        r.done.set()
-
-    def _send(self, records: list[_Record]) -> None:
-        params: list[_Param] = []
-        metrics: list[_Metric] = []
-        for r in records:
-            if isinstance(r, _Metric):
-                metrics.append(r)
-            elif isinstance(r, _Param):
-                params.append(r)
-            else:  # an artifact or a flush waits for everything queued before it
-                self._send_data(params, metrics)
-                params, metrics = [], []
-                if isinstance(r, _Artifact):
-                    self._send_artifact(r)
-                else:
-                    r.done.set()
-        self._send_data(params, metrics)
-
-    def _connect(self) -> Any:
-        """The store, opened on first send: SQLite or a server are written directly, as the
-        launcher does (no seconds-long ``import mlflow`` competing with training); any other
-        store goes through MLflow's client."""
-        if self._store is None:
-            from pathlib import Path
-
-            from ..tracking import open_store, resolve_uri
-
-            uri = self.tracking_uri or resolve_uri(os.environ, Path.cwd())
-            self._store = open_store(uri, os.environ)
-        return self._store
-
-    def _send_data(self, params: list[_Param], metrics: list[_Metric]) -> None:
-        if not params and not metrics:
-            return
-        try:
-            store = self._connect()
-        except Exception as exc:  # noqa: BLE001 - no mlflow for an exotic store, a bad URI: warn, never crash
-            self._fail("params and metrics", exc)
-            return
-        from ..tracking import Metric
-
-        # Params apart from metrics: a param that changed value must not cost any metric.
-        unique = {p.key: p.value for p in params}
-        if unique:
-            try:
-                for problem in store.log(self.run_id, {}, unique):
-                    self._warn("params:changed", problem)
-            except Exception as exc:  # noqa: BLE001
-                self._fail("params", exc)
-        for chunk in _chunks(metrics, min(MAX_METRICS_PER_BATCH, MAX_ENTITIES_PER_BATCH)):
-            try:
-                store.log(self.run_id, {}, metrics=[Metric(m.key, m.value, m.timestamp, m.step) for m in chunk])
-            except Exception as exc:  # noqa: BLE001
-                self._fail("metrics", exc)
-
-    def _send_artifact(self, a: _Artifact) -> None:
-        try:
-            store = self._connect()
-            if self._run is None:
-                self._run = store.get_run(self.run_id)
-            prefix = posixpath.join(a.artifact_path, "") if a.artifact_path else ""
-            if a.is_dir:
-                files = [(os.path.join(root, name),
-                          prefix + posixpath.join(*os.path.relpath(os.path.join(root, name), a.staged).split(os.sep)))
-                         for root, _dirs, names in os.walk(a.staged) for name in sorted(names)]
-            else:
-                files = [(a.staged, prefix + os.path.basename(a.staged))]
-            from pathlib import Path
-
-            store.upload(self._run, [(Path(f), path) for f, path in files])
-        except Exception as exc:  # noqa: BLE001
-            self._fail("artifacts", exc)
-        finally:
-            import shutil
-
-            shutil.rmtree(a.staging_dir, ignore_errors=True)
 
 
 # -- process state: resolved on first use, reset in forked children ------------------------
@@ -211,7 +50,7 @@ class _Sender:
 _lock = threading.Lock()
 _resolved = False
 _is_main = False
-_sender: _Sender | None = None
+_sender: "Sender | None" = None
 _params: dict[str, str] = {}  # logged so far: MLflow refuses a changed value, say so on every rank
 _good_keys: set[str] = set()  # names already validated (training loops repeat a few keys)
 
@@ -222,7 +61,7 @@ def _env_run_id() -> str | None:
     return os.environ.get("DISTCOMP_MLFLOW_RUN_ID") or os.environ.get("MLFLOW_RUN_ID") or None
 
 
-def _active() -> _Sender | None:
+def _active() -> "Sender | None":
     """The sender on the logging rank, else None; decides once, on the first call."""
     global _resolved, _is_main, _sender
     if _resolved:
@@ -233,7 +72,9 @@ def _active() -> _Sender | None:
         _is_main = rank_info().is_main
         run = _env_run_id()
         if _is_main and run:
-            _sender = _Sender(run, os.environ.get("MLFLOW_TRACKING_URI") or None)
+            from ._sender import Sender  # here: other ranks never pay for the sender and the store
+
+            _sender = Sender(run, os.environ.get("MLFLOW_TRACKING_URI") or None)
             _register_at_exit()
             _install_sigterm()
         elif _is_main and os.environ.get("DISTCOMP_TRACKING") != "off":
@@ -250,11 +91,8 @@ def _main_rank() -> bool:
 
 def _at_exit() -> None:
     sender = _sender
-    if sender is None or sender.pid != os.getpid():
-        return
-    if not sender.flush(EXIT_FLUSH_S):
-        sender._warn("exit", f"gave up waiting for MLflow after {EXIT_FLUSH_S:g} s at exit; "
-                             "some metrics, params or artifacts were not logged")
+    if sender is not None and sender.pid == os.getpid():
+        sender.close(_seconds("DISTCOMP_EXIT_FLUSH_S", EXIT_FLUSH_S), "exit")
 
 
 def _register_at_exit() -> None:
@@ -271,17 +109,17 @@ def _register_at_exit() -> None:
     atexit.register(_at_exit)  # and what non-daemon threads log after that
 
 
-def _sigterm_flush_s() -> float:
+def _seconds(name: str, default: float) -> float:
     try:
-        return max(0.0, float(os.environ.get("DISTCOMP_SIGTERM_FLUSH_S", SIGTERM_FLUSH_S)))
+        return max(0.0, float(os.environ.get(name, default)))
     except ValueError:
-        return SIGTERM_FLUSH_S
+        return default
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
     sender = _sender
     if sender is not None and sender.pid == os.getpid():
-        sender.flush(_sigterm_flush_s())
+        sender.close(_seconds("DISTCOMP_SIGTERM_FLUSH_S", SIGTERM_FLUSH_S), "SIGTERM")
     # die of SIGTERM as if we had never been here: the launcher reads the exit status
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
@@ -348,14 +186,14 @@ def _step(step: object) -> int:
     return value
 
 
-def _param(key: object, value: object) -> _Param | None:
+def _param(key: object, value: object) -> Param | None:
     """The record to queue, or None when the same value was logged already."""
     k = _key(key, "param")
     v = str(value)  # what MLflow stores
     old = _params.get(k)
     if old is not None and old != v:
         raise ValueError(f"param {k!r} was logged as {old!r}; MLflow refuses to change it to {v!r}")
-    return None if old is not None else _Param(k, v)
+    return None if old is not None else Param(k, v)
 
 
 def _local(path: object, what: str) -> str:
@@ -401,13 +239,13 @@ def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
     if sender is not None:
         ts = time.time_ns() // 1_000_000
         for k, v in values:
-            sender.queue.put(_Metric(k, v, ts, s))
+            sender.queue.put(Metric(k, v, ts, s))
 
 
 def log_metric(key: str, value: float, step: int | None = None) -> None:
     """Queue one metric point, stamped now (ms)."""
     k = _key(key, "metric")
-    record = _Metric(k, _value(k, value), time.time_ns() // 1_000_000, _step(step))
+    record = Metric(k, _value(k, value), time.time_ns() // 1_000_000, _step(step))
     sender = _active()
     if sender is not None:
         sender.queue.put(record)
@@ -451,9 +289,10 @@ def _log_artifact(local_path: object, artifact_path: object, is_dir: bool) -> No
         shutil.copytree(local, staged) if is_dir else shutil.copy2(local, staged)
     except OSError as exc:  # a full disk must not kill training: warn like a failed send
         shutil.rmtree(staging, ignore_errors=True)
-        sender._fail("artifacts", exc)
+        sender.warn(f"artifacts:{type(exc).__name__}", f"could not copy {local!r} to log it: {exc}")
         return
-    sender.queue.put(_Artifact(staged, dest, is_dir, staging))
+    files = sum(len(names) for _root, _dirs, names in os.walk(staged)) if is_dir else 1
+    sender.queue.put(Artifact(staged, dest, is_dir, staging, files))
 
 
 def log_artifact(local_path: PathArg, artifact_path: str | None = None) -> None:
@@ -467,8 +306,26 @@ def log_artifacts(local_dir: PathArg, artifact_path: str | None = None) -> None:
 
 
 def flush(timeout: float | None = None) -> bool:
-    """Wait until everything queued so far was sent (or reported as failed); False on timeout."""
+    """Send what is queued and what the store did not take earlier; True when everything this
+    process logged so far is in the store.
+
+    Without a timeout it returns once each batch was tried (a store that does not answer is not
+    waited for: what it did not take is kept and sent again later); with one, it keeps trying
+    until everything is delivered or the timeout passes. False means something is not in the
+    store yet (or was refused, or dropped): ``undelivered()`` counts it. It never raises for a
+    store's failure. The same happens at exit (up to 300 s, ``DISTCOMP_EXIT_FLUSH_S``) and on
+    SIGTERM (3 s, ``DISTCOMP_SIGTERM_FLUSH_S``), which then say on stderr what was not logged.
+    ``os._exit()`` skips every flush: call this first."""
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be >= 0 or None")
     sender = _active()
     return True if sender is None or sender.pid != os.getpid() else sender.flush(timeout)
+
+
+def undelivered() -> "Counts":
+    """What this process logged that is not in the store (kept to send again, refused, or
+    dropped), as ``Counts(metrics, params, artifacts)``; all 0 on other ranks and without a run."""
+    from ..tracking import Counts
+
+    sender = _active()
+    return Counts() if sender is None or sender.pid != os.getpid() else sender.undelivered()

@@ -8,7 +8,12 @@ from typing import Any, Mapping, Sequence
 
 import mlflow  # noqa: F401  (ImportError here tells open_store that MLflow is missing)
 
-from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, TrackingError
+from ._params import KnownParams, log_new
+from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoreUnavailable,
+                       TrackingError)
+from ._retry import TRANSIENT_HTTP
+
+REFUSED = object()  # what _do answers for an error code the caller expects
 
 
 class ClientStore:
@@ -20,20 +25,34 @@ class ClientStore:
         # "Creating initial MLflow database tables..." on a new database: distcomp says it once
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
         self.uri = uri
+        self.params = KnownParams(lambda run_id: self.run_data(run_id).params)
         try:
             self.client = MlflowClient(tracking_uri=uri)
         except Exception as exc:  # the URI names an unknown scheme or a broken database
-            raise TrackingError(f"MLflow cannot open the tracking store {uri}: {exc}") from None
+            raise TrackingError(f"MLflow cannot open the tracking store {uri}: {_text(exc)}") from None
 
-    def _do(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+    def ready(self) -> None:
+        """Open the store now: MLflow creates a new database's tables on first use."""
+        self._do("open the store", self.client.search_experiments, max_results=1)
+
+    def _do(self, what: str, call: Any, *args: Any, ok_codes: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        """``call``'s answer; an MLflow error code in ``ok_codes`` is returned as REFUSED."""
         from mlflow.exceptions import MlflowException
 
         try:
             return call(*args, **kwargs)
         except MlflowException as exc:
-            raise TrackingError(f"MLflow could not {what} in {self.uri}: {exc.message}") from None
+            if exc.error_code in ok_codes:
+                return REFUSED
+            error = StoreUnavailable if exc.get_http_status_code() in TRANSIENT_HTTP else TrackingError
+            raise error(f"MLflow could not {what} in {self.uri}: {_text(exc)}") from None
         except OSError as exc:
             raise TrackingError(f"MLflow could not {what} in {self.uri}: {exc}") from None
+        except Exception as exc:  # SQLAlchemy, alembic, a driver: their text is no message for a user
+            transient = type(exc).__name__ == "OperationalError"  # a locked or unreachable database
+            error = StoreUnavailable if transient else TrackingError
+            raise error(f"MLflow could not {what} in {self.uri} ({type(exc).__module__}.{type(exc).__name__}"
+                        f"{'; try again later' if transient else ''})") from None
 
     def experiment(self, name: str) -> str:
         exp = self._do("look up the experiment", self.client.get_experiment_by_name, name)
@@ -48,7 +67,10 @@ class ClientStore:
                    params: Mapping[str, str]) -> RunRef:
         run = self._do("create the run", self.client.create_run, experiment_id, tags=dict(tags), run_name=name)
         ref = RunRef(run.info.run_id, str(run.info.experiment_id), run.info.artifact_uri, name)
-        self.log(ref.run_id, {}, params)
+        self.params.created(ref.run_id)
+        problems = self.log(ref.run_id, {}, params)
+        if problems:  # a run this process made holds no params but its own
+            raise TrackingError("; ".join(problems))
         return ref
 
     def get_run(self, run_id: str) -> RunRef:
@@ -64,22 +86,19 @@ class ClientStore:
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:
         from mlflow.entities import Metric as MlflowMetric, Param, RunTag
-        from mlflow.exceptions import MlflowException
 
-        problems = []
         points = [MlflowMetric(m.key, m.value, m.timestamp, m.step) for m in metrics]
         for i in range(0, len(points), MAX_METRICS_PER_BATCH):
             self._do("log metrics", self.client.log_batch, run_id, metrics=points[i:i + MAX_METRICS_PER_BATCH])
         tag_list = [RunTag(k, v) for k, v in tags.items()]
         for i in range(0, len(tag_list), MAX_PARAMS_TAGS_PER_BATCH):
             self._do("set tags", self.client.log_batch, run_id, tags=tag_list[i:i + MAX_PARAMS_TAGS_PER_BATCH])
-        param_list = [Param(k, v) for k, v in params.items()]
-        for i in range(0, len(param_list), MAX_PARAMS_TAGS_PER_BATCH):
-            try:
-                self.client.log_batch(run_id, params=param_list[i:i + MAX_PARAMS_TAGS_PER_BATCH])
-            except MlflowException as exc:  # a param that already has another value
-                problems.append(f"params of run {run_id}: {exc.message}")
-        return problems
+
+        def send(batch: dict[str, str]) -> bool:
+            return self._do("log params", self.client.log_batch, run_id, params=[Param(k, v) for k, v in batch.items()],
+                            ok_codes=("INVALID_PARAMETER_VALUE",)) is not REFUSED
+
+        return log_new(self.params, run_id, params, MAX_PARAMS_TAGS_PER_BATCH, send) if params else []
 
     def upload(self, run: RunRef, files: Sequence[tuple[Path, str]]) -> None:
         self.upload_files(run.run_id, files)
@@ -92,3 +111,9 @@ class ClientStore:
 
     def terminate(self, run_id: str, status: str) -> None:
         self._do("end the run", self.client.set_terminated, run_id, status)
+
+
+def _text(exc: BaseException) -> str:
+    """The first line of an error, cut: MLflow may carry a driver's whole statement in it."""
+    text = str(getattr(exc, "message", exc)).strip()
+    return (text.splitlines() or [""])[0][:300]

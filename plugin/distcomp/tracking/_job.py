@@ -3,7 +3,9 @@
 The ranks get ``MLFLOW_RUN_ID`` (and a copy, ``DISTCOMP_MLFLOW_RUN_ID``, which survives
 ``mlflow.start_run()`` deleting the former), ``MLFLOW_TRACKING_URI`` and
 ``MLFLOW_EXPERIMENT_ID``: ``distcomp.runtime`` logs into that run from rank 0, and a script
-calling ``mlflow.start_run()`` resumes it instead of making one run per rank.
+calling ``mlflow.start_run()`` resumes it instead of making one run per rank. They also get
+``DISTCOMP_TRACKING_DIR`` (``RUN_DIR/tracking``): where rank 0 keeps, on disk, what a store
+away for a while has not taken yet, and reports what it could not deliver in the end.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ._delivery import REPORTS_ENV
+from ._ending import REPORTS_DIR, STATUS, end
 from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                        TrackingError, truncate, user)
 from ..redact import is_secret
@@ -29,7 +33,6 @@ if TYPE_CHECKING:
     from ..targets.local import RunResult
 
 Notify = Callable[[str], None]
-STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "timed_out": "FAILED", "interrupted": "KILLED"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class JobRun:
     uri: str
     experiment: str  # its name ("" when attached to a run given by MLFLOW_RUN_ID)
     attached: bool = False
+    run_dir: Path | None = None  # the job's folder, when the ranks can write it (not in a cluster's pods)
 
     def env(self) -> dict[str, str]:
         """What every rank needs to log into this run."""
@@ -48,40 +52,18 @@ class JobRun:
                "DISTCOMP_MLFLOW_RUN_ID": self.run.run_id, "MLFLOW_EXPERIMENT_ID": self.run.experiment_id}
         if self.experiment:
             env["MLFLOW_EXPERIMENT_NAME"] = self.experiment
+        if self.run_dir is not None:
+            env[REPORTS_ENV] = str(self.run_dir / REPORTS_DIR)
         return env
 
     def finish(self, result: "RunResult | None", log_dir: Path, error: str = "",
                state: str = "failed") -> tuple[str, list[str]]:
-        """Attach the logs, record the outcome and end the run; returns its status and problems.
+        """Attach the logs, record the outcome and what the ranks could not deliver, end the run
+        (each retried as MLflow's client retries); returns the status the store now holds (RUNNING
+        when it did not accept the end) and the problems.
 
         ``result`` is None when the job did not run to an end (``error`` and ``state`` say why)."""
-        state = result.state if result is not None else state
-        status = STATUS[state]
-        tags = {"distcomp.state": state}
-        if result is not None:
-            tags.update({"distcomp.exit_code": str(result.exit_code), "distcomp.attempts": str(result.attempts),
-                         "distcomp.wall_s": f"{result.wall_s:.3f}"})
-            if result.root_cause is not None:
-                cause = result.root_cause
-                tags.update({"distcomp.failure": truncate(cause.describe(), MAX_TAG_VALUE),
-                             "distcomp.failure.process": cause.name, "distcomp.failure.node": str(cause.node),
-                             "distcomp.failure.exit_code": str(cause.returncode)})
-        message = error or (result.message if result is not None else "")
-        if message:
-            tags["distcomp.message"] = truncate(message, MAX_TAG_VALUE)
-        problems = []
-        files = sorted((p, f"logs/{p.name}") for p in log_dir.glob("*.log") if p.is_file())
-        status_json = log_dir.parent / "status.json"
-        if status_json.is_file():
-            files.append((status_json, "status.json"))
-        for step, call in (("attach the logs", lambda: self.store.upload(self.run, files)),
-                           ("tag the outcome", lambda: problems.extend(self.store.log(self.run.run_id, tags))),
-                           (f"mark it {status}", lambda: self.store.terminate(self.run.run_id, status))):
-            try:
-                call()
-            except (TrackingError, OSError) as exc:
-                problems.append(f"MLflow run {self.run.run_id}: could not {step}: {exc}")
-        return status, problems
+        return end(self.store, self.run, result, log_dir, error, state)
 
 
 def spec_sha256(source: Path | None) -> str:
@@ -161,10 +143,10 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
         tags, params = _additions(store.run_data(run.run_id), tags, params)
         for problem in store.log(run.run_id, tags, params):
             say(f"warning: {problem}")
-        return JobRun(store, run, uri, "", attached=True)
+        return JobRun(store, run, uri, "", attached=True, run_dir=job.run_dir)
     name = experiment or job.spec.name
     run = store.create_run(store.experiment(name), job.job_id, tags, params)
-    return JobRun(store, run, uri, name)
+    return JobRun(store, run, uri, name, run_dir=job.run_dir)
 
 
 def describe(run: JobRun) -> str:

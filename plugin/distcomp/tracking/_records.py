@@ -22,6 +22,12 @@ class TrackingError(Exception):
     """The store cannot be used: unreachable, refused, or not a kind distcomp can write."""
 
 
+class StoreUnavailable(TrackingError):
+    """The store did not answer, or answered "try later" (a connection refused or reset, HTTP
+    408/429/5xx, a database locked past its timeout), after the retries: what was sent may
+    succeed later, unlike a refusal."""
+
+
 @dataclass(frozen=True)
 class RunRef:
     """One MLflow run as the ranks see it."""

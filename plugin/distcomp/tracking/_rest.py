@@ -3,12 +3,14 @@
 Authentication as MLflow's client does it: ``MLFLOW_TRACKING_TOKEN`` (bearer) or
 ``MLFLOW_TRACKING_USERNAME``/``PASSWORD`` (basic), ``MLFLOW_TRACKING_INSECURE_TLS`` and
 ``MLFLOW_TRACKING_SERVER_CERT_PATH``. Other set-ups (client certificates, auth plugins,
-SigV4) are left to MLflow itself.
+SigV4) are left to MLflow itself. Connection errors and HTTP 408/429/5xx are retried as
+MLflow's client retries them (``_retry``); until the server has answered once, only briefly.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import math
 import ssl
@@ -20,20 +22,33 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import quote, urlencode, urlsplit
 
 from ._artifacts import copy_files, local_root, safe_artifact_path, upload_with_mlflow
-from ._records import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, TrackingError
+from ._params import KnownParams, log_new
+from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoreUnavailable,
+                       TrackingError)
+from ._retry import TRANSIENT_HTTP, Retry
 
 _UNSUPPORTED = ("MLFLOW_TRACKING_CLIENT_CERT_PATH", "MLFLOW_TRACKING_AUTH", "MLFLOW_TRACKING_AWS_SIGV4",
                 "MLFLOW_ENABLE_WORKSPACES", "MLFLOW_WORKSPACE")
-TIMEOUT = 30.0  # seconds per request; a server that does not answer is reported, not waited on
 
 
 def usable(env: Mapping[str, str]) -> bool:
     return not any(env.get(name, "").strip().lower() not in ("", "0", "false") for name in _UNSUPPORTED)
 
 
+class _Transient(Exception):
+    """One attempt failed in a way worth another: the text, and the server's Retry-After."""
+
+    def __init__(self, text: str, retry_after: float | None = None, hint: str = "") -> None:
+        super().__init__(text)
+        self.retry_after, self.hint = retry_after, hint
+
+
 class RestStore:
-    def __init__(self, uri: str, env: Mapping[str, str]) -> None:
+    def __init__(self, uri: str, env: Mapping[str, str], retry: Retry | None = None) -> None:
         self.uri = uri
+        self.retry = retry or Retry.from_env(env)
+        self.answered = False  # has the server answered this process yet? (then: full patience)
+        self.params = KnownParams(lambda run_id: self.run_data(run_id).params)
         self.base = uri.rstrip("/")
         self.headers = {"Content-Type": "application/json", "User-Agent": "distcomp"}
         if env.get("MLFLOW_TRACKING_TOKEN"):
@@ -56,26 +71,51 @@ class RestStore:
         headers = dict(self.headers)
         if data is not None:
             headers["Content-Type"] = "application/octet-stream"
-        request = urllib.request.Request(url, payload, headers, method=method)
+        retry = self.retry if self.answered else self.retry.brief()
+        attempt = 0
+        while True:
+            try:
+                return self._once(urllib.request.Request(url, payload, headers, method=method), retry, ok_codes)
+            except _Transient as exc:
+                attempt += 1
+                if attempt > retry.max_retries:
+                    hint = f"; {exc.hint}" if exc.hint else ""
+                    raise StoreUnavailable(f"{exc} ({attempt} tries{hint})") from None
+                time.sleep(retry.delay(attempt, exc.retry_after))
+
+    def _once(self, request: urllib.request.Request, retry: Retry, ok_codes: tuple[str, ...]) -> dict[str, Any]:
+        what = f"{request.get_method()} {urlsplit(request.full_url).path}"
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT, context=self.context) as response:
+            with urllib.request.urlopen(request, timeout=retry.timeout, context=self.context) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
+            self.answered = True
             text = exc.read().decode("utf-8", "replace")
             try:
                 error = json.loads(text)
             except ValueError:
                 error = {"message": text.strip()[:300]}
-            code = error.get("error_code", "")
+            code = error.get("error_code", "") if isinstance(error, dict) else ""
+            message = f"{code} {error.get('message', '') if isinstance(error, dict) else ''}".strip()
+            if exc.code in TRANSIENT_HTTP:
+                raise _Transient(f"the MLflow server {self.base} answered {what} with HTTP {exc.code} {message}"
+                                 .rstrip(), _seconds(exc.headers.get("Retry-After"))) from None
             if code in ok_codes:
                 return {"error_code": code}
-            raise TrackingError(f"the MLflow server {self.base} refused {method} {path}: HTTP {exc.code} "
-                                f"{code} {error.get('message', '')}".rstrip()) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise TrackingError(f"cannot reach the MLflow server {self.base}: {reason} (is `mlflow server` "
-                                "running there? or pass --no-tracking)") from None
-        return json.loads(raw) if raw.strip() else {}
+            raise TrackingError(f"the MLflow server {self.base} refused {what}: HTTP {exc.code} {message}"
+                                .rstrip()) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            if isinstance(reason, ssl.SSLError):  # a certificate is refused: no retry changes that
+                raise TrackingError(f"cannot reach the MLflow server {self.base}: {reason}") from None
+            raise _Transient(f"cannot reach the MLflow server {self.base}: {reason}",
+                             hint="is `mlflow server` running there? or pass --no-tracking") from None
+        self.answered = True
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise TrackingError(f"the MLflow server {self.base} answered {what} with something other than "
+                                f"JSON: {raw[:200]!r} (is {self.base} an MLflow server?)") from None
 
     # -- the Store protocol ------------------------------------------------------------------
     def experiment(self, name: str) -> str:
@@ -102,7 +142,10 @@ class RestStore:
             body["user_id"] = tags["mlflow.user"]
         info = self._call("POST", "/api/2.0/mlflow/runs/create", body)["run"]["info"]
         run = RunRef(info["run_id"], str(info["experiment_id"]), info.get("artifact_uri", ""), name)
-        self.log(run.run_id, {}, params)
+        self.params.created(run.run_id)
+        problems = self.log(run.run_id, {}, params)
+        if problems:  # a run this process made holds no params but its own
+            raise TrackingError("; ".join(problems))
         return run
 
     def get_run(self, run_id: str) -> RunRef:
@@ -120,20 +163,23 @@ class RestStore:
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:
-        problems = []
         for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
             points = [{"key": m.key, "value": _json_float(m.value), "timestamp": m.timestamp, "step": m.step}
                       for m in metrics[i:i + MAX_METRICS_PER_BATCH]]
             self._call("POST", "/api/2.0/mlflow/runs/log-batch", {"run_id": run_id, "metrics": points})
-        items = [("tags", k, v) for k, v in tags.items()] + [("params", k, v) for k, v in params.items()]
-        for i in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
-            body: dict[str, Any] = {"run_id": run_id, "tags": [], "params": []}
-            for kind, key, value in items[i:i + MAX_PARAMS_TAGS_PER_BATCH]:
-                body[kind].append({"key": key, "value": value})
-            got = self._call("POST", "/api/2.0/mlflow/runs/log-batch", body, ok_codes=("INVALID_PARAMETER_VALUE",))
-            if got.get("error_code"):  # a param that already has another value: keep the rest
-                problems.append(f"some params of run {run_id} already have other values; kept those")
-        return problems
+        items = [{"key": k, "value": v} for k, v in tags.items()]
+        for i in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):  # tags apart: a param conflict costs none
+            self._call("POST", "/api/2.0/mlflow/runs/log-batch",
+                       {"run_id": run_id, "tags": items[i:i + MAX_PARAMS_TAGS_PER_BATCH]})
+        if not params:
+            return []
+
+        def send(batch: dict[str, str]) -> bool:
+            body = {"run_id": run_id, "params": [{"key": k, "value": v} for k, v in batch.items()]}
+            return not self._call("POST", "/api/2.0/mlflow/runs/log-batch", body,
+                                  ok_codes=("INVALID_PARAMETER_VALUE",)).get("error_code")
+
+        return log_new(self.params, run_id, params, MAX_PARAMS_TAGS_PER_BATCH, send)
 
     def upload(self, run: RunRef, files: Sequence[tuple[Path, str]]) -> None:
         parts = urlsplit(run.artifact_uri)
@@ -151,6 +197,14 @@ class RestStore:
     def terminate(self, run_id: str, status: str) -> None:
         self._call("POST", "/api/2.0/mlflow/runs/update",
                    {"run_id": run_id, "status": status, "end_time": int(time.time() * 1000)})
+
+
+def _seconds(text: str | None) -> float | None:
+    """A Retry-After given in seconds (the form MLflow's servers and proxies send), else None."""
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
 
 
 def _json_float(value: float) -> float | str:

@@ -17,7 +17,8 @@ from typing import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from ._artifacts import copy_files, local_root, upload_with_mlflow
-from ._records import Metric, RunData, RunRef, TrackingError, user as _user
+from ._params import conflict
+from ._records import Metric, RunData, RunRef, StoreUnavailable, TrackingError, user as _user
 from ._uri import sqlite_path
 
 # table -> the columns written here; a database whose tables differ (another MLflow schema)
@@ -92,8 +93,10 @@ class SqliteStore:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise TrackingError(f"cannot write the MLflow database {self.path}: {exc}") from None
+        except sqlite3.Error as exc:  # locked past the timeout, a full disk: worth trying again later
+            transient = isinstance(exc, sqlite3.OperationalError) and not str(exc).startswith("no such")
+            raise (StoreUnavailable if transient else TrackingError)(
+                f"cannot write the MLflow database {self.path}: {exc}") from None
         finally:
             db.close()
 
@@ -175,7 +178,7 @@ class SqliteStore:
                 if old is None:
                     db.execute("INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)", (key, value, run_id))
                 elif old[0] != value:
-                    problems.append(f"param {key!r} is already {old[0]!r} in run {run_id}; kept that, not {value!r}")
+                    problems.append(conflict(run_id, key, old[0], value))
             if metrics:
                 _log_metrics(db, run_id, metrics)
         return problems

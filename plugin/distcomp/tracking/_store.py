@@ -3,16 +3,25 @@
 Creating the run must not cost the ranks the ~1.5-2.5 s of ``import mlflow``, so the two
 common stores are written directly: a SQLite database (MLflow's schema, checked first) and
 an MLflow server (its REST API, over urllib). Anything else goes through MLflow itself.
+
+A SQLite database that is not ready (new, or half made) is opened by MLflow under an
+exclusive lock on ``FILE.lock`` beside it: several jobs starting at once on a new store would
+otherwise each run MLflow's table creation and migrations over the others'.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
 from ._records import Metric, RunData, RunRef, TrackingError
+from ._uri import sqlite_path
+
+if TYPE_CHECKING:
+    from ._retry import Retry
 
 __all__ = ["Store", "open_store"]
 
@@ -34,7 +43,9 @@ class Store(Protocol):
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:
         """Set tags, add params and metric points; returns problems (a param that already has
-        another value: kept, as MLflow keeps it)."""
+        another value: kept, as MLflow keeps it; the other params are added). Raises
+        StoreUnavailable when the store did not answer (worth trying again), TrackingError when
+        it refused."""
 
     def upload(self, run: RunRef, files: Sequence[tuple[Path, str]]) -> None:
         """Copy each local file to its artifact path (``logs/rank0.log``) in the run."""
@@ -42,8 +53,9 @@ class Store(Protocol):
     def terminate(self, run_id: str, status: str) -> None: ...
 
 
-def open_store(uri: str, env: Mapping[str, str] | None = None) -> Store:
-    """The fastest store that can write ``uri`` faithfully."""
+def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | None" = None) -> Store:
+    """The fastest store that can write ``uri`` faithfully; ``retry`` (for a server) defaults to
+    MLflow's own policy from ``env``."""
     env = os.environ if env is None else env
     scheme = urlsplit(uri).scheme
     if scheme == "sqlite":
@@ -51,12 +63,41 @@ def open_store(uri: str, env: Mapping[str, str] | None = None) -> Store:
 
         if usable(uri, env):
             return SqliteStore(uri)
+        path = sqlite_path(uri)
+        if path and "?" not in path:
+            with _creation_lock(Path(path)):
+                if usable(uri, env):  # another job made it while we waited
+                    return SqliteStore(uri)
+                store = _mlflow_store(uri)
+                store.ready()  # type: ignore[attr-defined]  (MLflow makes the tables now, under the lock)
+                return store
     elif scheme in ("http", "https"):
         from ._rest import RestStore, usable as rest_usable
 
         if rest_usable(env):
-            return RestStore(uri, env)
+            return RestStore(uri, env, retry)
     return _mlflow_store(uri)
+
+
+@contextmanager
+def _creation_lock(db: Path) -> Iterator[None]:
+    """Held while MLflow opens a database that is not ready; a no-op where flock is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        yield
+        return
+    lock = db.with_name(db.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise TrackingError(f"cannot create the MLflow database {db}: {exc.strerror} ({lock}); check that the "
+                            "folder exists and is writable, or set MLFLOW_TRACKING_URI to another file") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes, also if this process dies
+        yield
+    finally:
+        os.close(fd)
 
 
 def _mlflow_store(uri: str) -> Store:

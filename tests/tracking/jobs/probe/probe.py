@@ -15,6 +15,8 @@ p.add_argument("--mode", required=True)
 p.add_argument("--bad-rank", type=int, default=2)
 p.add_argument("--state-dir", type=Path, required=True)
 p.add_argument("--linger", type=float, default=0.0)
+p.add_argument("--points", type=int, default=5)
+p.add_argument("--every", type=float, default=0.0)
 args = p.parse_args()
 info = runtime.rank_info()
 rank = info.rank
@@ -29,8 +31,9 @@ if args.mode == "mlflow":  # a script written for plain MLflow: a run on every r
     sys.exit(0)
 
 runtime.log_params({"logged_by": rank, "world": info.world_size})
-for step in range(5):
+for step in range(args.points):
     runtime.log_metrics({"loss": 1.0 / (step + 1), "rank": float(rank)}, step=step)
+    time.sleep(args.every)
 if rank == 0:
     runtime.flush()
 ready.write_text(str(os.getpid()))

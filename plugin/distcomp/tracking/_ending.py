@@ -1,0 +1,94 @@
+"""The end of a job's run: its logs attached, its outcome and losses tagged, its status set.
+
+Every step is retried as MLflow's client retries (``_retry``). The status returned is the one
+the store holds: the job's end (FINISHED, FAILED, KILLED) once the store accepted it, else
+RUNNING, so nobody prints a state the store does not have. What the ranks could not deliver
+(their reports in ``RUN_DIR/tracking``) is added up into ``status.json``, the problems (the
+console) and the run's ``distcomp.undelivered`` tag.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ._delivery import Counts, add_to_status, describe as describe_loss, read_reports
+from ._records import MAX_TAG_VALUE, RunRef, StoreUnavailable, TrackingError, truncate
+
+if TYPE_CHECKING:
+    from ..targets.local import RunResult
+    from ._store import Store
+
+STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "timed_out": "FAILED", "interrupted": "KILLED"}
+REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and backlog files
+
+
+def outcome_tags(result: "RunResult | None", state: str, error: str) -> dict[str, str]:
+    tags = {"distcomp.state": state}
+    if result is not None:
+        tags.update({"distcomp.exit_code": str(result.exit_code), "distcomp.attempts": str(result.attempts),
+                     "distcomp.wall_s": f"{result.wall_s:.3f}"})
+        if result.root_cause is not None:
+            cause = result.root_cause
+            tags.update({"distcomp.failure": truncate(cause.describe(), MAX_TAG_VALUE),
+                         "distcomp.failure.process": cause.name, "distcomp.failure.node": str(cause.node),
+                         "distcomp.failure.exit_code": str(cause.returncode)})
+    message = error or (result.message if result is not None else "")
+    if message:
+        tags["distcomp.message"] = truncate(message, MAX_TAG_VALUE)
+    return tags
+
+
+def undelivered(run_dir: Path, run: RunRef) -> tuple[Counts, list[str]]:
+    """What the ranks could not deliver to ``run``, and the problems to tell (with the numbers)."""
+    reports, problems = read_reports(run_dir / REPORTS_DIR, run.run_id)
+    lost = sum((r.undelivered for r in reports), Counts())
+    if lost.total:
+        logged = sum((r.logged for r in reports), Counts())
+        who = ", ".join(f"pid {r.pid} at {r.reason}" for r in reports)
+        problems.append(f"MLflow run {run.run_id}: rank 0 could not deliver everything ({who}): "
+                        f"{describe_loss(logged, lost)}; see status.json (tracking)")
+    return lost, problems
+
+
+def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, error: str,
+        state: str) -> tuple[str, list[str]]:
+    """Attach the logs, tag the outcome, end the run; returns (the status the store holds, problems)."""
+    state = result.state if result is not None else state
+    status = STATUS[state]
+    tags = outcome_tags(result, state, error)
+    run_dir = log_dir.parent
+    lost, problems = undelivered(run_dir, run)
+    if lost.total:
+        tags["distcomp.undelivered"] = str(lost.total)
+        tags.update({f"distcomp.undelivered.{k}": str(v) for k, v in lost.as_dict().items()})
+    status_json = run_dir / "status.json"
+    section: dict[str, object] = {"run_id": run.run_id, "undelivered": lost.as_dict()}
+    add_to_status(status_json, "tracking", section)  # before it is attached: the copy in MLflow says it too
+    files = sorted((p, f"logs/{p.name}") for p in log_dir.glob("*.log") if p.is_file())
+    if status_json.is_file():
+        files.append((status_json, "status.json"))
+    held = "RUNNING"
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("attach the logs", lambda: store.upload(run, files)),
+        ("tag the outcome", lambda: problems.extend(store.log(run.run_id, tags))),
+        (f"mark it {status}", lambda: store.terminate(run.run_id, status))]
+    for i, (step, call) in enumerate(steps):
+        try:
+            call()
+        except StoreUnavailable as exc:  # after the retries: the next steps would wait as long, in vain
+            skipped = ", ".join(s for s, _ in steps[i + 1:])
+            problems.append(f"MLflow run {run.run_id}: could not {step}: {exc}" +
+                            (f"; did not try to {skipped}" if skipped else ""))
+            break
+        except (TrackingError, OSError) as exc:
+            problems.append(f"MLflow run {run.run_id}: could not {step}: {exc}")
+        else:
+            if step.startswith("mark it"):
+                held = status
+    if held != status:
+        problems.append(f"MLflow run {run.run_id} is left RUNNING; once the store answers, end it with: python -c "
+                        f"\"import mlflow; mlflow.MlflowClient('{store.uri}').set_terminated('{run.run_id}', "
+                        f"'{status}')\"")
+    add_to_status(status_json, "tracking", {**section, "run_status": held, "problems": problems})
+    return held, problems

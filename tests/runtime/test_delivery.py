@@ -1,0 +1,127 @@
+"""What a rank logs reaches the store or is counted: kept through a server's outage and
+delivered when it is back (``flush()`` says False until then), counted exactly when the process
+ends first (SIGTERM)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ..tracking._server import Server
+from ._stores import Store, notices
+
+OUTAGE = """
+    import json, sys
+    import distcomp.runtime as rt
+
+    def say(flushed):
+        print(json.dumps({"flushed": flushed, "undelivered": rt.undelivered().as_dict()}), flush=True)
+
+    for i in range(100):
+        rt.log_metric("m", float(i), step=i)
+    say(rt.flush(60))
+    sys.stdin.readline()  # the server is down now
+    for i in range(100, 200):
+        rt.log_metric("m", float(i), step=i)
+    rt.log_param("during", "outage")
+    say(rt.flush())  # does not wait for the server: says what it holds
+    sys.stdin.readline()  # the server is back
+    say(rt.flush(120))
+"""
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Server]:
+    server = Server(tmp_path / "server").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_what_the_server_missed_is_delivered_when_it_is_back(own_server: Server, tmp_path: Path) -> None:
+    store = Store("server", tmp_path, own_server.uri, own_server.home)
+    run = store.new_run()
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(OUTAGE)], env=store.env(run), text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def answer() -> dict:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, proc.communicate()[1][-3000:]
+        return json.loads(line)
+
+    try:
+        assert answer() == {"flushed": True, "undelivered": {"metrics": 0, "params": 0, "artifacts": 0}}
+        own_server.stop()
+        proc.stdin.write("down\n")
+        proc.stdin.flush()
+        assert answer() == {"flushed": False, "undelivered": {"metrics": 100, "params": 1, "artifacts": 0}}
+        own_server.start()
+        proc.stdin.write("back\n")
+        proc.stdin.flush()
+        assert answer() == {"flushed": True, "undelivered": {"metrics": 0, "params": 0, "artifacts": 0}}
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert store.history(run, "m") == [(i, float(i)) for i in range(200)]
+    assert store.client.get_run(run).data.params == {"during": "outage"}
+    (warning,) = notices(err)  # one notice of the outage; nothing lost, so nothing at exit
+    assert "did not take what was logged" in warning and "cannot reach the MLflow server" in warning
+
+
+SIGTERMED = """
+    import time
+    import distcomp.runtime as rt
+    for i in range(200_000):
+        rt.log_metric("m", float(i), step=i)
+    print("logged", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_sigterm_counts_exactly_what_it_could_not_send(store: Store, tmp_path: Path) -> None:
+    run = store.new_run()
+    reports = tmp_path / "reports"
+    env = store.env(run, DISTCOMP_SIGTERM_FLUSH_S="0", DISTCOMP_TRACKING_DIR=str(reports))  # give up at once
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SIGTERMED)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "logged\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM, err[-3000:]
+    found = re.search(r"at SIGTERM: kept ([\d,]+) of 200,000 metric points; ([\d,]+) were not logged", err)
+    assert found, err[-3000:]
+    kept, lost = (int(g.replace(",", "")) for g in found.groups())
+    assert kept + lost == 200_000 and lost > 0
+    assert len(store.client.get_metric_history(run, "m")) == kept  # what it says it kept, exactly
+    report = json.loads(next(reports.glob("undelivered-*.json")).read_text())
+    assert report["reason"] == "SIGTERM" and report["undelivered"]["metrics"] == lost
+
+
+def test_os_exit_after_a_flush_keeps_everything(store: Store) -> None:
+    """``os._exit`` skips every exit hook: the documented way is ``flush()`` first."""
+    code = ("import os, distcomp.runtime as rt\n[rt.log_metric('m', float(i), step=i) for i in range(3000)]\n"
+            "os._exit(0 if rt.flush(60) else 3)")
+    run = store.new_run()
+    proc = subprocess.run([sys.executable, "-c", code], env=store.env(run), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(store.client.get_metric_history(run, "m")) == 3000

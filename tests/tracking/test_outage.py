@@ -1,0 +1,153 @@
+"""A job whose MLflow server goes away: a real ``mlflow server`` of the test's own, stopped and
+started again on the same port and database while a real ``distcomp run`` logs into it.
+
+Nothing logged is lost quietly: what the server missed is delivered when it is back, and
+what could never be delivered is counted on the rank's stderr, on the console, in
+status.json and, once the server answers again, as the run's ``distcomp.undelivered`` tag.
+The console never names a state the store did not accept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from mlflow import MlflowClient
+
+from ._probe import WAIT, distcomp, only_run
+from ._server import Server
+
+EXPERIMENT = "outage"
+
+
+@pytest.fixture
+def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    server = Server(tmp_path / "server").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def wait_for(what: str, check: Callable[[], Any], proc: subprocess.Popen[str], timeout: float = WAIT) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (got := check()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"never saw {what}; distcomp: {proc.communicate()[1][-3000:]}")
+        time.sleep(0.1)
+    return got
+
+
+def stored(uri: str) -> int:
+    """Loss points stored so far in the experiment's one run (0 before it exists)."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id]) if exp else []
+    return len(client.get_metric_history(runs[0].info.run_id, "loss")) if runs else 0
+
+
+def points(uri: str, run_id: str) -> int:
+    client = MlflowClient(uri)
+    return sum(len(client.get_metric_history(run_id, key)) for key in ("loss", "rank"))
+
+
+def start_job(tmp_path: Path, server: Server, points: int, every: float, **env: str) -> subprocess.Popen[str]:
+    proc = distcomp(tmp_path, server.uri, "--nproc-per-node", "1", "--experiment", EXPERIMENT, wait=False,
+                    env=env, points=points, every=every)
+    assert isinstance(proc, subprocess.Popen)
+    return proc
+
+
+def finish(proc: subprocess.Popen[str]) -> str:
+    _, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0, err[-4000:]  # the job itself succeeded, whatever MLflow did
+    return err
+
+
+def status(tmp_path: Path) -> dict[str, Any]:
+    return json.loads((tmp_path / "run" / "status.json").read_text())
+
+
+@pytest.mark.slow
+def test_points_logged_across_an_outage_all_reach_the_run(server: Server, tmp_path: Path) -> None:
+    proc = start_job(tmp_path, server, points=250, every=0.04)  # ~10 s of logging
+    wait_for("the first points in the store", lambda: stored(server.uri) >= 30, proc)
+    server.stop()
+    time.sleep(5)  # the rank goes on logging into the void
+    server.start()
+    err = finish(proc)
+    run = only_run(server.uri, EXPERIMENT)
+    history = MlflowClient(server.uri).get_metric_history(run.info.run_id, "loss")
+    assert sorted(m.step for m in history) == list(range(250)), "points lost in the outage"
+    assert run.info.status == "FINISHED" and f"MLflow run {run.info.run_id}: FINISHED" in err
+    assert "distcomp.undelivered" not in run.data.tags
+    assert status(tmp_path)["tracking"] == {"run_id": run.info.run_id, "run_status": "FINISHED", "problems": [],
+                                            "undelivered": {"metrics": 0, "params": 0, "artifacts": 0}}
+
+
+STEPS = 200  # each logs two points: loss and rank
+LOSS = re.compile(r"kept ([\d,]+) of 400 metric points; ([\d,]+) were not logged")
+
+
+def counted(text: str) -> tuple[int, int]:
+    found = LOSS.search(text)
+    assert found, text[-3000:]
+    kept, lost = (int(g.replace(",", "")) for g in found.groups())
+    assert kept + lost == 2 * STEPS and lost > 0
+    return kept, lost
+
+
+@pytest.mark.slow
+def test_a_server_that_never_returns_loses_nothing_quietly(server: Server, tmp_path: Path) -> None:
+    # the rank gives up 2 s after its last point, the launcher after one quick retry
+    proc = start_job(tmp_path, server, points=STEPS, every=0.02, DISTCOMP_EXIT_FLUSH_S="2",
+                     MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
+    wait_for("the first points in the store", lambda: stored(server.uri) >= 30, proc)
+    server.stop()
+    err = finish(proc)
+    run_id = status(tmp_path)["mlflow"]["run_id"]
+    # the rank said it (its stderr is its log), and so did the launcher
+    kept, lost = counted((tmp_path / "run" / "logs" / "rank0.log").read_text())
+    assert (kept, lost) == counted(err)
+    assert f"MLflow run {run_id}: left RUNNING, not ended" in err and f"MLflow run {run_id}: FINISHED" not in err
+    section = status(tmp_path)["tracking"]
+    assert section["undelivered"] == {"metrics": lost, "params": 0, "artifacts": 0}
+    assert section["run_status"] == "RUNNING" and any("could not attach the logs" in p for p in section["problems"])
+    assert "Traceback" not in err
+    # the server comes back: the run holds exactly what the rank said it kept, and is still open
+    server.start()
+    client = MlflowClient(server.uri)
+    assert points(server.uri, run_id) == kept
+    assert client.get_run(run_id).info.status == "RUNNING"
+    # the console said how to close it: that command works
+    hint = re.search(r'python -c "(.+?)"', err)
+    assert hint, err[-3000:]
+    subprocess.run([sys.executable, "-c", hint.group(1)], check=True, timeout=120, capture_output=True)
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+@pytest.mark.slow
+def test_a_server_back_before_the_launcher_gives_up_gets_the_end_and_the_count(server: Server,
+                                                                                tmp_path: Path) -> None:
+    # the rank ends during the outage and gives up after 1 s; the launcher retries as MLflow does
+    proc = start_job(tmp_path, server, points=STEPS, every=0.02, DISTCOMP_EXIT_FLUSH_S="1")
+    wait_for("the first points in the store", lambda: stored(server.uri) >= 30, proc)
+    server.stop()
+    wait_for("the rank's report", lambda: list((tmp_path / "run" / "tracking").glob("undelivered-*.json")), proc)
+    server.start()
+    err = finish(proc)
+    run = only_run(server.uri, EXPERIMENT)
+    kept, lost = counted(err)
+    assert f"MLflow run {run.info.run_id}: FINISHED" in err and run.info.status == "FINISHED"
+    assert run.data.tags["distcomp.undelivered"] == str(lost)
+    assert run.data.tags["distcomp.undelivered.metrics"] == str(lost)
+    assert points(server.uri, run.info.run_id) == kept
+    section = status(tmp_path)["tracking"]
+    assert section["undelivered"]["metrics"] == lost and section["run_status"] == "FINISHED"
