@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -42,9 +43,12 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     ports: list[int] = []
     folder = reservations()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:  # no writable temp folder: plain free ports, the retry still covers a clash
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mine = os.lstat(folder.parent)  # not a folder (or link) someone else made for us in /tmp
+        if not stat.S_ISDIR(mine.st_mode) or mine.st_uid != os.getuid():
+            raise PermissionError(f"{folder.parent} is not this user's folder")
+        lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:  # no folder of our own: plain free ports, the retry still covers a clash
         lock = -1
     try:
         if lock >= 0:
