@@ -16,10 +16,20 @@ fresh run in a fresh SQLite store (a copy of one made up front), as `distcomp ru
                 launcher's cost) and one that logs 30 points and 2 params from rank 0
                 (torch_logged: the ranks' cost too). Goal: <= 0.5 s added.
 
-Every run's metric history is read back: a point missing is an error, not a fast run. Parts are
-functions in PARTS (name -> function(args, store) -> list of Result); add one there.
+  (c) outage     a real `mlflow server` (its own SQLite database) stops for --outage seconds
+                (default 20) while rank 0 logs --outage-points points (default 600, one every
+                0.05 s; the server stops once a quarter of them are stored), then starts again
+                on the same port and database. distcomp.runtime against plain mlflow.log_metric
+                (MLflow's client retries each call with backoff, in the caller). Timed: the
+                longest single logging call, what the training loop waited. Goal: every point
+                logged by distcomp is in the run in the end (the process exits as usual: its
+                exit flush delivers what it kept); how many plain MLflow kept is printed beside.
 
-    python benchmarks/tracking.py [--part a|b] [--rounds N] [--points N] [--check]
+Every run's metric history is read back: a point missing is an error, not a fast run (in (c)
+it is the goal). Parts are functions in PARTS (name -> function(args, store) -> list of
+Result); add one there.
+
+    python benchmarks/tracking.py [--part a|b|c] [--rounds N] [--points N] [--outage S] [--check]
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _report import Row, added_at_most, finish, load, ratio_at_most  # benchmarks/_report.py
+from _report import Judge, Row, added_at_most, finish, load, ratio_at_most  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -58,6 +68,7 @@ class Result:
     raw_s: list[float] = field(default_factory=list)
     notes: dict[str, list[float]] = field(default_factory=dict)  # figures printed beside, not judged
     error: str = ""
+    judge: Judge | None = None  # instead of the two above: a goal of its own
 
 
 class Stores:
@@ -198,7 +209,82 @@ def bench_job(args: argparse.Namespace, stores: Stores) -> list[Result]:
     return results
 
 
-PARTS: dict[str, Callable[[argparse.Namespace, Stores], list[Result]]] = {"a": bench_logging, "b": bench_job}
+# -- part (c): a server outage while rank 0 logs ----------------------------------------------
+
+OUTAGE_LOGGER = """
+import json, sys, time
+n, every, side = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+if side == "distcomp":
+    import distcomp.runtime as rt
+    log = rt.log_metric
+else:
+    import mlflow
+    mlflow.start_run()  # resumes the launcher's run (MLFLOW_RUN_ID), as a rank using MLflow directly would
+    log = mlflow.log_metric
+longest = 0.0
+for i in range(n):
+    t = time.perf_counter()
+    log("loss", 1.0 / (i + 1), step=i)
+    longest = max(longest, time.perf_counter() - t)
+    time.sleep(every)
+print(json.dumps({"longest_s": longest}), flush=True)
+"""
+
+
+def outage_side(which: str, args: argparse.Namespace, stores: Stores) -> tuple[float, float, int]:
+    """(longest logging call, the process's wall time, points in the run afterwards) of one side."""
+    sys.path.insert(0, str(ROOT))
+    from tests.tracking._server import Server  # a real server, stopped and started by its pid
+
+    n = args.outage_points
+    root = stores.root
+    server = Server(root / f"outage-{which}").start()
+    try:
+        client = stores.mlflow.MlflowClient(server.uri)
+        exp = client.create_experiment(f"outage-{which}")
+        run_id = client.create_run(exp).info.run_id
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", OUTAGE_LOGGER, str(n), "0.05", which], cwd=root, text=True,
+                                env=rank_env(server.uri, run_id, exp), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            while len(client.get_metric_history(run_id, "loss")) < n // 4:
+                if proc.poll() is not None:
+                    raise RunError(f"{which} ended early: {proc.communicate()[1][-2000:]}")
+                time.sleep(0.2)
+            server.stop()
+            print(f"  (c) {which}: server down for {args.outage:g} s", file=sys.stderr, flush=True)
+            time.sleep(args.outage)
+            server.start()
+            out, err = proc.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"{which} ran past {args.timeout:g} s") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        wall = time.perf_counter() - start
+        lines = [line for line in out.splitlines() if line.startswith("{")]  # MLflow prints its run's address too
+        if proc.returncode != 0 or not lines:
+            raise RunError(f"{which} exited {proc.returncode}: {err[-2000:]}")
+        return json.loads(lines[-1])["longest_s"], wall, len(client.get_metric_history(run_id, "loss"))
+    finally:
+        server.stop()
+
+
+def bench_outage(args: argparse.Namespace, stores: Stores) -> list[Result]:
+    n = args.outage_points
+    try:
+        ours_s, ours_wall, ours_kept = outage_side("distcomp", args, stores)
+        raw_s, raw_wall, raw_kept = outage_side("mlflow", args, stores)
+    except RunError as exc:
+        return [Result(f"(c) {args.outage:g} s outage", "mlflow.log_metric", 0.0, error=str(exc))]
+    return [Result(f"(c) {args.outage:g} s outage, longest call", f"mlflow {raw_kept}/{n} kept", 0.0, ours_s=[ours_s],
+                   raw_s=[raw_s], notes={"distcomp wall": [ours_wall], "mlflow wall": [raw_wall]},
+                   judge=lambda _ours, _raw: (ours_kept == n, f"{ours_kept}/{n} kept"))]
+
+
+PARTS: dict[str, Callable[[argparse.Namespace, Stores], list[Result]]] = {
+    "a": bench_logging, "b": bench_job, "c": bench_outage}
 
 
 def main() -> int:
@@ -207,11 +293,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="measured rounds (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
     ap.add_argument("--points", type=int, default=10_000, help="(a): metric points logged (default 10,000)")
+    ap.add_argument("--outage", type=float, default=20.0, help="(c): seconds the server is away (default 20)")
+    ap.add_argument("--outage-points", type=int, default=600, help="(c): metric points logged (default 600)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before one run is stopped (default 600)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a goal is missed")
     args = ap.parse_args()
-    if args.rounds < 1 or args.warmup < 0 or args.points < 1:
-        ap.error("--rounds and --points must be >= 1, --warmup >= 0")
+    if args.rounds < 1 or args.warmup < 0 or args.points < 1 or args.outage < 0 or args.outage_points < 4:
+        ap.error("--rounds and --points must be >= 1, --outage-points >= 4, --warmup and --outage >= 0")
     parts = args.part or sorted(PARTS)
     print(f"parts: {', '.join(parts)}; rounds: {args.rounds}, warm-up: {args.warmup}, cores: {os.cpu_count()}, "
           f"python: {sys.executable}", flush=True)
@@ -221,8 +309,8 @@ def main() -> int:
         stores = Stores(Path(tmp))
         for part in parts:
             results += PARTS[part](args, stores)
-    return finish([Row(r.name, r.raw_label, r.ours_s, r.raw_s,
-                       added_at_most(r.max_added_s) if r.max_added_s is not None else ratio_at_most(r.goal),
+    return finish([Row(r.name, r.raw_label, r.ours_s, r.raw_s, r.judge or (
+                       added_at_most(r.max_added_s) if r.max_added_s is not None else ratio_at_most(r.goal)),
                        r.error, r.notes) for r in results], load0, time.monotonic() - t0, args.check)
 
 

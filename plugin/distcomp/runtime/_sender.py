@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..tracking import Counts, Metric as StoreMetric, Report, StoreUnavailable, describe_loss, write_report
-from ..tracking import REPORTS_ENV, Retry, open_store, resolve_uri
+from ..tracking import (REPORTS_ENV, Counts, Metric as StoreMetric, Report, Retry, StoreUnavailable, TrackingError,
+                        describe_loss, open_store, resolve_uri, write_report)
 from ._backlog import Backlog, Item, counts
 from ._records import Artifact, Flush, Metric, Param, Record
 
-MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limit
+BATCH_POINTS = 1000  # metric points per item sent or kept: one log_batch call's worth (MLflow's limit)
 RETRY_CAP_S = 30.0  # a rank retries a kept batch at least this often: the data should follow the server's return
 DRAIN_STEP_S = 1.0  # while a flush waits with a deadline, how often the store is tried
 IN_FLIGHT_S = 1.0  # at the end, how long the thread may take to stop: a send under way is then counted as what it became
@@ -40,7 +40,12 @@ class Sender:
         self.queue: queue.SimpleQueue[Record] = queue.SimpleQueue()  # put() is safe in signal handlers
         self.folder = os.environ.get(REPORTS_ENV) or None
         self.backlog = Backlog(self.folder)
-        self.retry = Retry.from_env(os.environ)
+        self._warned: set[str] = set()
+        try:
+            self.retry = Retry.from_env(os.environ)
+        except TrackingError as exc:  # a bad MLFLOW_HTTP_* value must not stop training
+            self.retry = Retry()
+            self.warn("retry", f"{exc}; using MLflow's defaults")
         # the books: what was taken off the queue and is not delivered yet, what the store took,
         # what it refused; changed under _books, so the end's account is exact
         self._books = threading.RLock()  # re-entrant: a SIGTERM may come while the main thread holds it
@@ -54,7 +59,6 @@ class Sender:
         self._failures = 0  # consecutive tries the store did not answer
         self._retry_at = 0.0
         self.last_error = ""
-        self._warned: set[str] = set()
         self.thread = threading.Thread(target=self._loop, name="distcomp-mlflow", daemon=True)
         self.thread.start()
 
@@ -188,8 +192,8 @@ class Sender:
     def _batches(self, params: dict[str, str], metrics: list[Metric]) -> None:
         if params:  # apart from metrics: a param that changed value must not cost any metric
             self._submit(params)
-        for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
-            self._submit(metrics[i:i + MAX_METRICS_PER_BATCH])
+        for i in range(0, len(metrics), BATCH_POINTS):
+            self._submit(metrics[i:i + BATCH_POINTS])
 
     def _submit(self, item: Item) -> None:
         if len(self.backlog):  # the store is away: first in, first out
@@ -219,7 +223,7 @@ class Sender:
                 continue
             self._schedule()
             left = (until - time.monotonic()) if until is not None else 0.0
-            if left <= 0:
+            if left <= 0 or self.closed:
                 return
             time.sleep(min(DRAIN_STEP_S, left))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ._delivery import REPORTS_ENV
-from ._ending import REPORTS_DIR, STATUS, end
+from ._ending import REPORTS_DIR, end
 from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                        TrackingError, truncate, user)
 from ..redact import is_secret
