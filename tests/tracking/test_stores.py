@@ -206,14 +206,18 @@ def test_creating_a_run_does_not_import_mlflow(sqlite_uri: str, tmp_path: Path) 
     subprocess.run([sys.executable, "-c", code, sqlite_uri], check=True, timeout=60)
 
 
-@pytest.fixture(params=["sqlite", "rest", "client"])
-def each_store(request: pytest.FixtureRequest) -> tuple[object, str]:
-    """(a store of each kind, the URI MlflowClient reads it back with)."""
+def _open(request: pytest.FixtureRequest) -> tuple[object, str]:
+    """(a store of the kind ``request.param`` names, the URI MlflowClient reads it back with)."""
     if request.param == "rest":
         uri = request.getfixturevalue("mlflow_server")
         return RestStore(uri, {}), uri
     uri = request.getfixturevalue("sqlite_uri")
     return (SqliteStore(uri) if request.param == "sqlite" else ClientStore(uri)), uri
+
+
+@pytest.fixture(params=["sqlite", "rest", "client"])
+def each_store(request: pytest.FixtureRequest) -> tuple[object, str]:
+    return _open(request)
 
 
 def test_a_param_conflict_costs_no_other_param_on_any_store(each_store: tuple, tmp_path: Path) -> None:
@@ -232,3 +236,20 @@ def test_a_param_conflict_costs_no_other_param_on_any_store(each_store: tuple, t
     # 150 new params: two batches, all in
     assert store.log(run.run_id, {}, {f"p{i}": str(i) for i in range(150)}) == []
     assert len(client.get_run(run.run_id).data.params) == 155
+    # a value over MLflow's 6000 characters is cut, as MLflow cuts it
+    assert store.log(run.run_id, {}, {"long": "x" * 6001}) == []
+    assert client.get_run(run.run_id).data.params["long"] == "x" * 6000
+
+
+@pytest.fixture(params=["rest", "client"])
+def validating_store(request: pytest.FixtureRequest) -> tuple[object, str]:
+    """The stores MLflow itself validates (the SQLite writer trusts its callers' names)."""
+    return _open(request)
+
+
+def test_a_param_the_store_refuses_costs_no_other_param(validating_store: tuple, tmp_path: Path) -> None:
+    store, uri = validating_store
+    run = store.create_run(store.experiment(f"refused-{tmp_path.name}"), "r", {}, {})
+    problems = store.log(run.run_id, {}, {"f": "6", "bad name!": "x", "g": "7"})
+    assert MlflowClient(uri).get_run(run.run_id).data.params == {"f": "6", "g": "7"}
+    assert problems == [f"param 'bad name!' of run {run.run_id} was refused by the store; the others were logged"]

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from ..redact import REDACTED, is_secret
+
 Read = Callable[[str], Mapping[str, str]]  # run id -> the params the run holds now
 
 
 def conflict(run_id: str, key: str, old: str, new: str) -> str:
+    if is_secret(key):  # the values of a secret-looking name are not shown
+        old, new = REDACTED, REDACTED
     return f"param {key!r} is already {old!r} in run {run_id}; kept that, not {new!r}"
 
 
@@ -47,8 +51,9 @@ class KnownParams:
 def log_new(known: KnownParams, run_id: str, params: Mapping[str, str], size: int,
             send: Callable[[dict[str, str]], bool]) -> list[str]:
     """Send the run's new params in batches of ``size``; ``send`` returns False when the store
-    refused a batch for a param that holds another value (another writer got there first): the
-    run is read again and what is still new is sent once more. Returns the problems."""
+    refused a batch (a param holds another value: another writer got there first; or a value
+    the store will not take). Then the run is read again and what is still new is sent once
+    more, one by one if refused again, so one bad param costs no other. Returns the problems."""
     new, problems = known.split(run_id, params)
     items = list(new.items())
     for i in range(0, len(items), size):
@@ -59,8 +64,12 @@ def log_new(known: KnownParams, run_id: str, params: Mapping[str, str], size: in
         known.forget(run_id)
         again, more = known.split(run_id, batch)
         problems += more
-        if again and send(again):
+        if not again or send(again):
             known.sent(run_id, again)
-        elif again:
-            problems.append(f"params {sorted(again)} of run {run_id} were refused by the store")
+            continue
+        for key, value in again.items():
+            if send({key: value}):
+                known.sent(run_id, {key: value})
+            else:
+                problems.append(f"param {key!r} of run {run_id} was refused by the store; the others were logged")
     return problems

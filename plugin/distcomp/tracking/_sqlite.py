@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from ._artifacts import copy_files, local_root, upload_with_mlflow
 from ._params import conflict
-from ._records import Metric, RunData, RunRef, StoreUnavailable, TrackingError, user as _user
+from ._records import MAX_PARAM_VALUE, Metric, RunData, RunRef, StoreUnavailable, TrackingError, user as _user
 from ._uri import sqlite_path
 
 # table -> the columns written here; a database whose tables differ (another MLflow schema)
@@ -175,6 +175,7 @@ class SqliteStore:
                            [(k, v, run_id) for k, v in tags.items()])
             for key, value in params.items():
                 old = db.execute("SELECT value FROM params WHERE key = ? AND run_uuid = ?", (key, run_id)).fetchone()
+                value = value[:MAX_PARAM_VALUE]  # as MLflow's own stores cut it
                 if old is None:
                     db.execute("INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)", (key, value, run_id))
                 elif old[0] != value:
