@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# public reference files (peer specs, Kubeflow CRDs), copied in: see tests/reference/README.md
+REFERENCE = REPO / "tests" / "reference"
 CORPUS = Path(__file__).resolve().parent / "spec" / "corpus"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distcomp.spec import json_schema
-from tests.conftest import CORPUS, SHARED
+from tests.conftest import CORPUS, REFERENCE
 
 
 def distcomp(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -49,7 +49,7 @@ def test_validate_never_tracebacks_on_bad_specs(path: Path) -> None:
 
 
 def test_validate_warnings_do_not_fail(tmp_path: Path) -> None:
-    spec = SHARED / "peer-specs" / "azureml-v2-job-horovod-mpi.yml"
+    spec = REFERENCE / "peer-specs" / "azureml-v2-job-horovod-mpi.yml"
     proc = distcomp("validate", str(spec))
     assert proc.returncode == 0
     assert "code: code folder 'src' does not exist" in proc.stderr and "[warning]" in proc.stderr
@@ -86,7 +86,7 @@ def test_validate_a_folder_finds_component_files(tmp_path: Path) -> None:
 
 
 def test_render_prints_shell_quoted_argv() -> None:
-    spec = SHARED / "peer-specs" / "azureml-v1-distributed-mpi.yaml"
+    spec = REFERENCE / "peer-specs" / "azureml-v1-distributed-mpi.yaml"
     proc = distcomp("render", str(spec), "--input", "input_path=/data", "--input", "string_parameter=a b; rm -rf /",
                     "--output", "output_path=/out")
     assert proc.returncode == 0, proc.stderr

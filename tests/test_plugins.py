@@ -855,13 +855,13 @@ def test_kubeflow_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> 
     import yaml
 
     from distcomp.targets.kubeflow import compile_job
-    from tests.conftest import SHARED
+    from tests.conftest import REFERENCE
 
     fresh = PluginManager()
     fresh.register_plugin(example_module("distcomp_launchers"), name="mine-plugin", provider="mypkg 1.0")
     fresh.register_plugin(example_module("distcomp_kubeflow_jobs"), name="mine-kubeflow", provider="mypkg 1.0")
     spec = loads(spec_text("mine", nodes=3), base_dir=tmp_path, launchers=fresh.alias_table())
     manifest = compile_job(spec, {}, {}, pm=fresh, image="i:1")
-    crd = yaml.safe_load((SHARED / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
+    crd = yaml.safe_load((REFERENCE / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
     jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2

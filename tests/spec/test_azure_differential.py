@@ -23,12 +23,12 @@ import pytest
 import yaml
 
 from distcomp.spec import check_file
-from tests.conftest import CORPUS, SHARED
+from tests.conftest import CORPUS, REFERENCE
 
 # The draft dialect (seed 003, a `distributed:` section) is distcomp's own job draft, not an
 # azure format: azure cannot load it at all, so draft files are left out of the comparison.
 FILES = sorted(
-    (p for d in (CORPUS / "valid", CORPUS / "invalid", SHARED / "peer-specs") for p in d.glob("*.y*ml")
+    (p for d in (CORPUS / "valid", CORPUS / "invalid", REFERENCE / "peer-specs") for p in d.glob("*.y*ml")
      if check_file(p).dialect != "draft"),
     key=lambda p: p.name,
 )

@@ -39,8 +39,7 @@ from distcomp.spec import (ComponentSpec, Diagnostic, InputError, SpecError, bin
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-# the peer specs live in shared/ beside (or inside) the checkout; the test runs without them
-VALID_DIRS = [HERE / "corpus" / "valid", ROOT / "shared" / "peer-specs", ROOT.parent / "shared" / "peer-specs"]
+VALID_DIRS = [HERE / "corpus" / "valid", ROOT / "tests" / "reference" / "peer-specs"]
 VALID_FILES = sorted({p.resolve() for d in VALID_DIRS if d.is_dir() for p in (*d.glob("*.yaml"), *d.glob("*.yml"))})
 CORPUS = [(p, p.read_text(encoding="utf-8")) for p in VALID_FILES]
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from distcomp.spec import check_file, detect, json_schema
-from tests.conftest import CORPUS, REPO, SHARED
+from tests.conftest import CORPUS, REFERENCE, REPO
 
 SHIPPED = REPO / "plugin" / "distcomp" / "spec" / "distributed-component.schema.json"
 # Invalid specs whose problem is structural (a key, a type, an enum, a minimum): a JSON
@@ -42,7 +42,7 @@ def test_schema_is_valid_json_schema(dialect: str) -> None:
     _validator(dialect)
 
 
-VALID = _docs(sorted((CORPUS / "valid").glob("*.y*ml")) + sorted((SHARED / "peer-specs").glob("*.y*ml")))
+VALID = _docs(sorted((CORPUS / "valid").glob("*.y*ml")) + sorted((REFERENCE / "peer-specs").glob("*.y*ml")))
 
 
 @pytest.mark.parametrize("path, data, dialect", VALID, ids=lambda v: v.name if isinstance(v, Path) else "")

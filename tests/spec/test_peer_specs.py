@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from distcomp.spec import check_file, load
-from tests.conftest import SHARED
+from tests.conftest import REFERENCE
 
-PEER = sorted((SHARED / "peer-specs").glob("*.y*ml"))
+PEER = sorted((REFERENCE / "peer-specs").glob("*.y*ml"))
 
 
 def test_peer_specs_are_present() -> None:
@@ -23,7 +23,7 @@ def test_peer_spec_loads(path: Path) -> None:
 
 
 def test_missing_code_folder_is_a_warning_with_location() -> None:
-    path = SHARED / "peer-specs" / "azureml-v2-job-pytorch-cifar.yml"
+    path = REFERENCE / "peer-specs" / "azureml-v2-job-pytorch-cifar.yml"
     result = check_file(path)
     assert [str(w) for w in result.warnings] == [
         f"{path}:2:7: code: code folder 'src' does not exist (resolved to {path.parent / 'src'}); "
@@ -32,7 +32,7 @@ def test_missing_code_folder_is_a_warning_with_location() -> None:
 
 
 def test_v1_mpi_example() -> None:
-    spec = load(SHARED / "peer-specs" / "azureml-v1-distributed-mpi.yaml")
+    spec = load(REFERENCE / "peer-specs" / "azureml-v1-distributed-mpi.yaml")
     assert spec.name == "microsoft.com.azureml.samples.mpi_example" and spec.version == "0.0.1"
     assert spec.distribution.launcher == "mpi"
     assert spec.inputs["input_path"].kind == "port" and not spec.inputs["input_path"].optional
@@ -45,7 +45,7 @@ def test_v1_mpi_example() -> None:
 
 
 def test_v2_pytorch_component_expands_rank_env_late() -> None:
-    spec = load(SHARED / "peer-specs" / "azureml-v2-component-pytorch.yml")
+    spec = load(REFERENCE / "peer-specs" / "azureml-v2-component-pytorch.yml")
     assert (spec.distribution.launcher, spec.distribution.nodes, spec.distribution.processes_per_node) == (
         "torch.distributed", 2, 2)
     assert spec.environment is not None and spec.environment.reference.startswith("azureml://registries/")
@@ -56,7 +56,7 @@ def test_v2_pytorch_component_expands_rank_env_late() -> None:
 
 
 def test_v2_tensorflow_component() -> None:
-    spec = load(SHARED / "peer-specs" / "azureml-v2-component-tensorflow.yml")
+    spec = load(REFERENCE / "peer-specs" / "azureml-v2-component-tensorflow.yml")
     assert spec.name == "TF-hello-world"
     assert (spec.distribution.worker_count, spec.distribution.nodes) == (2, 2)
     assert spec.render({}, {}, {"TF_CONFIG": '{"cluster": {}}'}) == ["echo", '{"cluster": {}}']
@@ -65,10 +65,10 @@ def test_v2_tensorflow_component() -> None:
 
 
 def test_v2_jobs_render_their_literal_inputs() -> None:
-    spec = load(SHARED / "peer-specs" / "azureml-v2-job-pytorch-cifar.yml")
+    spec = load(REFERENCE / "peer-specs" / "azureml-v2-job-pytorch-cifar.yml")
     assert spec.inputs["cifar"].kind == "port" and spec.inputs["cifar"].default == "azureml:cifar-10-example:1"
     argv = spec.render({n: i.default for n, i in spec.inputs.items()}, {})
     assert argv == ["python", "train.py", "--epochs", "1", "--learning-rate", "0.2", "--data-dir",
                     "azureml:cifar-10-example:1"]
-    horovod = load(SHARED / "peer-specs" / "azureml-v2-job-horovod-mpi.yml")
+    horovod = load(REFERENCE / "peer-specs" / "azureml-v2-job-horovod-mpi.yml")
     assert (horovod.distribution.launcher, horovod.distribution.processes_per_node) == ("mpi", 2)

@@ -21,7 +21,7 @@ from distcomp.targets.azureml import azure_name, compile_mapping
 from distcomp.targets.azureml._component import component_mapping
 
 REPO = Path(__file__).resolve().parents[3]
-PEERS = REPO.parent / "shared" / "peer-specs"
+PEERS = REPO / "tests" / "reference" / "peer-specs"
 PEER_SPECS = sorted(p for p in PEERS.glob("*.y*ml"))
 # the shipped library, the example, and a test job of every built-in launcher
 OWN_SPECS = (sorted(REPO.glob("components/*/component.yaml")) + sorted(REPO.glob("examples/*/component.yaml"))

@@ -19,7 +19,7 @@ from distcomp.plugins import get_plugin_manager
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import CompileError, compile_job
 
-from ...conftest import SHARED
+from ...conftest import REFERENCE
 
 JOBS = Path(__file__).resolve().parents[2] / "launchers" / "jobs"
 CRDS = {
@@ -33,7 +33,7 @@ MODELS = {"PyTorchJob": "KubeflowOrgV1PyTorchJob", "TFJob": "KubeflowOrgV1TFJob"
 
 
 def schema(api_version: str, kind: str) -> dict[str, Any]:
-    crd = yaml.safe_load((SHARED / "crds" / CRDS[(api_version, kind)]).read_text())
+    crd = yaml.safe_load((REFERENCE / "crds" / CRDS[(api_version, kind)]).read_text())
     version = api_version.split("/")[1]
     (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
     return found["schema"]["openAPIV3Schema"]
