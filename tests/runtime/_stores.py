@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from mlflow import MlflowClient
 
@@ -65,6 +67,19 @@ class Store:
 def run_script(code: str, env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], check=False, env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120)
+
+
+@contextmanager
+def started(code: str, env: dict[str, str], stdin: bool = False) -> Iterator[subprocess.Popen[str]]:
+    """A rank script running, killed (by its pid) if the test ends before it does."""
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, text=True,
+                            stdin=subprocess.PIPE if stdin else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict:

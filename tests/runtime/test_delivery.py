@@ -9,14 +9,12 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from ..tracking._server import Server
-from ._stores import Store, notices
+from ._stores import Store, notices, started
 
 OUTAGE = """
     import json, sys
@@ -38,43 +36,27 @@ OUTAGE = """
 """
 
 
-@pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[Server]:
-    server = Server(tmp_path / "server").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.mark.slow
 def test_what_the_server_missed_is_delivered_when_it_is_back(own_server: Server, tmp_path: Path) -> None:
     store = Store("server", tmp_path, own_server.uri, own_server.home)
     run = store.new_run()
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(OUTAGE)], env=store.env(run), text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
+    with started(OUTAGE, store.env(run), stdin=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
 
-    def answer() -> dict:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        assert line, proc.communicate()[1][-3000:]
-        return json.loads(line)
+        def answer(after: str = "") -> dict:
+            if after:
+                proc.stdin.write(after + "\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            assert line, proc.communicate()[1][-3000:]
+            return json.loads(line)
 
-    try:
         assert answer() == {"flushed": True, "undelivered": {"metrics": 0, "params": 0, "artifacts": 0}}
         own_server.stop()
-        proc.stdin.write("down\n")
-        proc.stdin.flush()
-        assert answer() == {"flushed": False, "undelivered": {"metrics": 100, "params": 1, "artifacts": 0}}
+        assert answer("down") == {"flushed": False, "undelivered": {"metrics": 100, "params": 1, "artifacts": 0}}
         own_server.start()
-        proc.stdin.write("back\n")
-        proc.stdin.flush()
-        assert answer() == {"flushed": True, "undelivered": {"metrics": 0, "params": 0, "artifacts": 0}}
+        assert answer("back") == {"flushed": True, "undelivered": {"metrics": 0, "params": 0, "artifacts": 0}}
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err[-3000:]
     assert store.history(run, "m") == [(i, float(i)) for i in range(200)]
     assert store.client.get_run(run).data.params == {"during": "outage"}
@@ -96,16 +78,10 @@ def test_sigterm_counts_exactly_what_it_could_not_send(store: Store, tmp_path: P
     run = store.new_run()
     reports = tmp_path / "reports"
     env = store.env(run, DISTCOMP_SIGTERM_FLUSH_S="0", DISTCOMP_TRACKING_DIR=str(reports))  # give up at once
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SIGTERMED)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with started(SIGTERMED, env) as proc:
         assert proc.stdout is not None and proc.stdout.readline() == "logged\n"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == -signal.SIGTERM, err[-3000:]
     found = re.search(r"at SIGTERM: kept ([\d,]+) of 200,000 metric points; ([\d,]+) were not logged", err)
     assert found, err[-3000:]

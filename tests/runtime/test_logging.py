@@ -12,13 +12,12 @@ import json
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from distcomp.runtime._logging import NO_RUN_NOTICE
 
-from ._stores import Store, last_json, notices, run_script
+from ._stores import Store, last_json, notices, run_script, started
 
 
 def history(store: Store, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -147,20 +146,15 @@ SIGTERMED = """
 
 def test_sigterm_flushes_then_dies_of_sigterm(store: Store) -> None:
     run = store.new_run()
-    # The worker is still importing mlflow when SIGTERM comes: without the handler nothing
+    # The worker is still opening the store when SIGTERM comes: without the handler nothing
     # would be sent. The bound (3 s by default) is raised so a loaded machine cannot fail this.
     env = store.env(run, DISTCOMP_SIGTERM_FLUSH_S="60")
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SIGTERMED)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with started(SIGTERMED, env) as proc:
         assert proc.stdout is not None and proc.stdout.readline() == "logged\n"
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGTERM, proc.stderr.read() if proc.stderr else ""
+        _, err = proc.communicate(timeout=90)
+    assert proc.returncode == -signal.SIGTERM, err[-3000:]
+    assert notices(err) == []  # everything was sent: nothing to report
     assert history(store, run, "m") == [(i, float(i)) for i in range(1000)]
     assert store.client.get_run(run).data.params == {"p": "x"}
 

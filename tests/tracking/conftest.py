@@ -52,3 +52,14 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def server_process(mlflow_server: str) -> Server:
     """The session's server itself: its database and artifact folder."""
     return _SERVERS[mlflow_server]
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Server]:
+    """A real ``mlflow server`` of the test's own, which the test may stop and start again
+    (same port, same database): an outage."""
+    server = Server(tmp_path / "server").start()
+    try:
+        yield server
+    finally:
+        server.stop()

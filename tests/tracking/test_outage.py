@@ -26,15 +26,6 @@ from ._server import Server
 EXPERIMENT = "outage"
 
 
-@pytest.fixture
-def server(tmp_path: Path):  # type: ignore[no-untyped-def]
-    server = Server(tmp_path / "server").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def wait_for(what: str, check: Callable[[], Any], proc: subprocess.Popen[str], timeout: float = WAIT) -> Any:
     deadline = time.monotonic() + timeout
     while not (got := check()):
@@ -76,7 +67,8 @@ def status(tmp_path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_points_logged_across_an_outage_all_reach_the_run(server: Server, tmp_path: Path) -> None:
+def test_points_logged_across_an_outage_all_reach_the_run(own_server: Server, tmp_path: Path) -> None:
+    server = own_server
     proc = start_job(tmp_path, server, points=250, every=0.04)  # ~10 s of logging
     wait_for("the first points in the store", lambda: stored(server.uri) >= 30, proc)
     server.stop()
@@ -105,7 +97,8 @@ def counted(text: str) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-def test_a_server_that_never_returns_loses_nothing_quietly(server: Server, tmp_path: Path) -> None:
+def test_a_server_that_never_returns_loses_nothing_quietly(own_server: Server, tmp_path: Path) -> None:
+    server = own_server
     # the rank gives up 2 s after its last point, the launcher after one quick retry
     proc = start_job(tmp_path, server, points=STEPS, every=0.02, DISTCOMP_EXIT_FLUSH_S="2",
                      MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
@@ -134,8 +127,9 @@ def test_a_server_that_never_returns_loses_nothing_quietly(server: Server, tmp_p
 
 
 @pytest.mark.slow
-def test_a_server_back_before_the_launcher_gives_up_gets_the_end_and_the_count(server: Server,
+def test_a_server_back_before_the_launcher_gives_up_gets_the_end_and_the_count(own_server: Server,
                                                                                 tmp_path: Path) -> None:
+    server = own_server
     # the rank ends during the outage and gives up after 1 s; the launcher retries as MLflow does
     proc = start_job(tmp_path, server, points=STEPS, every=0.02, DISTCOMP_EXIT_FLUSH_S="1")
     wait_for("the first points in the store", lambda: stored(server.uri) >= 30, proc)
