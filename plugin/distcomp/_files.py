@@ -1,7 +1,8 @@
-"""Writing outputs whole or not at all."""
+"""Files: writing outputs whole or not at all, and measuring what a folder holds."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -16,3 +17,22 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def tree_usage(top: str | os.PathLike[str]) -> tuple[int, int]:
+    """Files under ``top`` and their bytes, links not followed (a link or a file counts as one
+    file itself); what vanishes meanwhile is not counted."""
+    if not os.path.isdir(top) or os.path.islink(top):
+        try:
+            return 1, os.lstat(top).st_size
+        except OSError:
+            return 0, 0
+    files = size = 0
+    for folder, _dirs, names in os.walk(top):
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(folder, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    return files, size

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .._files import tree_usage
 from ._fs import fsync_dir, make_read_only, remove_tree, write_json_atomic
 from ._records import RegistryError
 from ._staging import leftover, owner_prefix
@@ -97,7 +98,7 @@ class DirectoryStore:
                 continue
             if left is None:
                 continue
-            files, size = _usage(path)
+            files, size = tree_usage(path)
             remove_tree(Path(path))
             if not os.path.lexists(path):
                 removed.append(f"{left.label}: {files} file{'s' * (files != 1)}, {size / 1e6:.1f} MB ({left.reason})")
@@ -146,24 +147,6 @@ class DirectoryStore:
             data = change(self.metadata(name))
             write_json_atomic(folder / METADATA, data)
         return data
-
-
-def _usage(top: str) -> tuple[int, int]:
-    """Files under ``top`` and their bytes, links not followed (a link or file is one itself)."""
-    if not os.path.isdir(top) or os.path.islink(top):
-        try:
-            return 1, os.lstat(top).st_size
-        except OSError:
-            return 0, 0
-    files = size = 0
-    for folder, _dirs, names in os.walk(top):
-        for name in names:
-            try:
-                size += os.lstat(os.path.join(folder, name)).st_size
-                files += 1
-            except OSError:
-                pass
-    return files, size
 
 
 def directory_store(location: str) -> DirectoryStore:

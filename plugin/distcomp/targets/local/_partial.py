@@ -10,10 +10,10 @@ resumes from its checkpoint there (torchelastic's model), so each attempt says w
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
+from ..._files import tree_usage
 from ._records import FoundOutput
 
 MARKER = ".distcomp-incomplete"
@@ -43,17 +43,7 @@ def survey(outputs: Mapping[str, str], attempt: int) -> list[FoundOutput]:
     """The outputs that already hold something, with their file count and size."""
     found = []
     for name, path in outputs.items():
-        files = size = 0
-        if os.path.isfile(path):
-            files, size = 1, os.path.getsize(path)
-        else:
-            for folder, _dirs, names in os.walk(path):
-                for n in names:
-                    try:
-                        size += os.lstat(os.path.join(folder, n)).st_size
-                        files += 1
-                    except OSError:
-                        pass
+        files, size = tree_usage(path)
         if files:
             found.append(FoundOutput(attempt, name, path, files, size))
     return found
