@@ -57,7 +57,12 @@ class ClientStore:
     def experiment(self, name: str) -> str:
         exp = self._do("look up the experiment", self.client.get_experiment_by_name, name)
         if exp is None:
-            return str(self._do("create the experiment", self.client.create_experiment, name))
+            try:
+                return str(self._do("create the experiment", self.client.create_experiment, name))
+            except TrackingError:  # a job starting beside this one may have made it meanwhile
+                exp = self._do("look up the experiment", self.client.get_experiment_by_name, name)
+                if exp is None:
+                    raise
         if exp.lifecycle_stage != "active":
             raise TrackingError(f"experiment {name!r} is deleted in {self.uri}; restore it or pick another "
                                 "with --experiment")
@@ -116,4 +121,6 @@ class ClientStore:
 def _text(exc: BaseException) -> str:
     """The first line of an error, cut: MLflow may carry a driver's whole statement in it."""
     text = str(getattr(exc, "message", exc)).strip()
+    for driver in (" Error: (", " [SQL: ", " (Background on this error"):  # SQLAlchemy's text MLflow appends
+        text = text.split(driver)[0]
     return (text.splitlines() or [""])[0][:300]
