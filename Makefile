@@ -1,4 +1,5 @@
-# make install: a .venv with distcomp and every extra; make test: install, then pytest;
+# make install: a .venv with distcomp and every extra; make test: install, lint (ruff), type-check
+# (mypy), then pytest;
 # make demo: install, then the main job.
 PY ?= python3
 VENV := .venv
@@ -24,6 +25,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: install
+	$(BIN)/ruff check plugin tests benchmarks examples components
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 demo: install

@@ -84,12 +84,12 @@ def spec_text(launcher: str, nodes: int = 1) -> str:
 def test_builtins_are_the_four_launchers(pm: PluginManager) -> None:
     launchers = pm.launchers()
     assert tuple(launchers) == BUILTINS  # registration order
-    assert all(isinstance(l, Launcher) and l.provider == "distcomp" for l in launchers.values())
-    assert [l.type.name for l in launchers.values()] == list(BUILTINS)
+    assert all(isinstance(item, Launcher) and item.provider == "distcomp" for item in launchers.values())
+    assert [item.type.name for item in launchers.values()] == list(BUILTINS)
     assert launchers["mpi"].type.factory is mpi_topology
     assert launchers["mpi"].type.aliases == ("horovod", "openmpi")
     assert launchers["deepspeed"].type.aliases == ()
-    assert all(l.type.description for l in launchers.values())
+    assert all(item.type.description for item in launchers.values())
     assert pm.failures == []
     assert [pm.get_name(p) for p in pm.get_plugins()] and sorted(pm.get_name(p) for p in pm.get_plugins()) == sorted(BUILTIN_PLUGINS)
 
@@ -212,13 +212,13 @@ def test_inline_factory_topology_binds_locally(pm: PluginManager, tmp_path: Path
     launcher = pm.launcher(spec.distribution.launcher)
     topology = launcher.type.factory(spec)
     launches = prepare(spec, topology, {}, {}, tmp_path / "job", "job-1", outer={"PATH": "/usr/bin"})
-    assert [l.argv for l in launches] == [("env", "python", "train.py", "--x", "1")] * 2
-    assert [l.env["MY_RANK"] for l in launches] == ["0", "1"]
-    coords = {l.env["COORD"] for l in launches}
+    assert [item.argv for item in launches] == [("env", "python", "train.py", "--x", "1")] * 2
+    assert [item.env["MY_RANK"] for item in launches] == ["0", "1"]
+    coords = {item.env["COORD"] for item in launches}
     assert len(coords) == 1
     addr, _, number = coords.pop().partition(":")
     assert addr == "127.0.0.1" and number.isdigit() and 0 < int(number) < 65536
-    assert all(l.cwd == tmp_path for l in launches)
+    assert all(item.cwd == tmp_path for item in launches)
 
 
 # -- duplicates ---------------------------------------------------------------------------------
@@ -726,8 +726,8 @@ def test_launchers_docstring_example_works(tmp_path: Path) -> None:
         ("worker", i, i, i, (COMMAND,)) for i in range(3)]
     assert [dict(r.env) for r in topology.replicas] == [{"MY_RANK": str(i), "MY_WORLD": "3"} for i in range(3)]
     launches = prepare(spec, topology, {}, {}, tmp_path / "job", "j1", outer={})
-    assert [l.argv for l in launches] == [("python", "train.py", "--x", "1")] * 3
-    assert [l.env["MY_RANK"] for l in launches] == ["0", "1", "2"]
+    assert [item.argv for item in launches] == [("python", "train.py", "--x", "1")] * 3
+    assert [item.env["MY_RANK"] for item in launches] == ["0", "1", "2"]
 
 
 def test_registry_stores_docstring_example_works(tmp_path: Path) -> None:

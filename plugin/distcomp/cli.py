@@ -514,13 +514,13 @@ def cmd_launchers(args: argparse.Namespace) -> int:
     except PluginError as exc:
         raise _Usage(str(exc)) from None
     if args.json:
-        print(json.dumps([{"name": l.type.name, "aliases": list(l.type.aliases), "provider": l.provider,
-                           "description": l.type.description} for l in launchers.values()], indent=2))
+        print(json.dumps([{"name": item.type.name, "aliases": list(item.type.aliases), "provider": item.provider,
+                           "description": item.type.description} for item in launchers.values()], indent=2))
         return EXIT_OK
     width = max(len(n) for n in launchers)
-    for name, l in launchers.items():
-        aliases = ", ".join(l.type.aliases) or "-"
-        print(f"{name:<{width}}  provider: {l.provider}; aliases: {aliases}\n{'':<{width}}  {l.type.description}")
+    for name, item in launchers.items():
+        aliases = ", ".join(item.type.aliases) or "-"
+        print(f"{name:<{width}}  provider: {item.provider}; aliases: {aliases}\n{'':<{width}}  {item.type.description}")
     return EXIT_OK
 
 

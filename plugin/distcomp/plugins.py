@@ -118,7 +118,8 @@ class PluginManager(pluggy.PluginManager):
         for impl in self.hook.distcomp_launchers.get_hookimpls():  # in registration order
             provider = self._providers.get(id(impl.plugin), impl.plugin_name)
             try:
-                items = list(impl.function() or ())
+                returned: Any = impl.function()  # a plugin may return anything: checked below
+                items = list(returned or ())
                 bad = [x for x in items if not isinstance(x, LauncherType)]
                 if bad:
                     raise TypeError(f"distcomp_launchers must yield LauncherType records, got {type(bad[0]).__name__}")
@@ -141,7 +142,7 @@ class PluginManager(pluggy.PluginManager):
 
     def alias_table(self) -> Mapping[str, str]:
         """Every name and alias, lowercased -> canonical name (what the spec loaders take)."""
-        return MappingProxyType({n: l.type.name for l in self.launchers().values() for n in l.type.names()})
+        return MappingProxyType({n: item.type.name for item in self.launchers().values() for n in item.type.names()})
 
     def _records(self, hook: str, kind: type[R]) -> Iterable[tuple[R, str]]:
         """Every record an optional target hook yields, with its provider; a plugin whose

@@ -47,7 +47,7 @@ def test_port_taken_between_pick_and_bind_starts_the_attempt_again(tmp_path: Pat
     run = finish(*launch(tmp_path, "--grace", "2", mode="squat", hold=0), t0)
     assert run.returncode == 0, run.explain()
     squat = json.loads((run.state_dir / "squat.json").read_text())
-    assert (f"distcomp run: attempt 1: rank0 found a port taken (Address already in use): another program bound "
+    assert ("distcomp run: attempt 1: rank0 found a port taken (Address already in use): another program bound "
             "it after distcomp picked it; starting the attempt again on fresh ports (not counted as a restart)\n"
             ) in run.stderr, run.explain()
     st = status(run.run_dir)

@@ -119,8 +119,9 @@ def _show(registry: Registry, args: argparse.Namespace) -> int:
         print(f"  {about['description']}")
     print(f"  launcher: {about.get('launcher')}, {about.get('nodes')} node(s) x "
           f"{about.get('processes_per_node') or 1} process(es)")
-    inputs = about.get("inputs") if isinstance(about.get("inputs"), dict) else {}
-    outputs = about.get("outputs") if isinstance(about.get("outputs"), dict) else {}
+    raw_inputs, raw_outputs = about.get("inputs"), about.get("outputs")
+    inputs = raw_inputs if isinstance(raw_inputs, dict) else {}
+    outputs = raw_outputs if isinstance(raw_outputs, dict) else {}
     print(f"  inputs: {', '.join(_input(n, i) for n, i in inputs.items()) or '-'}")
     print(f"  outputs: {', '.join(_input(n, o) for n, o in outputs.items()) or '-'}")
     print(f"  sha256: {resolved.sha256} ({len(manifest.files)} files, verified)")

@@ -109,7 +109,8 @@ def read_manifest(folder: Path, name: str, version: str) -> Manifest:
             raise _damaged(name, version, folder, f"bad file entry {path!r}")
         files[path] = FileEntry(entry["sha256"], entry.get("executable", False))
     spec, code = data.get("spec"), data.get("code")
-    if spec not in files or not (code == "." or safe_path(code)):
+    if not isinstance(spec, str) or spec not in files or not isinstance(code, str) \
+            or not (code == "." or safe_path(code)):
         raise _damaged(name, version, folder, "bad spec or code path")
     if data.get("sha256") != content_hash(files):
         raise mismatch(name, version, folder, f"{MANIFEST} changed (its file list no longer gives its sha256)")

@@ -221,7 +221,8 @@ class Registry:
                 info = read_manifest(folder, name, latest).summary if folder else {}
             except RegistryError:
                 info = {}
-            tags = info.get("tags") if isinstance(info.get("tags"), dict) else {}
+            raw_tags = info.get("tags")
+            tags = raw_tags if isinstance(raw_tags, dict) else {}
             item = Summary(name, latest, len(ordered), sum(v in deprecated for v in ordered),
                            str(info.get("display_name") or ""), str(info.get("description") or ""),
                            MappingProxyType({str(k): str(v) for k, v in tags.items()}))
@@ -244,7 +245,8 @@ class Registry:
             raise self._missing(ref, {})
 
         def change(data: dict[str, Any]) -> dict[str, Any]:
-            table = data.get("deprecated") if isinstance(data.get("deprecated"), dict) else {}
+            found = data.get("deprecated")
+            table = found if isinstance(found, dict) else {}
             if undo:
                 table.pop(version, None)
             else:

@@ -82,5 +82,6 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     ps = dist.get("parameter_server_count")
     topo = topology(kind, as_count(resources.get("instance_count")) or 1, as_count(dist.get("process_count_per_instance")),
                     as_count(dist.get("worker_count")), ps if isinstance(ps, int) else 0)
-    name = data.get("name") if isinstance(data.get("name"), str) else default_name(ctx.file)
+    given = data.get("name")
+    name = given if isinstance(given, str) else default_name(ctx.file)
     return assemble(data, parts, name, topo, resources=frozen_map(resources))

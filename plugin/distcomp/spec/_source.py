@@ -130,7 +130,7 @@ def parse(text: str, file: str) -> tuple[Located, list[Diagnostic]]:
     try:
         try:
             deep = _too_deep(text)
-            if deep is not None:
+            if deep is not None and deep.start_mark is not None:
                 m = deep.start_mark
                 return doc, [Diagnostic(file, m.line + 1, m.column + 1, "<document>",
                                         f"the document is nested too deeply (more than {MAX_DEPTH} levels)")]

@@ -167,7 +167,7 @@ def parse(source: str, dialect: Dialect) -> tuple[CommandTemplate, list[Template
     return CommandTemplate(source, items), p.issues
 
 
-class _Chars(list):  # type: ignore[type-arg]
+class _Chars(list[str]):
     """A run of literal text being read, joined once into a Text (adding to a Text per
     character copied it each time: quadratic in a long word)."""
 

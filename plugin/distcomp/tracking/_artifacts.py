@@ -38,4 +38,4 @@ def copy_files(root: Path, files: Sequence[tuple[Path, str]]) -> None:
 def upload_with_mlflow(uri: str, run_id: str, files: Sequence[tuple[Path, str]]) -> None:
     from ._store import _mlflow_store
 
-    _mlflow_store(uri).upload_files(run_id, files)  # type: ignore[attr-defined]
+    _mlflow_store(uri).upload_files(run_id, files)

@@ -131,7 +131,7 @@ def _spawn(argv: list[str], env: dict[str, str], log: object) -> subprocess.Pope
     old = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     try:
         # Own session: Ctrl-C at the terminal reaches the launcher only, which then stops us.
-        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,  # type: ignore[arg-type]
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,  # type: ignore[call-overload]
                                 stderr=subprocess.STDOUT, start_new_session=True)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)

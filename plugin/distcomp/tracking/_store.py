@@ -21,6 +21,7 @@ from ._records import Metric, RunData, RunRef, TrackingError
 from ._uri import sqlite_path
 
 if TYPE_CHECKING:
+    from ._client import ClientStore
     from ._retry import Retry
 
 __all__ = ["Store", "open_store"]
@@ -69,7 +70,7 @@ def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | N
                 if usable(uri, env):  # another job made it while we waited
                     return SqliteStore(uri)
                 store = _mlflow_store(uri)
-                store.ready()  # type: ignore[attr-defined]  (MLflow makes the tables now, under the lock)
+                store.ready()  # MLflow makes the tables now, under the lock
                 return store
     elif scheme in ("http", "https"):
         from ._rest import RestStore, usable as rest_usable
@@ -100,7 +101,7 @@ def _creation_lock(db: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _mlflow_store(uri: str) -> Store:
+def _mlflow_store(uri: str) -> "ClientStore":
     try:
         from ._client import ClientStore
     except ImportError as exc:  # mlflow is not installed

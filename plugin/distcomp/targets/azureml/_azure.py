@@ -13,7 +13,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import yaml
 
@@ -106,7 +106,9 @@ def _load(text: str, base_dir: Path) -> "CommandComponent":
 
     try:
         with _quiet():
-            return load_component(source=io.StringIO(text), relative_origin=str(base_dir / "component.yml"))
+            # a command component by construction: the text is the one this target wrote
+            return cast("CommandComponent", load_component(source=io.StringIO(text),
+                                                           relative_origin=str(base_dir / "component.yml")))
     except ValidationError as exc:
         raise AzureMLTargetError(f"azure-ai-ml refuses the component: {_first_lines(str(exc))}") from None
     except Exception as exc:  # azure-ai-ml's own exception types (UserErrorException, ...)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ...spec import ComponentSpec, InputSpec
+from ...spec import ComponentSpec, InputSpec, OutputSpec
 from ._errors import KfpTargetError
 
 # Canonical parameter type -> its Python annotation (KFP has no enum: a string).
@@ -109,7 +109,7 @@ def _description(spec: ComponentSpec) -> str:
     """The docstring: KFP takes the component description and each argument's from it."""
     head = " ".join((spec.description or spec.display_name or spec.name).split())
     lines = [head, "", f"Runs distcomp component {spec.ref} ({spec.distribution.launcher})."]
-    described = [*spec.inputs.values(), *spec.outputs.values()]
+    described: list[InputSpec | OutputSpec] = [*spec.inputs.values(), *spec.outputs.values()]
     args = [f"    {item.name}: {' '.join(item.description.split())}" for item in described if item.description]
     if args:
         lines += ["", "Args:", *args]

@@ -82,7 +82,8 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
             if ended:
                 return Reaped(run_dir, "closed", f"the supervisor died after the job {state}; {ended}", tuple(problems))
         return Reaped(run_dir, "ended", said)
-    sup = status.get("supervisor") if isinstance(status.get("supervisor"), dict) else {}
+    found = status.get("supervisor")
+    sup: dict[str, Any] = found if isinstance(found, dict) else {}
     pid, host, here = sup.get("pid"), sup.get("host"), socket.gethostname()
     job = status.get("job_id", "?")
     if host != here and not force:
@@ -121,7 +122,8 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
 def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: str) -> tuple[str, list[str]]:
     """End the job's MLflow run as ``state`` (failed: FAILED with the reason as ``distcomp.failure``),
     with the rank logs, as far as they got, as its artifacts."""
-    ml = status.get("mlflow") if isinstance(status.get("mlflow"), dict) else {}
+    found = status.get("mlflow")
+    ml: dict[str, Any] = found if isinstance(found, dict) else {}
     run_id, uri = ml.get("run_id"), ml.get("tracking_uri")
     if not run_id or not uri:
         return "", []
