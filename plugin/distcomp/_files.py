@@ -6,17 +6,40 @@ import os
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, durable: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary sibling, so a reader (or a crash) never
-    sees half a file and a previous version stays until the new one is complete."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    sees half a file and a previous version stays until the new one is complete. The sibling's
+    name is this writer's own (pid and a random part): two writers of one file (a supervisor and
+    its watchdog, two publishers) never write into each other's. ``durable``: fsync the file and
+    its folder, so the new content survives a power cut (the registry's metadata)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: some file systems refuse)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def tree_usage(top: str | os.PathLike[str]) -> tuple[int, int]:

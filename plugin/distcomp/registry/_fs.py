@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .._files import fsync_dir, write_atomic
+
 __all__ = ["fsync_dir", "make_read_only", "remove_tree", "write_json_atomic"]
 
 
@@ -55,30 +57,8 @@ def remove_tree(top: Path) -> None:
     shutil.rmtree(top, ignore_errors=True)
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (best effort: some file systems refuse)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` by ``data`` as JSON: readers see the old file or the new one, whole."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True), durable=True)

@@ -8,9 +8,10 @@ up for ``status.json``, the console and the run's ``distcomp.undelivered`` tag.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from .._files import write_atomic
 
 REPORTS_ENV = "DISTCOMP_TRACKING_DIR"
 _NOUNS = {"metrics": "metric point", "params": "param", "artifacts": "artifact file"}
@@ -75,9 +76,7 @@ def write_report(folder: Path, report: Report) -> Path:
     """``folder/undelivered-PID.json``, written whole (a reader never sees half of it)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"undelivered-{report.pid}.json"
-    tmp = folder / f".{path.name}.tmp"
-    tmp.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(report.to_json(), indent=2) + "\n")
     return path
 
 
@@ -106,9 +105,7 @@ def add_to_status(path: Path, name: str, section: object) -> None:
     except (OSError, ValueError):
         return
     data[name] = section
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(data, indent=2) + "\n")
     except OSError:  # a full disk: the console says the same
-        tmp.unlink(missing_ok=True)
+        pass
