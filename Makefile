@@ -33,6 +33,9 @@ demo: install
 	$(BIN)/python examples/demo.py
 
 bench: install
+	# TorchX, the peer the 2x2 launch row is measured against; --no-deps: its own pins would
+	# downgrade urllib3 under MLflow and kubernetes
+	$(BIN)/pip install --quiet --no-deps torchx==0.7.0 pyre-extensions typing-inspect
 	$(BIN)/python benchmarks/validate.py
 	$(BIN)/python benchmarks/launch.py
 	$(BIN)/python benchmarks/tracking.py

@@ -10,6 +10,12 @@ over the rounds are printed with their ratio to the raw tool. The jobs are in be
   failure-to-end     distcomp run torch_fail        vs  torchrun on the same script: seconds from
                      rank 1's os._exit(1) (it writes time.time() to $BENCH_FAIL_STAMP first) to
                      the launcher's own exit, while rank 0 sleeps 60 s and must be stopped
+  torch 2x2          distcomp run torch_allreduce --nodes 2 --nproc-per-node 2
+                                                    vs  TorchX, a peer: torchx run -s local_cwd dist.ddp -j 2x2
+                     (needs torchx: pip install --no-deps torchx==0.7.0 pyre-extensions typing-inspect;
+                     its own requirements would downgrade urllib3 under MLflow and kubernetes)
+  own start          distcomp run start: from starting `distcomp run` to its one rank running
+                     (`date +%s%N` prints the moment)  vs  starting `date` directly
 
 The raw tools get PATH with the venv's bin first, as distcomp gives its ranks, so `python`,
 `torchrun` and `mpirun` are the same programs on both sides. Each command starts in its own
@@ -23,7 +29,7 @@ in /proc, and a process left behind is reported (and killed). Exit 0 whatever th
 (2 if a run broke); with --check, 1 when a goal is missed. Other work on the machine skews
 the numbers: the load average is printed with them.
 
-    python benchmarks/launch.py [--rounds N] [--tf-rounds N] [--skip-tf] [--only torch,mpi,tf,fail]
+    python benchmarks/launch.py [--rounds N] [--tf-rounds N] [--skip-tf] [--only torch,mpi,tf,fail,torchx,start]
                                 [--warmup N] [--timeout S] [--pycache] [--check]
 """
 
@@ -182,13 +188,13 @@ def _counted(logs: list[Path], what: str, expected: int = 2) -> None:
         raise RunError(f"{what}: {found} rank(s) reported the all-reduce, expected {expected}")
 
 
-def _distcomp(job: str, expect_rc: int) -> Go:
+def _distcomp(job: str, expect_rc: int, *flags: str) -> Go:
     def go(tmp: Path, timeout: float, extra: dict[str, str]) -> tuple[float, Path, float]:
         run_dir = tmp / "run"
         log = tmp / "distcomp.log"
         with Run(timeout) as run:
             start = time.perf_counter()
-            proc = run.start([sys.executable, "-m", "distcomp", "run", str(JOBS / job / "component.yaml"),
+            proc = run.start([sys.executable, "-m", "distcomp", "run", str(JOBS / job / "component.yaml"), *flags,
                               "--quiet", "--no-tracking", "--run-dir", str(run_dir)], ROOT, run.env(**extra), log)
             rc = proc.wait()
             end_wall = time.time()
@@ -222,12 +228,25 @@ def _check(run: Run, rc: int, expect_rc: int, what: str, log: Path) -> None:
         raise RunError(f"{what} exited {rc}, expected {'0' if expect_rc == 0 else 'non-zero'}; log:\n{tail(log)}")
 
 
-def allreduce(go: Go, what: str) -> Variant:
+def allreduce(go: Go, what: str, ranks: int = 2) -> Variant:
     def measure(tmp: Path, timeout: float) -> float:
         elapsed, where, _ = go(tmp, timeout, {})
         logs = sorted((where / "logs").glob("*.log")) if where.is_dir() else [where]
-        _counted(logs, what)
+        _counted(logs, what, ranks)
         return elapsed
+    return measure
+
+
+def started(go: Go, what: str) -> Variant:
+    """Seconds from starting the command to its rank running: the rank prints the wall clock (ns)."""
+    def measure(tmp: Path, timeout: float) -> float:
+        began = time.time()
+        _, where, _ = go(tmp, timeout, {})
+        log = where / "logs" / "rank0.log" if where.is_dir() else where
+        stamps = [line for line in log.read_text().splitlines() if line.strip().isdigit()]
+        if not stamps:
+            raise RunError(f"{what}: the rank printed no time; log:\n{tail(log)}")
+        return int(stamps[-1]) / 1e9 - began
     return measure
 
 
@@ -296,6 +315,19 @@ def benches(rounds: int, tf_rounds: int, skip_tf: bool) -> list[Bench]:
     out.append(Bench("fail", "failure-to-end (rank 1 exits 1)",
                      failure(_distcomp("torch_fail", 1), "distcomp torch_fail"),
                      failure(_raw(torchrun, "torch_fail", 1), "torchrun torch_fail"), "torchrun", 0.5, False, rounds))
+    if (BIN / "torchx").exists():
+        torchx = ["torchx", "run", "-s", "local_cwd", "dist.ddp", "-j", "2x2", "--script", "script.py"]
+        out.append(Bench("torchx", "torch all-reduce, 2 nodes x 2",
+                         allreduce(_distcomp("torch_allreduce", 0, "--nodes", "2", "--nproc-per-node", "2"),
+                                   "distcomp torch 2x2", 4),
+                         allreduce(_raw(torchx, "torch_allreduce", 0), "torchx 2x2", 4), "torchx local_cwd", 0.6,
+                         True, rounds))
+    else:
+        print("note: torchx is not installed, so the 2x2 row against TorchX is left out "
+              "(pip install --no-deps torchx==0.7.0 pyre-extensions typing-inspect)", file=sys.stderr)
+    out.append(Bench("start", "distcomp run's own start", started(_distcomp("start", 0), "distcomp start"),
+                     started(_raw(["date", "+%s%N"], "start", 0), "date"), "date started directly", 0.15, False,
+                     rounds))
     return out
 
 
@@ -323,7 +355,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
     ap.add_argument("--tf-rounds", type=int, default=3, help="rounds for TensorFlow, ~10-17 s a run (default 3)")
     ap.add_argument("--skip-tf", action="store_true", help="leave the TensorFlow pair out")
-    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail (default all)")
+    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,torchx,start (default all)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds before one run is stopped (default 180)")
     ap.add_argument("--pycache", action="store_true",
@@ -337,9 +369,10 @@ def main() -> int:
     todo = benches(args.rounds, args.tf_rounds, args.skip_tf)
     if args.only:
         keys = {k.strip() for k in args.only.split(",") if k.strip()}
-        unknown = keys - {"torch", "mpi", "tf", "fail"}
+        known = {"torch", "mpi", "tf", "fail", "torchx", "start"}
+        unknown = keys - known
         if unknown:
-            ap.error(f"--only: unknown {', '.join(sorted(unknown))} (expected torch, mpi, tf, fail)")
+            ap.error(f"--only: unknown {', '.join(sorted(unknown))} (expected {', '.join(sorted(known))})")
         todo = [b for b in todo if b.key in keys]
     tf = next((str(b.rounds) for b in todo if b.key == "tf"), "skipped")
     print(f"rounds: {args.rounds} (tf: {tf}), "
