@@ -20,8 +20,8 @@ import distcomp.plugins as plugins_module
 from distcomp.hookspec import DistcompSpecs, hookimpl
 from distcomp.launchers.mpi import mpi_topology
 from distcomp.plugins import (
-    BUILTIN_PLUGINS, DuplicateLauncherError, Launcher, PluginError, PluginFailure, PluginManager,
-    UnknownLauncherError, get_plugin_manager,
+    BUILTIN_PLUGINS, Conflict, DuplicateLauncherError, DuplicatePluginError, Launcher, PluginError, PluginFailure,
+    PluginManager, UnknownLauncherError, get_plugin_manager,
 )
 from distcomp.records import COMMAND, LauncherType, Replica, Topology, host, port
 from distcomp.spec import BUILTIN_LAUNCHERS, ComponentSpec, SpecError, loads
@@ -29,7 +29,7 @@ from distcomp.targets.local import prepare
 
 BUILTINS = ("torch.distributed", "mpi", "tensorflow.distributed", "deepspeed")
 KNOWN = "deepspeed, mpi, tensorflow.distributed, torch.distributed"
-FAKE_MODULES = ("fakelauncher", "brokenlauncher", "dupelauncher", "factorylauncher")
+FAKE_MODULES = ("fakelauncher", "brokenlauncher", "dupelauncher", "factorylauncher", "typolauncher")
 
 
 @pytest.fixture
@@ -865,3 +865,99 @@ def test_kubeflow_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> 
     crd = yaml.safe_load((REFERENCE / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
     jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+
+
+# -- a misspelled hook, every conflict at once ----------------------------------------------------
+
+TYPO_PLUGIN = FAKE_PLUGIN.replace("def distcomp_launchers():", "def distcomp_launcher():")
+
+
+def test_a_misspelled_hook_is_reported_with_its_provider(pm: PluginManager, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    install(tmp_path, "typolauncher", "fakelauncher", TYPO_PLUGIN, "[distcomp]\ntypo = fakelauncher\n", "1.2")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pm.load_entrypoints()
+    error = "PluginError: unknown hook 'distcomp_launcher' (did you mean distcomp_launchers?)"
+    assert pm.failures == [PluginFailure("typo", "typolauncher 1.2", error)]
+    assert capsys.readouterr().err == f"distcomp: plugin 'typo' from typolauncher 1.2 skipped: {error}\n"
+    assert not pm.has_plugin("typo")
+    assert tuple(pm.launchers()) == BUILTINS
+    pm.check_pending()  # pluggy itself finds nothing unknown left
+
+
+def test_an_unknown_hook_far_from_any_lists_the_known_ones(pm: PluginManager) -> None:
+    class Odd:
+        @hookimpl
+        def zzz_something(self):  # type: ignore[no-untyped-def]
+            return []
+
+    pm.register_plugin(Odd(), name="odd", provider="odd 1")
+    pm.check_hooks()
+    assert len(pm.failures) == 1
+    assert pm.failures[0].error.startswith("PluginError: unknown hook 'zzz_something' (known hooks: "
+                                           "distcomp_launchers, distcomp_kubeflow_jobs")
+
+
+def test_cli_reports_a_misspelled_hook_and_goes_on(tmp_path: Path, site: Path, work: Path) -> None:
+    install(site, "typolauncher", "typolauncher", TYPO_PLUGIN, "[distcomp]\ntypo = typolauncher\n", "1.2")
+    proc = distcomp("launchers", "--json", site=site, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ("distcomp: plugin 'typo' from typolauncher 1.2 skipped: PluginError: unknown hook "
+                           "'distcomp_launcher' (did you mean distcomp_launchers?)\n")
+    assert [d["name"] for d in json.loads(proc.stdout)] == [*BUILTINS, "fake"]
+
+
+def test_every_conflict_is_reported_at_once(pm: PluginManager) -> None:
+    pm.register_plugin(InlinePlugin(launcher_type("mpi"), launcher_type("mine", "pytorch"), launcher_type("solo")),
+                       name="rogue", provider="rogue 1.0")
+    pm.register_plugin(InlinePlugin(launcher_type("solo")), name="other", provider="other 2.0")
+    with pytest.raises(DuplicatePluginError) as info:
+        pm.launchers()
+    assert [str(c) for c in info.value.conflicts] == [
+        "launcher 'mpi' is provided twice: by distcomp (mpi) and by rogue 1.0 (mpi)",
+        "launcher alias 'pytorch' is provided twice: by distcomp (torch.distributed) and by rogue 1.0 (mine)",
+        "launcher 'solo' is provided twice: by rogue 1.0 (solo) and by other 2.0 (solo)"]
+    assert str(info.value) == ("3 conflicts: " + "; ".join(str(c) for c in info.value.conflicts)
+                               + "; uninstall or disable one of them")
+    assert info.value.conflicts[0] == Conflict("launcher 'mpi'", "distcomp (mpi)", "rogue 1.0 (mpi)")
+
+
+def test_every_hook_kind_raises_the_one_duplicate_error(pm: PluginManager) -> None:
+    builtin_kf = next(t for (_l, kind), (t, _p) in pm.kubeflow_jobs().items() if kind == "PyTorchJob")
+    builtin_az = pm.azureml_distribution("mpi")[0]
+    builtin_store = pm.registry_store("file")[0]
+
+    class Copycat:
+        @hookimpl
+        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
+            yield builtin_kf
+
+        @hookimpl
+        def distcomp_azureml_distributions(self):  # type: ignore[no-untyped-def]
+            yield builtin_az
+
+        @hookimpl
+        def distcomp_registry_stores(self):  # type: ignore[no-untyped-def]
+            yield builtin_store
+
+    pm.register_plugin(Copycat(), name="copycat", provider="copycat 0.1")
+    expected = {
+        pm.kubeflow_jobs: "the Kubeflow PyTorchJob of launcher 'torch.distributed' is provided twice",
+        pm.azureml_distributions: "the Azure ML distribution of launcher 'mpi' is provided twice",
+        pm.registry_stores: "the registry store scheme 'file' is provided twice"}
+    for collect, what in expected.items():
+        with pytest.raises(DuplicatePluginError) as info:
+            collect()
+        assert str(info.value) == f"{what}: by distcomp and by copycat 0.1; uninstall or disable one of them"
+    assert DuplicateLauncherError is DuplicatePluginError
+
+
+def test_the_collector_keeps_each_records_provider(pm: PluginManager, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    install_fake(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pm.load_entrypoints()
+    providers = {name: item.provider for name, item in pm.launchers().items()}
+    assert providers == {**{name: "distcomp" for name in BUILTINS}, "fake": "fakelauncher 0.1"}
+    assert {p for _t, p in pm.azureml_distributions().values()} == {"distcomp"}

@@ -3,13 +3,14 @@ points in group ``distcomp``, then checks. Loading happens on first use, never a
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import sys
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import pluggy
 
@@ -18,8 +19,8 @@ from .records import AzureMLDistribution, KubeflowJobType, LauncherType, Registr
 
 R = TypeVar("R")
 
-__all__ = ["BUILTIN_PLUGINS", "DuplicateLauncherError", "Launcher", "PluginError", "PluginFailure",
-           "PluginManager", "UnknownLauncherError", "get_plugin_manager"]
+__all__ = ["BUILTIN_PLUGINS", "Conflict", "DuplicateLauncherError", "DuplicatePluginError", "Launcher",
+           "PluginError", "PluginFailure", "PluginManager", "UnknownLauncherError", "get_plugin_manager"]
 
 BUILTIN_PLUGINS = (
     "distcomp.launchers.torch",
@@ -34,8 +35,31 @@ class PluginError(Exception):
     pass
 
 
-class DuplicateLauncherError(PluginError):
-    pass
+@dataclass(frozen=True)
+class Conflict:
+    """One name two plugins claim: what it is and both providers."""
+
+    what: str  # e.g. "launcher 'mpi'"
+    first: str  # the provider registered first (and what it calls the thing)
+    second: str
+
+    def __str__(self) -> str:
+        return f"{self.what} is provided twice: by {self.first} and by {self.second}"
+
+
+class DuplicatePluginError(PluginError):
+    """Every name conflict of one hook kind, reported at once (like conda's get_hook_results),
+    so that a user fixes all of them in one go instead of one per run."""
+
+    def __init__(self, conflicts: Sequence[Conflict]) -> None:
+        self.conflicts = tuple(conflicts)
+        text = "; ".join(map(str, self.conflicts))
+        if len(self.conflicts) > 1:
+            text = f"{len(self.conflicts)} conflicts: {text}"
+        super().__init__(f"{text}; uninstall or disable one of them")
+
+
+DuplicateLauncherError = DuplicatePluginError  # the name older callers catch: the same one type
 
 
 class UnknownLauncherError(PluginError):
@@ -100,6 +124,25 @@ class PluginManager(pluggy.PluginManager):
                 self.register_plugin(ep.load(), name=ep.name, provider=provider)
             except Exception as exc:  # any error in foreign code: skip it and say why
                 self._fail(ep.name, provider, exc)
+        self.check_hooks()
+
+    def check_hooks(self) -> None:
+        """Report and unregister every plugin implementing a hook nobody declared (a typo such as
+        ``distcomp_launcher``), which pluggy would otherwise ignore without a word; then let
+        pluggy's own ``check_pending`` confirm that nothing unknown is left."""
+        declared = [name for name in vars(hookspec.DistcompSpecs) if name.startswith(f"{hookspec.PROJECT}_")]
+        for name, caller in list(vars(self.hook).items()):
+            if name.startswith("_") or caller.has_spec():
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.optionalhook or not self.is_registered(impl.plugin):
+                    continue
+                close = difflib.get_close_matches(name, declared, n=1)
+                hint = f"did you mean {close[0]}?" if close else f"known hooks: {', '.join(declared)}"
+                provider = self._providers.get(id(impl.plugin), impl.plugin_name)
+                self._fail(impl.plugin_name, provider, PluginError(f"unknown hook {name!r} ({hint})"))
+                self.unregister(impl.plugin)
+        self.check_pending()
 
     def _fail(self, plugin: str, provider: str, exc: BaseException) -> None:
         failure = PluginFailure(plugin, provider, f"{type(exc).__name__}: {exc}")
@@ -111,33 +154,13 @@ class PluginManager(pluggy.PluginManager):
     # -- serving -------------------------------------------------------------------------
     def launchers(self) -> Mapping[str, Launcher]:
         """Every launcher by canonical name. Two providers of one name (or alias) raise."""
-        if self._launchers is not None:
-            return self._launchers
-        found: dict[str, Launcher] = {}
-        owner: dict[str, Launcher] = {}  # every name and alias -> its launcher
-        for impl in self.hook.distcomp_launchers.get_hookimpls():  # in registration order
-            provider = self._providers.get(id(impl.plugin), impl.plugin_name)
-            try:
-                returned: Any = impl.function()  # a plugin may return anything: checked below
-                items = list(returned or ())
-                bad = [x for x in items if not isinstance(x, LauncherType)]
-                if bad:
-                    raise TypeError(f"distcomp_launchers must yield LauncherType records, got {type(bad[0]).__name__}")
-            except Exception as exc:
-                self._fail(impl.plugin_name, provider, exc)
-                continue
-            for item in items:
-                launcher = Launcher(item, provider)
-                for name in item.names():
-                    if name in owner:
-                        other = owner[name]
-                        what = f"launcher {name!r}" if name in (item.name, other.type.name) else f"launcher alias {name!r}"
-                        raise DuplicateLauncherError(
-                            f"{what} is provided twice: by {other.provider} ({other.type.name}) and by "
-                            f"{provider} ({item.name}); uninstall or disable one of them")
-                    owner[name] = launcher
-                found[item.name] = launcher
-        self._launchers = MappingProxyType(found)
+        if self._launchers is None:
+            def claims(item: LauncherType) -> Iterable[tuple[str, str, bool]]:
+                return ((n, f"launcher {n!r}" if n == item.name else f"launcher alias {n!r}", n == item.name)
+                        for n in item.names())
+            found = self._collect("distcomp_launchers", LauncherType, claims,
+                                  lambda item, provider: f"{provider} ({item.name})")
+            self._launchers = MappingProxyType({item.name: Launcher(item, p) for item, p in found})
         return self._launchers
 
     def alias_table(self) -> Mapping[str, str]:
@@ -145,41 +168,54 @@ class PluginManager(pluggy.PluginManager):
         return MappingProxyType({n: item.type.name for item in self.launchers().values() for n in item.type.names()})
 
     def _records(self, hook: str, kind: type[R]) -> Iterable[tuple[R, str]]:
-        """Every record an optional target hook yields, with its provider; a plugin whose
-        hook raises or yields something else is reported and skipped."""
+        """Every record a hook yields, with its provider; a plugin whose hook raises or yields
+        something else is reported and skipped whole (never half its records)."""
         for impl in getattr(self.hook, hook).get_hookimpls():
             provider = self._providers.get(id(impl.plugin), impl.plugin_name)
             try:
-                items = list(impl.function() or ())
-                if any(not isinstance(x, kind) for x in items):
-                    raise TypeError(f"{hook} must yield {kind.__name__} records")
+                returned: Any = impl.function()  # a plugin may return anything: checked below
+                items = list(returned or ())
+                bad = [x for x in items if not isinstance(x, kind)]
+                if bad:
+                    raise TypeError(f"{hook} must yield {kind.__name__} records, got {type(bad[0]).__name__}")
             except Exception as exc:
                 self._fail(impl.plugin_name, provider, exc)
                 continue
             yield from ((item, provider) for item in items)
 
+    def _collect(self, hook: str, kind: type[R], claims: Callable[[R], Iterable[tuple[Hashable, str, bool]]],
+                 label: Callable[[R, str], str] = lambda _item, provider: provider) -> list[tuple[R, str]]:
+        """The one collector of every hook kind: each record with its provider, in registration
+        order. ``claims(record)`` gives the keys a record takes, each with how to name it and
+        whether it is the record's own name (which names a conflict over an alias); every
+        conflict is gathered, then raised together as one DuplicatePluginError."""
+        found: list[tuple[R, str]] = []
+        owner: dict[Hashable, tuple[str, bool, str]] = {}  # key -> (what, own name?, provider label)
+        conflicts: list[Conflict] = []
+        for item, provider in self._records(hook, kind):
+            for key, what, primary in claims(item):
+                if key in owner:
+                    other_what, other_primary, other = owner[key]
+                    conflicts.append(Conflict(what if primary or not other_primary else other_what,
+                                              other, label(item, provider)))
+                else:
+                    owner[key] = (what, primary, label(item, provider))
+            found.append((item, provider))
+        if conflicts:
+            raise DuplicatePluginError(conflicts)
+        return found
+
     def kubeflow_jobs(self) -> Mapping[tuple[str, str], tuple[KubeflowJobType, str]]:
         """(launcher, kind) -> (job type, provider); a second provider of one pair raises."""
-        found: dict[tuple[str, str], tuple[KubeflowJobType, str]] = {}
-        for item, provider in self._records("distcomp_kubeflow_jobs", KubeflowJobType):
-            key = (item.launcher, item.kind)
-            if key in found:
-                raise DuplicateLauncherError(
-                    f"the Kubeflow {item.kind} of launcher {item.launcher!r} is provided twice: by "
-                    f"{found[key][1]} and by {provider}; uninstall or disable one of them")
-            found[key] = (item, provider)
-        return MappingProxyType(found)
+        found = self._collect("distcomp_kubeflow_jobs", KubeflowJobType, lambda item: [(
+            (item.launcher, item.kind), f"the Kubeflow {item.kind} of launcher {item.launcher!r}", True)])
+        return MappingProxyType({(item.launcher, item.kind): (item, p) for item, p in found})
 
     def azureml_distributions(self) -> Mapping[str, tuple[AzureMLDistribution, str]]:
         """launcher -> (its Azure ML distribution, provider); a second provider raises."""
-        found: dict[str, tuple[AzureMLDistribution, str]] = {}
-        for item, provider in self._records("distcomp_azureml_distributions", AzureMLDistribution):
-            if item.launcher in found:
-                raise DuplicateLauncherError(
-                    f"the Azure ML distribution of launcher {item.launcher!r} is provided twice: by "
-                    f"{found[item.launcher][1]} and by {provider}; uninstall or disable one of them")
-            found[item.launcher] = (item, provider)
-        return MappingProxyType(found)
+        found = self._collect("distcomp_azureml_distributions", AzureMLDistribution, lambda item: [(
+            item.launcher, f"the Azure ML distribution of launcher {item.launcher!r}", True)])
+        return MappingProxyType({item.launcher: (item, p) for item, p in found})
 
     def azureml_distribution(self, launcher: str) -> tuple[AzureMLDistribution, str]:
         """The Azure ML distribution of ``launcher`` (canonical name) and its provider."""
@@ -191,13 +227,9 @@ class PluginManager(pluggy.PluginManager):
 
     def registry_stores(self) -> Mapping[str, tuple[RegistryStoreType, str]]:
         """scheme -> (registry store type, provider); a second provider of one scheme raises."""
-        found: dict[str, tuple[RegistryStoreType, str]] = {}
-        for item, provider in self._records("distcomp_registry_stores", RegistryStoreType):
-            if item.scheme in found:
-                raise PluginError(f"the registry store scheme {item.scheme!r} is provided twice: by "
-                                  f"{found[item.scheme][1]} and by {provider}; uninstall or disable one of them")
-            found[item.scheme] = (item, provider)
-        return MappingProxyType(found)
+        found = self._collect("distcomp_registry_stores", RegistryStoreType, lambda item: [(
+            item.scheme, f"the registry store scheme {item.scheme!r}", True)])
+        return MappingProxyType({item.scheme: (item, p) for item, p in found})
 
     def registry_store(self, scheme: str) -> tuple[RegistryStoreType, str]:
         """The registry store of ``scheme`` (``file`` for a plain path) and its provider."""
