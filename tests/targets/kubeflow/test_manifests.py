@@ -1,6 +1,7 @@
 """Every manifest `distcomp compile --target kubeflow` writes is one the cluster would accept:
-valid against the operators' real CRD schemas (../shared/crds), and, where the
-kubeflow-training SDK has a typed model of the kind, one it loads without losing a field."""
+valid against the operators' real CRD schemas (tests/reference/crds), nothing in it that their
+structural schemas would prune, and, where the kubeflow-training SDK has a typed model of the
+kind, one it loads without losing a field."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import CompileError, compile_job
 
 from ...conftest import REFERENCE
+from ._structural import pruned
 
 JOBS = Path(__file__).resolve().parents[2] / "launchers" / "jobs"
 CRDS = {
@@ -39,8 +41,17 @@ def schema(api_version: str, kind: str) -> dict[str, Any]:
     return found["schema"]["openAPIV3Schema"]
 
 
+class Pruned(AssertionError):
+    """The cluster would silently drop these keys (unknown to the CRD's structural schema)."""
+
+
 def validate(manifest: dict[str, Any]) -> None:
-    jsonschema.validate(manifest, schema(manifest["apiVersion"], manifest["kind"]), cls=jsonschema.Draft7Validator)
+    """Valid against the CRD, and nothing in it that the API server would prune."""
+    crd = schema(manifest["apiVersion"], manifest["kind"])
+    jsonschema.validate(manifest, crd, cls=jsonschema.Draft7Validator)
+    dropped = pruned(manifest, crd)
+    if dropped:
+        raise Pruned(f"{manifest['kind']}: the API server would prune {', '.join(dropped)}")
 
 
 def compile_for(job: str, nodes: int, per_node: int, trainer_v2: bool = False, **kw: Any) -> dict[str, Any]:
@@ -120,6 +131,34 @@ def test_the_schemas_would_catch_a_broken_manifest(mutate: Any, path: str) -> No
         validate(broken)
 
 
+def test_the_strict_check_refuses_what_the_api_server_would_prune() -> None:
+    """Trainer v2.0's podSpecOverrides passes jsonschema (unknown keys are allowed there) but an
+    API server prunes it, and the PVC mount with it: the strict check refuses it, at any depth."""
+    manifest = compile_for("torch", 2, 1, trainer_v2=True)
+    old = copy.deepcopy(manifest)
+    old["spec"]["podSpecOverrides"] = [{"targetJobs": [{"name": "node"}], "volumes": []}]
+    jsonschema.validate(old, schema(old["apiVersion"], old["kind"]), cls=jsonschema.Draft7Validator)
+    with pytest.raises(Pruned, match=r"spec\.podSpecOverrides"):
+        validate(old)
+    deep = copy.deepcopy(compile_for("torch", 2, 1))
+    deep["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    with pytest.raises(Pruned, match=r"Master\.template\.spec\.containers\[0\]\.volumeMount\b"):
+        validate(deep)
+
+
+def test_the_strict_check_keeps_what_the_schema_keeps() -> None:
+    """Maps (additionalProperties), preserved subtrees and the root's metadata are not pruned."""
+    crd = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}}}},
+        "metadata": {"type": "object"}}}
+    doc = {"apiVersion": "v1", "kind": "K", "metadata": {"name": "n", "labels": {"x": "y"}},
+           "spec": {"labels": {"any": "thing"}, "free": {"what": {"ever": 1}}, "items": [{"a": "1"}, {"b": "2"}]}}
+    assert pruned(doc, crd) == ["spec.items[1].b"]
+
+
 def test_user_dollar_parens_survive_kubernetes_expansion(write_spec: Any) -> None:
     spec_path = write_spec("""
 name: dollars
@@ -189,10 +228,12 @@ def test_volumes_mount_a_claim_in_every_pod(job: str, trainer_v2: bool) -> None:
     validate(manifest)
     volume = {"name": "distcomp-pvc-0", "persistentVolumeClaim": {"claimName": "shared.data"}}
     mount = {"name": "distcomp-pvc-0", "mountPath": "/mnt/shared"}
-    if trainer_v2:
-        (override,) = manifest["spec"]["podSpecOverrides"]
-        assert override == {"targetJobs": [{"name": "node"}], "volumes": [volume],
-                            "containers": [{"name": "node", "volumeMounts": [mount]}]}
+    if trainer_v2:  # through runtimePatches (Trainer >= v2.2), onto the runtime's "node" job and container
+        (patch,) = manifest["spec"]["runtimePatches"]
+        (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        assert node["name"] == "node" and patch["manager"]
+        pod = node["template"]["spec"]["template"]["spec"]
+        assert pod == {"volumes": [volume], "containers": [{"name": "node", "volumeMounts": [mount]}]}
         return
     spec = manifest["spec"]
     key = next(k for k in spec if k.endswith("ReplicaSpecs"))

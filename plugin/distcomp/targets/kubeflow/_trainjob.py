@@ -1,6 +1,9 @@
-"""TrainJob (trainer.kubeflow.org/v1alpha1, Kubeflow Trainer v2) for torch.distributed and
-DeepSpeed: the runtime (``torch-distributed``, ``deepspeed-distributed``) makes the pods and
-gives them the PET_* variables ``torchrun`` reads."""
+"""TrainJob (trainer.kubeflow.org/v1alpha1, Kubeflow Trainer v2 as of v2.2) for torch.distributed
+and DeepSpeed: the runtime (``torch-distributed``, ``deepspeed-distributed``) makes the pods and
+gives them the PET_* variables ``torchrun`` reads.
+
+Pod changes go through ``runtimePatches``: Trainer v2.0's ``podSpecOverrides`` is gone, and an
+API server prunes a field its CRD does not know, so a volume written there never reaches a pod."""
 
 from __future__ import annotations
 
@@ -14,6 +17,14 @@ if TYPE_CHECKING:
 
 RUNTIMES = {"torch.distributed": "torch-distributed", "deepspeed": "deepspeed-distributed"}
 NODE = "node"  # the runtimes' replicated job and its trainer container are both named "node"
+MANAGER = "distcomp.dev/compile"  # a patch is keyed by its owner, so ours never clobbers Kueue's or a webhook's
+
+
+def runtime_patch(options: JobOptions) -> dict[str, Any]:
+    """The ``runtimePatches`` entry that gives every node pod ``options.volumes``."""
+    pod = {"volumes": volumes(options), "containers": [{"name": NODE, "volumeMounts": volume_mounts(options)}]}
+    node = {"name": NODE, "template": {"spec": {"template": {"spec": pod}}}}
+    return {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
 
 
 def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
@@ -26,8 +37,7 @@ def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
         trainer["resourcesPerNode"] = dict(options.resources)
     runtime = RUNTIMES.get(spec.distribution.launcher, "torch-distributed")
     job: dict[str, Any] = {"runtimeRef": {"name": runtime}, "trainer": trainer}
-    if options.volumes:  # the trainer has no volumes of its own: the node pods get them as an override
-        job["podSpecOverrides"] = [{"targetJobs": [{"name": NODE}], "volumes": volumes(options),
-                                    "containers": [{"name": NODE, "volumeMounts": volume_mounts(options)}]}]
+    if options.volumes:  # the trainer has no volumes of its own: the node pods get them as a patch
+        job["runtimePatches"] = [runtime_patch(options)]
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata(options, spec.name),
             "spec": job}
