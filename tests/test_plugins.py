@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,8 @@ from distcomp.plugins import (
     PluginManager, UnknownLauncherError, get_plugin_manager,
 )
 from distcomp.records import COMMAND, LauncherType, Replica, Topology, host, port
-from distcomp.spec import BUILTIN_LAUNCHERS, ComponentSpec, SpecError, loads
+from distcomp.spec import (BUILTIN_LAUNCHERS, ComponentSpec, SpecError, builtin_launchers, canonical_launcher,
+                           json_schema, load, loads)
 from distcomp.targets.local import prepare
 
 BUILTINS = ("torch.distributed", "mpi", "tensorflow.distributed", "deepspeed")
@@ -961,3 +963,62 @@ def test_the_collector_keeps_each_records_provider(pm: PluginManager, tmp_path: 
     providers = {name: item.provider for name, item in pm.launchers().items()}
     assert providers == {**{name: "distcomp" for name in BUILTINS}, "fake": "fakelauncher 0.1"}
     assert {p for _t, p in pm.azureml_distributions().values()} == {"distcomp"}
+
+
+# -- the spec layer asks the manager ---------------------------------------------------------------
+
+def launcher_accepted(schema: dict, name: str) -> bool:  # type: ignore[type-arg]
+    """Whether a JSON Schema of the DistributedComponent dialect accepts ``launcher.type: name``."""
+    return re.fullmatch(schema["properties"]["launcher"]["properties"]["type"]["pattern"], name) is not None
+
+
+@pytest.fixture
+def inline_in_process() -> Iterator[PluginManager]:
+    """The process-wide manager with an inline launcher plugin, removed again afterwards."""
+    manager = get_plugin_manager()
+    plugin = InlinePlugin(launcher_type("inline", "my-inline"))
+    manager.register_plugin(plugin, name="inline-test", provider="inline 0.1")
+    yield manager
+    manager.unregister(plugin)
+    assert "inline" not in manager.launchers()
+
+
+def test_spec_load_without_a_table_sees_plugin_launchers(inline_in_process: PluginManager, tmp_path: Path) -> None:
+    spec = loads(spec_text("My-Inline", nodes=2), base_dir=tmp_path)
+    assert (spec.distribution.launcher, spec.distribution.nodes) == ("inline", 2)
+    (tmp_path / "component.yaml").write_text(spec_text("inline"), encoding="utf-8")
+    assert load(tmp_path / "component.yaml").distribution.launcher == "inline"
+    assert canonical_launcher("MY-INLINE") == "inline"
+    assert launcher_accepted(json_schema("sdk"), "My-Inline")
+    assert not launcher_accepted(json_schema("sdk", BUILTIN_LAUNCHERS), "My-Inline")
+
+
+def test_spec_load_without_the_plugin_refuses_its_launcher(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as info:
+        loads(spec_text("my-inline"), base_dir=tmp_path)
+    assert "unknown launcher 'my-inline'" in str(info.value)
+
+
+def test_builtin_launchers_come_from_the_launchers_themselves(pm: PluginManager) -> None:
+    assert dict(builtin_launchers()) == dict(pm.alias_table()) == dict(BUILTIN_LAUNCHERS)
+    assert BUILTIN_LAUNCHERS["horovod"] == "mpi"
+
+
+def test_cli_schema_lists_an_installed_plugin_launcher(site: Path, work: Path) -> None:
+    with_plugin = distcomp("schema", site=site, cwd=work)
+    without = distcomp("schema", site=None, cwd=work)
+    assert with_plugin.returncode == without.returncode == 0, with_plugin.stderr + without.stderr
+    assert all(launcher_accepted(json.loads(with_plugin.stdout), n) for n in ("fake", "FK", "mpi", "pytorch"))
+    assert not any(launcher_accepted(json.loads(without.stdout), n) for n in ("fake", "fk"))
+    assert launcher_accepted(json.loads(without.stdout), "mpi")
+
+
+def test_python_spec_load_sees_an_installed_plugin_without_heavy_imports(site: Path, work: Path) -> None:
+    (work / "component.yaml").write_text(spec_text("fk", nodes=2), encoding="utf-8")
+    code = ("import json, sys\nimport distcomp.spec\nspec = distcomp.spec.load('component.yaml')\n"
+            "heavy = sorted(m for m in ('torch', 'mlflow', 'tensorflow', 'kfp', 'azure.ai.ml') if m in sys.modules)\n"
+            "print(json.dumps([spec.distribution.launcher, spec.distribution.nodes, heavy]))\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=work, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["fake", 2, []]

@@ -149,8 +149,7 @@ def _load(path: str, launchers: "Mapping[str, str] | None" = None) -> "Component
     from .spec import SpecError, load
 
     try:
-        file = locate(path, warn=_deprecated)
-        return load(file, launchers) if launchers is not None else load(file)
+        return load(locate(path, warn=_deprecated), _launcher_table() if launchers is None else launchers)
     except (RegistryError, SpecError) as exc:
         raise _Usage(str(exc)) from None
 
@@ -584,7 +583,7 @@ def _rel(path: Path) -> str:
 def cmd_schema(args: argparse.Namespace) -> int:
     from .spec import json_schema
 
-    text = json.dumps(json_schema(args.dialect), indent=2) + "\n"
+    text = json.dumps(json_schema(args.dialect, _launcher_table()), indent=2) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

@@ -103,6 +103,11 @@ class PluginManager(pluggy.PluginManager):
             self._launchers = None
         return registered
 
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        removed = super().unregister(plugin, name)
+        self._launchers = None  # served launchers must not outlive their plugin
+        return removed
+
     def load_builtins(self) -> None:
         for module in BUILTIN_PLUGINS:
             self.register_plugin(importlib.import_module(module), name=module, provider="distcomp")

@@ -6,6 +6,8 @@
 ['python', 'train.py', '--epochs', '3', '--model', '/tmp/model']
 """
 
+from typing import Mapping
+
 from ._diagnostics import Diagnostic, SpecError
 from ._jsonschema import json_schema
 from ._limits import MAX_ARG_STRLEN, arg_problem, command_problems
@@ -13,13 +15,21 @@ from ._loader import DIALECTS, LoadResult, check_file, check_text, detect, load,
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec
 from ._paths import SymlinkLoop, resolve as resolve_path
 from ._template import CommandTemplate, RenderError
-from ._types import BUILTIN_LAUNCHERS, canonical_launcher
+from ._types import builtin_launchers, canonical_launcher, installed_launchers
 from ._values import InputError, bind_inputs, is_uri, parse_value, render_value
 
 __all__ = [
     "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
     "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "OutputSpec", "RenderError",
-    "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "canonical_launcher", "check_file",
-    "check_text", "command_problems", "detect", "is_uri", "json_schema", "load", "loads", "parse_value",
-    "render_value", "resolve_path",
+    "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "builtin_launchers", "canonical_launcher",
+    "check_file", "check_text", "command_problems", "detect", "installed_launchers", "is_uri", "json_schema", "load",
+    "loads", "parse_value", "render_value", "resolve_path",
 ]
+
+
+def __getattr__(name: str) -> Mapping[str, str]:
+    if name == "BUILTIN_LAUNCHERS":  # computed on first use: see _types
+        from . import _types
+
+        return _types.BUILTIN_LAUNCHERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from ._dialect_v2 import _inputs as v2_inputs
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
 from ._model import ComponentSpec, RoleSpec, frozen_map
 from ._schema import NAME_RE, Anything, Int, MapOf, Obj, Scalar, Str, Union
-from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V2_PORT_NAMES, canonical_launcher, describe_launchers
+from ._types import TENSORFLOW, V2_PORT_NAMES, canonical_launcher, describe_launchers
 
 ROLES = ("worker", "launcher", "parameter_server", "chief", "evaluator")
 
@@ -33,7 +33,7 @@ def _role() -> Obj:
     }, description="Settings of one role.")
 
 
-def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
+def schema(launchers: Mapping[str, str]) -> Obj:
     framework = Obj({**{role: _role() for role in ROLES}, "resource_limits": Anything()},
                     description="Roles of this framework's job.")
     compute = Obj({"infrastructure": Str(), "instance_type": Str(), "target": Str(), "type": Str(),

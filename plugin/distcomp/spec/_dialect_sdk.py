@@ -14,7 +14,7 @@ from ._build import Context, as_count, as_map, assemble, read_parts, topology
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
 from ._model import ComponentSpec
 from ._schema import NAME_RE, Bool, Int, ListOf, MapOf, Node, Num, Obj, Scalar, Str, Tagged
-from ._types import BUILTIN_LAUNCHERS, V1_PORT_NAMES, canonical_launcher, describe_launchers
+from ._types import V1_PORT_NAMES, canonical_launcher, describe_launchers
 
 TYPE = "DistributedComponent"
 SCHEMA_URL = "https://componentsdk.azureedge.net/jsonschema/DistributedComponent.json"
@@ -43,7 +43,7 @@ def _inputs() -> Tagged:
                   what="input type")
 
 
-def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
+def schema(launchers: Mapping[str, str]) -> Obj:
     """The whole DistributedComponent dialect for a given launcher table."""
     outputs = Obj(ports(V1_PORT_NAMES, {"description": TEXT, "is_link_mode": Bool(), "datastore_mode": Str(),
                                         "display_name": TEXT}), required=("type",))

@@ -13,7 +13,7 @@ from ._build import Context, as_count, as_map, assemble, default_name, read_part
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
 from ._model import ComponentSpec, frozen_map
 from ._schema import NAME_RE, Anything, Bool, Int, ListOf, MapOf, Num, Obj, Scalar, Str, Tagged, Union
-from ._types import BUILTIN_LAUNCHERS, TENSORFLOW, V2_PARAMETER_NAMES, V2_PORT_NAMES, canonical_launcher
+from ._types import TENSORFLOW, V2_PARAMETER_NAMES, V2_PORT_NAMES, canonical_launcher
 
 _PARAM = {"description": TEXT, "optional": Bool(), "default": Scalar(), "value": Scalar(), "enum": ListOf(Scalar()),
           "display_name": TEXT}
@@ -47,7 +47,7 @@ def _distribution(launchers: Mapping[str, str]) -> Tagged:
     return Tagged("type", variants, "How the ranks are started.", what="distribution type")
 
 
-def schema(launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Obj:
+def schema(launchers: Mapping[str, str]) -> Obj:
     outputs = Union((Obj(ports(V2_PORT_NAMES, {"mode": Str(), "path": Str(), "description": TEXT, "name": Str(),
                                                "version": VERSION, "display_name": TEXT})), Scalar()),
                     expected="a mapping with type:")

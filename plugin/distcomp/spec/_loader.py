@@ -16,7 +16,7 @@ from ._limits import check_document
 from ._model import ComponentSpec
 from ._schema import Obj
 from ._source import parse
-from ._types import BUILTIN_LAUNCHERS
+from ._types import installed_launchers
 
 MAX_BYTES = 4 * 1024 * 1024  # a spec is a few KB; refuse to parse a stray data file
 
@@ -66,14 +66,14 @@ def detect(data: dict[str, Any]) -> str | None:
 
 
 def check_text(text: str, file: str, base_dir: Path,
-               launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> LoadResult:
+               launchers: Mapping[str, str] | None = None) -> LoadResult:
     """Load spec ``text``; relative paths in it resolve against ``base_dir``."""
     # Loading makes many objects and frees few until it ends: the cyclic collector would rescan
     # them again and again (a quarter of the time of a spec with 10,000 inputs).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _check_text(text, file, base_dir, launchers)
+        return _check_text(text, file, base_dir, installed_launchers() if launchers is None else launchers)
     finally:
         if enabled:
             gc.enable()
@@ -112,7 +112,7 @@ def _check_text(text: str, file: str, base_dir: Path, launchers: Mapping[str, st
     return LoadResult(spec, tuple(_sorted(problems.items)), key)
 
 
-def check_file(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> LoadResult:
+def check_file(path: str | os.PathLike[str], launchers: Mapping[str, str] | None = None) -> LoadResult:
     """Load the spec at ``path`` (never raises for a bad spec or an unreadable file)."""
     p = Path(path)
     shown = str(path)
@@ -136,7 +136,7 @@ def check_file(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUIL
     return result
 
 
-def load(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> ComponentSpec:
+def load(path: str | os.PathLike[str], launchers: Mapping[str, str] | None = None) -> ComponentSpec:
     """The ComponentSpec at ``path``; raises SpecError listing every error."""
     result = check_file(path, launchers)
     if result.spec is None:
@@ -145,7 +145,7 @@ def load(path: str | os.PathLike[str], launchers: Mapping[str, str] = BUILTIN_LA
 
 
 def loads(text: str, file: str = "<string>", base_dir: str | os.PathLike[str] = ".",
-          launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> ComponentSpec:
+          launchers: Mapping[str, str] | None = None) -> ComponentSpec:
     """Like ``load`` for spec text; relative paths resolve against ``base_dir``."""
     result = check_text(text, file, Path(base_dir).resolve(), launchers)
     if result.spec is None:

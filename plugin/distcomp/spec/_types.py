@@ -49,22 +49,43 @@ MPI = "mpi"
 TENSORFLOW = "tensorflow.distributed"
 DEEPSPEED = "deepspeed"
 
-# Launcher names and the aliases users write, lowercased -> canonical name. The plugin
-# manager (issue #3) extends this table; validation takes whatever table it is given.
-BUILTIN_LAUNCHERS: Mapping[str, str] = MappingProxyType({
-    TORCH: TORCH, "pytorch": TORCH, "torch": TORCH, "pytorch.distributed": TORCH,
-    MPI: MPI, "horovod": MPI, "openmpi": MPI,
-    TENSORFLOW: TENSORFLOW, "tensorflow": TENSORFLOW, "tf": TENSORFLOW, "tf.distributed": TENSORFLOW,
-    DEEPSPEED: DEEPSPEED,
-})
+
+# Launcher names and aliases are not kept here: the plugin manager is their one source of
+# truth (each launcher, built-in or plugin, declares its own). Imported on use, so that
+# importing the spec layer loads no plugin.
+def installed_launchers() -> Mapping[str, str]:
+    """Every launcher name and alias, lowercased -> canonical name, that the process-wide
+    plugin manager knows: the built-ins and every installed plugin."""
+    from ..plugins import get_plugin_manager
+
+    return get_plugin_manager().alias_table()
 
 
-def canonical_launcher(name: str, table: Mapping[str, str] = BUILTIN_LAUNCHERS) -> str | None:
-    """The canonical launcher for ``name`` (any case, any alias), or None if unknown."""
-    return table.get(name.strip().lower())
+def builtin_launchers() -> Mapping[str, str]:
+    """The same table with the built-in launchers only (no installed plugin)."""
+    from ..plugins import PluginManager
+
+    manager = PluginManager()
+    manager.load_builtins()
+    return manager.alias_table()
 
 
-def describe_launchers(table: Mapping[str, str] = BUILTIN_LAUNCHERS) -> str:
+def __getattr__(name: str) -> Mapping[str, str]:
+    # BUILTIN_LAUNCHERS stays importable for older callers, computed from the launchers
+    # themselves on first use instead of a second copy of their names.
+    if name == "BUILTIN_LAUNCHERS":
+        table = globals()["BUILTIN_LAUNCHERS"] = MappingProxyType(dict(builtin_launchers()))
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def canonical_launcher(name: str, table: Mapping[str, str] | None = None) -> str | None:
+    """The canonical launcher for ``name`` (any case, any alias), or None if unknown;
+    ``table`` defaults to the installed launchers."""
+    return (installed_launchers() if table is None else table).get(name.strip().lower())
+
+
+def describe_launchers(table: Mapping[str, str]) -> str:
     """``one of: mpi, ...; aliases: pytorch -> torch.distributed, ...`` for error messages."""
     names = sorted(set(table.values()))
     aliases = sorted(k for k, v in table.items() if k != v)
