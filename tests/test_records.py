@@ -460,3 +460,20 @@ def test_tensorflow_declared_chief_and_evaluator(tmp_path: Path) -> None:
     configs = [json.loads(bind(r.env["TF_CONFIG"], all_values(t))) for r in t.replicas]
     cluster = {"chief": ["10.0.0.1:20000"], "worker": ["10.0.0.1:20001", "10.0.0.2:20002"]}
     assert configs == [{"cluster": cluster, "task": {"type": r.role, "index": r.index}} for r in t.replicas]
+
+
+def test_a_kubeflow_job_record_carries_what_submit_needs() -> None:
+    from distcomp.records import KubeflowJobType
+
+    def build(spec: ComponentSpec, options: object) -> dict[str, object]:
+        return {}
+
+    job = KubeflowJobType("mine", "SoloJob", build, api_version="example.org/v1",
+                          leader="example.org/job={name},example.org/role=leader")
+    assert (job.plural, job.group, job.version, job.runtime) == ("solojobs", "example.org", "v1", None)
+    assert job.leader_selector("run-7") == "example.org/job=run-7,example.org/role=leader"
+    assert KubeflowJobType("mine", "TrainJob", build, runtime="torch-distributed").runtime == "torch-distributed"
+    for bad, match in [({"kind": "solo job"}, "Kubernetes kind"), ({"api_version": "v1"}, "GROUP/VERSION"),
+                       ({"plural": "Solo_Jobs"}, "lowercase resource name"), ({"runtime": "Torch"}, "Trainer runtime")]:
+        with pytest.raises(ValueError, match=match):
+            KubeflowJobType(**{"launcher": "mine", "kind": "SoloJob", "build": build, **bad})  # type: ignore[arg-type]

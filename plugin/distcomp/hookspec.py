@@ -60,9 +60,15 @@ class DistcompSpecs:
         """Optional: how a launcher runs on Kubeflow (``distcomp compile --target kubeflow``):
         ``KubeflowJobType(launcher, kind, build)``, where ``build(spec, options)`` returns the
         manifest of a ``kind`` job from the ComponentSpec and ``JobOptions`` (name, image, the
-        rendered command, nodes, processes per node, env, namespace). A launcher may offer
-        several kinds; ``kind="TrainJob"`` is the one ``--trainer-v2`` picks. Targets ask the
-        plugin manager, never a launcher module, so a new launcher needs no target edit.
+        rendered command, nodes, processes per node, env, namespace, and the launcher's own
+        ``topology`` of the spec). A launcher may offer several kinds; ``kind="TrainJob"`` is the
+        one ``--trainer-v2`` picks (its ``runtime`` names the Trainer runtime). ``distcomp submit``
+        reads the record too: ``api_version``, ``plural`` (default: the kind in lowercase plus
+        "s") and ``leader``, the label selector of the pod whose log it reports (``{name}``: the
+        job's name). Targets ask the plugin manager, never a launcher module, so a new launcher
+        needs no target edit. The built-in kinds' records come from
+        ``distcomp.targets.kubeflow.jobs`` (``pytorchjob_type(launcher)``, ``mpijob_type``,
+        ``tfjob_type``, ``trainjob_type(launcher, runtime)``).
 
         A complete plugin, ``mypkg/plugin.py``, giving the ``mine`` launcher of
         ``distcomp_launchers`` a PyTorchJob with one pod per node::
@@ -80,7 +86,10 @@ class DistcompSpecs:
 
             @hookimpl
             def distcomp_kubeflow_jobs():
-                yield KubeflowJobType(launcher="mine", kind="PyTorchJob", build=pytorchjob)
+                yield KubeflowJobType(launcher="mine", kind="PyTorchJob", build=pytorchjob,
+                                      api_version="kubeflow.org/v1", plural="pytorchjobs",
+                                      leader="training.kubeflow.org/job-name={name},"
+                                             "training.kubeflow.org/replica-type=master")
 
         Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
         """

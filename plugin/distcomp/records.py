@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .spec import ComponentSpec
 
 __all__ = [
-    "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "LauncherType", "MAX_RESTARTS", "PlaceholderError",
+    "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "PlaceholderError",
     "RESTART", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
@@ -202,6 +202,11 @@ class JobOptions:
     resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # per pod
     # PVC claim name -> mount path in every pod: storage the pods share with whoever else mounts it
     volumes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # the launcher's own Topology of the spec (the target fills it in): builders read the roles
+    # and counts from it, never from a launcher module, so a cluster job matches a local run
+    topology: Topology | None = None
+    # the job type being built: its runtime (Trainer v2), kind and API version
+    job: "KubeflowJobType | None" = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
@@ -215,20 +220,56 @@ class JobOptions:
 
 
 KubeflowBuild = Callable[["ComponentSpec", JobOptions], Mapping[str, Any]]
+_API_VERSION = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]+\Z")
+_PLURAL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
 class KubeflowJobType:
-    """How a launcher runs as a Kubeflow training job: the kind and a builder of its manifest."""
+    """How a launcher runs as a Kubeflow training job: the kind, a builder of its manifest, and
+    what ``distcomp submit`` needs to create it and follow it, so no target keeps a table of kinds.
+
+    ``api_version``: the kind's ``group/version`` (``kubeflow.org/v1``); ``plural``: its resource
+    name in the API's URLs (default: the kind in lowercase plus "s", Kubernetes' convention);
+    ``leader``: the label selector of the pod whose log tells the job's story, ``{name}`` standing
+    for the job's name (empty: no log is read); ``runtime``: the Trainer v2 runtime a TrainJob
+    names in ``runtimeRef`` (``torch-distributed``), None for other kinds."""
 
     launcher: str  # the canonical launcher name it serves
     kind: str  # PyTorchJob, MPIJob, TFJob, TrainJob, ...
     build: KubeflowBuild
     description: str = ""
+    api_version: str = ""
+    plural: str = ""
+    leader: str = ""
+    runtime: str | None = None
 
     def __post_init__(self) -> None:
+        what = f"KubeflowJobType {self.launcher}/{self.kind}"
         if not callable(self.build):
-            raise ValueError(f"KubeflowJobType {self.launcher}/{self.kind}: build must be callable")
+            raise ValueError(f"{what}: build must be callable")
+        if not re.match(r"^[A-Z][A-Za-z0-9]*\Z", self.kind):
+            raise ValueError(f"{what}: kind must be a Kubernetes kind (CamelCase letters and digits, e.g. PyTorchJob)")
+        if self.api_version and not _API_VERSION.match(self.api_version):
+            raise ValueError(f"{what}: api_version {self.api_version!r} must be GROUP/VERSION (e.g. kubeflow.org/v1)")
+        plural = self.plural or self.kind.lower() + "s"
+        if not _PLURAL.match(plural):
+            raise ValueError(f"{what}: plural {plural!r} must be the lowercase resource name (e.g. pytorchjobs)")
+        object.__setattr__(self, "plural", plural)
+        if self.runtime is not None and not (isinstance(self.runtime, str) and _PLURAL.match(self.runtime)):
+            raise ValueError(f"{what}: runtime {self.runtime!r} must name a Trainer runtime (e.g. torch-distributed)")
+
+    @property
+    def group(self) -> str:
+        return self.api_version.partition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.partition("/")[2]
+
+    def leader_selector(self, name: str) -> str:
+        """``leader`` for job ``name`` (a label selector; "" when the record names no leader)."""
+        return self.leader.replace("{name}", name)
 
 
 AzureMLBuild = Callable[["ComponentSpec"], Mapping[str, Any]]

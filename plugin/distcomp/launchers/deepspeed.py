@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import AzureMLDistribution, KubeflowJobType, LauncherType, Topology
+from ..records import AzureMLDistribution, LauncherType, Topology
 from .torch import azureml_pytorch, rank_topology
 
 if TYPE_CHECKING:
@@ -32,12 +32,11 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow._pytorchjob import pytorchjob
-    from ..targets.kubeflow._trainjob import trainjob
+    from ..targets.kubeflow.jobs import pytorchjob_type, trainjob_type
 
     # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch
-    yield KubeflowJobType(NAME, "PyTorchJob", pytorchjob, "one pod per node, torchrun in each")
-    yield KubeflowJobType(NAME, "TrainJob", trainjob, "Kubeflow Trainer v2, runtime deepspeed-distributed")
+    yield pytorchjob_type(NAME)
+    yield trainjob_type(NAME, runtime="deepspeed-distributed")
 
 
 @hookimpl

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import (COMMAND, JOB_DIR, AzureMLDistribution, KubeflowJobType, LauncherType, Replica, Topology, host,
+from ..records import (COMMAND, JOB_DIR, AzureMLDistribution, LauncherType, Replica, Topology, host,
                        node_name, port)
 
 if TYPE_CHECKING:
@@ -69,9 +69,9 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow._mpijob import mpijob
+    from ..targets.kubeflow.jobs import mpijob_type
 
-    yield KubeflowJobType(NAME, "MPIJob", mpijob, "mpi-operator v2beta1: mpirun in the launcher pod, sshd in workers")
+    yield mpijob_type(NAME)
 
 
 @hookimpl

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import AzureMLDistribution, KubeflowJobType, LauncherType, Replica, Topology, host, port
+from ..records import AzureMLDistribution, LauncherType, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -75,9 +75,9 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow._tfjob import tfjob
+    from ..targets.kubeflow.jobs import tfjob_type
 
-    yield KubeflowJobType(NAME, "TFJob", tfjob, "one pod per TensorFlow task, TF_CONFIG from the operator")
+    yield tfjob_type(NAME, "one pod per TensorFlow task, TF_CONFIG from the operator")
 
 
 @hookimpl

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import (JOB_ID, MAX_RESTARTS, RESTART, AzureMLDistribution, KubeflowJobType, LauncherType, Replica,
+from ..records import (JOB_ID, MAX_RESTARTS, RESTART, AzureMLDistribution, LauncherType, Replica,
                        Topology, host, port)
 
 if TYPE_CHECKING:
@@ -62,11 +62,10 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow._pytorchjob import pytorchjob
-    from ..targets.kubeflow._trainjob import trainjob
+    from ..targets.kubeflow.jobs import pytorchjob_type, trainjob_type
 
-    yield KubeflowJobType(NAME, "PyTorchJob", pytorchjob, "one pod per node, torchrun in each")
-    yield KubeflowJobType(NAME, "TrainJob", trainjob, "Kubeflow Trainer v2, runtime torch-distributed")
+    yield pytorchjob_type(NAME)
+    yield trainjob_type(NAME, runtime="torch-distributed")
 
 
 @hookimpl

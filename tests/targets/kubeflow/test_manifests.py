@@ -195,6 +195,28 @@ launcher:
         compile_job(env_spec, {}, {}, pm=pm, image="i:1")
 
 
+def test_the_tfjob_builder_takes_the_topology_it_is_given() -> None:
+    """The TFJob's replicas are the Topology's roles (the target passes the launcher's own),
+    not a second reading of the spec: the builder asks no launcher module."""
+    import dataclasses
+
+    from distcomp.records import JobOptions, Replica, Topology
+    from distcomp.targets.kubeflow.jobs import tfjob
+
+    spec = load(str(JOBS / "tensorflow" / "component.yaml"))
+    tasks = [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2), ("ps", 0)]
+    topology = Topology(launcher="mine", nodes=1, processes_per_node=1, world_size=4, replicas=tuple(
+        Replica(role=role, index=i, node=0, service=role == "ps") for role, i in tasks))
+    options = JobOptions(name="tf", image="i:1", command=("python", "x.py"), nodes=1, processes_per_node=1,
+                         topology=topology)
+    manifest = tfjob(spec, options)
+    validate(manifest)
+    assert replicas(manifest) == {"Chief": 1, "Worker": 3, "PS": 1}
+    with pytest.raises(CompileError, match="no replica type for role"):
+        tfjob(spec, dataclasses.replace(options, topology=dataclasses.replace(topology, replicas=(
+            Replica(role="worker", index=0, node=0), Replica(role="driver", index=0, node=0)))))
+
+
 def test_tensorflow_has_no_trainjob() -> None:
     from distcomp.plugins import PluginError
 

@@ -36,9 +36,11 @@ def condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
 
 
 class FakeApi:
-    """Answers from ``statuses`` (one per GET of the job), records every request."""
+    """Answers from ``statuses`` (one per GET of the job at ``job``/NAME), records every request;
+    the pod ``ddp-master-0`` is listed for a selector holding ``leader``."""
 
-    def __init__(self, statuses: list[list[dict[str, Any]]], create_status: int = 201) -> None:
+    def __init__(self, statuses: list[list[dict[str, Any]]], create_status: int = 201, job: str = JOB,
+                 name: str = "ddp", leader: str = "replica-type=master") -> None:
         self.statuses, self.create_status = statuses, create_status
         self.requests: list[tuple[str, str, Any]] = []
         api = self
@@ -62,13 +64,13 @@ class FakeApi:
             def do_GET(self) -> None:
                 self._record()
                 path = urlsplit(self.path)
-                if path.path == f"{JOB}/ddp":
+                if path.path == f"{job}/{name}":
                     conditions = api.statuses.pop(0) if len(api.statuses) > 1 else api.statuses[0]
                     self._send(200, {**MANIFEST, "status": {"conditions": conditions}})
                 elif path.path == "/api/v1/namespaces/ml/pods":
                     selector = parse_qs(path.query)["labelSelector"][0]
                     pods = [{"metadata": {"name": "ddp-master-0", "namespace": "ml"}}] \
-                        if "replica-type=master" in selector else []
+                        if leader in selector else []
                     self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
                 elif path.path == "/api/v1/namespaces/ml/pods/ddp-master-0/log":
                     self._send(200, "[rank0]: epoch 1 loss 0.07\n[rank0]: boom\n", "text/plain")

@@ -66,9 +66,10 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
         if not _CLAIM.match(claim) or not path.startswith("/"):
             raise CompileError(f"volume {claim}:{path}: give a PersistentVolumeClaim's name and an absolute mount "
                                "path (CLAIM:/PATH)")
+    launcher = pm.launcher(spec.distribution.launcher).type
+    job = pm.kubeflow_job(launcher.name, trainer_v2)
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
                          nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
-                         volumes=dict(volumes or {}))
-    job = pm.kubeflow_job(pm.launcher(spec.distribution.launcher).type.name, trainer_v2)
+                         volumes=dict(volumes or {}), topology=launcher.factory(spec), job=job)
     return dict(job.build(spec, options))

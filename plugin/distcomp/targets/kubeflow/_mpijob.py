@@ -1,4 +1,4 @@
-"""MPIJob (kubeflow.org/v2beta1, mpi-operator 0.8) for MPI and Horovod.
+"""MPIJob (kubeflow.org/v2beta1, mpi-operator 0.8), for any launcher whose ranks mpirun starts.
 
 The Launcher pod runs ``mpirun`` once over the hostfile the operator mounts at
 ``/etc/mpi/hostfile`` (one ``worker-N slots=M`` line per Worker); Workers run ``sshd`` for

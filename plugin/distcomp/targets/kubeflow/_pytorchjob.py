@@ -1,4 +1,4 @@
-"""PyTorchJob (kubeflow.org/v1, training-operator 1.9) for torch.distributed and DeepSpeed.
+"""PyTorchJob (kubeflow.org/v1, training-operator 1.9), for any launcher whose ranks read torchrun's env.
 
 One pod per node: the Master is node 0, Workers the rest. The operator gives every pod
 MASTER_ADDR/MASTER_PORT, PET_NNODES, PET_NPROC_PER_NODE and PET_NODE_RANK; ``torchrun`` in

@@ -3,23 +3,22 @@
 Kept thin on purpose (no cluster runs here; tests drive it over HTTP against the Kubernetes
 API's own shapes): create the custom object, poll its conditions until Succeeded or Failed
 (or the deadline, which deletes the job), then read the leading pod's log for the report.
+Where to create it and which pod leads come from the kind's ``KubeflowJobType`` record (a
+plugin's kind is submitted like a built-in one), never from a table here.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
+
+
+if TYPE_CHECKING:
+    from ...plugins import PluginManager
+    from ...records import KubeflowJobType
 
 State = Literal["Succeeded", "Failed", "TimedOut", "Cancelled"]
-PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs", "TrainJob": "trainjobs"}
-# the pod whose log tells the story, by the labels each operator puts on its pods
-LEADERS = {
-    "PyTorchJob": "training.kubeflow.org/replica-type=master",
-    "TFJob": "training.kubeflow.org/replica-type in (chief,worker),training.kubeflow.org/replica-index=0",
-    "MPIJob": "training.kubeflow.org/job-role=launcher",
-    "TrainJob": "batch.kubernetes.io/job-completion-index=0",
-}
 DONE = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Failed": "Failed"}  # TrainJob says Complete
 LOG_LINES = 50
 
@@ -39,16 +38,26 @@ class SubmitError(RuntimeError):
     """The API refused the job, or could not be reached."""
 
 
-def _group_version(manifest: Mapping[str, Any]) -> tuple[str, str]:
-    group, _, version = str(manifest["apiVersion"]).partition("/")
-    return group, version
+def job_type_of(manifest: Mapping[str, Any], pm: "PluginManager") -> "KubeflowJobType":
+    """The record of ``manifest``'s kind and API version among the installed plugins' job types
+    (launchers sharing a kind share its record's API facts: the first is as good as any)."""
+    kind, api_version = str(manifest.get("kind")), str(manifest.get("apiVersion"))
+    known = [t for t, _provider in pm.kubeflow_jobs().values()]
+    for t in known:
+        if t.kind == kind and t.api_version in ("", api_version):
+            return t
+    kinds = sorted({f"{t.kind} ({t.api_version or 'any version'})" for t in known})
+    raise SubmitError(f"no installed plugin provides the Kubeflow kind {kind} of {api_version} (known: "
+                      f"{', '.join(kinds) or 'none'}); install the launcher plugin that builds it")
 
 
 def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str = "default",
                     timeout: float = 24 * 3600.0, poll: float = 10.0, notify: Callable[[str], None] | None = None,
-                    sleep: Callable[[float], None] = time.sleep) -> JobOutcome:
+                    sleep: Callable[[float], None] = time.sleep, job: "KubeflowJobType | None" = None,
+                    pm: "PluginManager | None" = None) -> JobOutcome:
     """Create ``manifest`` in ``namespace`` and wait for it to end (``api_client``: a
-    ``kubernetes.client.ApiClient``, configured for the cluster)."""
+    ``kubernetes.client.ApiClient``, configured for the cluster). ``job``: the kind's record
+    (default: looked up by kind and API version in ``pm``, the installed plugins)."""
     from kubernetes.client import CoreV1Api, CustomObjectsApi
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
@@ -56,8 +65,12 @@ def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str
     say = notify or (lambda _m: None)
     kind, name = str(manifest["kind"]), str(manifest["metadata"]["name"])
     namespace = str(manifest["metadata"].get("namespace") or namespace)
-    group, version = _group_version(manifest)
-    plural = PLURALS[kind]
+    if job is None:
+        from ...plugins import get_plugin_manager
+
+        job = job_type_of(manifest, pm or get_plugin_manager())
+    group, _, version = str(manifest["apiVersion"]).partition("/")
+    plural, leader = job.plural, job.leader_selector(name)
     jobs = CustomObjectsApi(api_client)
     start = time.monotonic()
     try:
@@ -108,17 +121,17 @@ def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str
                     say(f"{kind} {name}: {text}")
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the caller: nothing runs on
         state, reason = "Cancelled", delete("stopped while waiting")
-    return JobOutcome(kind, name, namespace, state, reason, _leader_log(CoreV1Api(api_client), kind, name, namespace),
+    return JobOutcome(kind, name, namespace, state, reason, _leader_log(CoreV1Api(api_client), leader, namespace),
                       time.monotonic() - start)
 
 
-def _leader_log(core: Any, kind: str, name: str, namespace: str) -> str:
+def _leader_log(core: Any, selector: str, namespace: str) -> str:
     """The last lines of the leading pod's log; the job's outcome stands without it."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    selector = f"training.kubeflow.org/job-name={name},{LEADERS[kind]}" if kind != "TrainJob" else \
-        f"jobset.sigs.k8s.io/jobset-name={name},{LEADERS[kind]}"
+    if not selector:  # the kind's record names no leading pod
+        return ""
     try:
         pods = core.list_namespaced_pod(namespace, label_selector=selector).items
         if not pods:

@@ -1,0 +1,135 @@
+"""A launcher plugin that brings its own Kubeflow job kind is compiled AND submitted: the
+kind's record (API version, plural, leading pod) is all the target needs (it used to compile,
+then fail `distcomp submit` on a KeyError in a table of the built-in kinds)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from distcomp.hookspec import hookimpl
+from distcomp.plugins import PluginManager, get_plugin_manager
+from distcomp.records import COMMAND, JobOptions, KubeflowJobType, LauncherType, Replica, Topology
+from distcomp.spec import ComponentSpec, loads
+from distcomp.targets.kubeflow import compile_job, job_type_of, submit_and_wait
+
+from .test_submit import FakeApi, condition, kubeconfig
+
+SOLO = "/apis/example.org/v1/namespaces/ml/solojobs"
+LEADER = "example.org/role=leader"
+PLUGIN = '''
+from distcomp.hookspec import hookimpl
+from distcomp.records import COMMAND, KubeflowJobType, LauncherType, Replica, Topology
+
+
+def topology(spec):
+    nodes = spec.distribution.nodes
+    replicas = tuple(Replica(role="worker", index=i, node=i, rank=i, argv=(COMMAND,)) for i in range(nodes))
+    return Topology(launcher="solo", nodes=nodes, processes_per_node=1, world_size=nodes, replicas=replicas)
+
+
+def build(spec, options):
+    return {"apiVersion": "example.org/v1", "kind": "SoloJob",
+            "metadata": {"name": options.name, "namespace": options.namespace},
+            "spec": {"pods": len(options.topology.replicas), "command": list(options.command)}}
+
+
+@hookimpl
+def distcomp_launchers():
+    yield LauncherType(name="solo", factory=topology, description="one process per node")
+
+
+@hookimpl
+def distcomp_kubeflow_jobs():
+    yield KubeflowJobType("solo", "SoloJob", build, api_version="example.org/v1", plural="solojobs",
+                          leader="example.org/job={name},example.org/role=leader")
+'''
+SPEC = "name: solo\ntype: DistributedComponent\nlauncher:\n  type: solo\n  process_count_per_node: 1\n" \
+       "  additional_arguments: python run.py\n"
+
+
+def install(site: Path) -> None:
+    """A real installed distribution, as pip leaves it: the module and its .dist-info."""
+    (site / "solokind").mkdir(parents=True)
+    (site / "solokind" / "__init__.py").write_text(PLUGIN, encoding="utf-8")
+    info = site / "solokind-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: solokind\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[distcomp]\nsolo = solokind\n", encoding="utf-8")
+
+
+def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path: Path) -> None:
+    install(tmp_path / "site")
+    spec = tmp_path / "solo.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    env = {**{k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")},
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    compiled = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(spec),
+                               "--nodes", "3", "--image", "i:1", "--namespace", "ml"],
+                              capture_output=True, text=True, timeout=60, env=env)
+    assert compiled.returncode == 0, compiled.stderr
+    assert yaml.safe_load(compiled.stdout)["spec"] == {"pods": 3, "command": ["python", "run.py"]}
+
+    statuses = [[condition("Running", "SoloRunning")], [condition("Succeeded", "SoloSucceeded", "all done")]]
+    with FakeApi(statuses, job=SOLO, name="solo", leader=LEADER) as api:
+        proc = subprocess.run([sys.executable, "-m", "distcomp", "submit", str(spec), "--nodes", "2", "--image", "i:1",
+                               "--name", "solo", "--namespace", "ml", "--no-tracking", "--poll", "0.05",
+                               "--kubeconfig", str(kubeconfig(tmp_path, api))],
+                              capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "KeyError" not in proc.stderr and "Traceback" not in proc.stderr
+    method, path, body = api.requests[0]
+    assert (method, path, body["kind"], body["spec"]["pods"]) == ("POST", SOLO, "SoloJob", 2)
+    (listed,) = [p for m, p, _ in api.requests if p.startswith("/api/v1/namespaces/ml/pods?")]
+    assert "example.org%2Fjob%3Dsolo" in listed  # the record's leader, with the job's name filled in
+    assert "SoloJob ml/solo Succeeded" in proc.stderr
+
+
+def test_an_inline_plugin_kind_is_submitted_through_the_api(tmp_path: Path) -> None:
+    def topology(spec: ComponentSpec) -> Topology:
+        replicas = (Replica(role="worker", index=0, node=0, rank=0, argv=(COMMAND,)),)
+        return Topology(launcher="solo", nodes=1, processes_per_node=1, world_size=1, replicas=replicas)
+
+    def build(spec: ComponentSpec, options: JobOptions) -> dict[str, Any]:
+        return {"apiVersion": "example.org/v1", "kind": "SoloJob", "metadata": {"name": options.name},
+                "spec": {"command": list(options.command)}}
+
+    class Plugin:
+        @hookimpl
+        def distcomp_launchers(self):  # type: ignore[no-untyped-def]
+            yield LauncherType(name="solo", factory=topology)
+
+        @hookimpl
+        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
+            yield KubeflowJobType("solo", "SoloJob", build, api_version="example.org/v1",
+                                  leader="example.org/job={name}," + LEADER)
+
+    pm = PluginManager()
+    pm.load_builtins()
+    pm.register_plugin(Plugin(), name="solo-plugin", provider="solo-dist 1.0")
+    manifest = compile_job(loads(SPEC, launchers=pm.alias_table()), {}, {}, pm=pm, image="i:1", namespace="ml")
+    assert job_type_of(manifest, pm).plural == "solojobs"  # Kubernetes' convention when the record names none
+    with FakeApi([[condition("Complete", "SoloDone")]], job=SOLO, name="solo", leader=LEADER) as api:
+        outcome = submit_and_wait(manifest, api.client(), "ml", poll=0, sleep=lambda s: None, pm=pm)
+    assert (outcome.kind, outcome.state) == ("SoloJob", "Succeeded")
+    assert outcome.log.endswith("boom\n")  # the leader's log, found by the record's selector
+    assert [p for m, p, _ in api.requests if m == "POST"] == [SOLO]
+
+
+def test_a_manifest_of_a_kind_no_plugin_provides_is_refused_before_any_request() -> None:
+    from distcomp.targets.kubeflow import SubmitError
+
+    manifest = {"apiVersion": "example.org/v1", "kind": "GhostJob", "metadata": {"name": "g"}}
+    with FakeApi([[condition("Succeeded", "x")]]) as api:
+        try:
+            submit_and_wait(manifest, api.client(), pm=get_plugin_manager())
+        except SubmitError as exc:
+            assert "GhostJob of example.org/v1" in str(exc) and "PyTorchJob (kubeflow.org/v1)" in str(exc)
+        else:
+            raise AssertionError("a kind no plugin provides was submitted")
+    assert api.requests == []
