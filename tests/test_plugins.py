@@ -482,6 +482,14 @@ def test_without_the_distribution_nothing_is_loaded(pm: PluginManager) -> None:
     assert "fakelauncher" not in sys.modules
 
 
+def assert_skipped(pm: PluginManager, capsys: pytest.CaptureFixture[str], plugin: str, provider: str,
+                   error: str) -> None:
+    """``plugin`` is the one failure, said once on stderr, and is not registered."""
+    assert pm.failures == [PluginFailure(plugin, provider, error)]
+    assert capsys.readouterr().err == f"distcomp: plugin {plugin!r} from {provider} skipped: {error}\n"
+    assert not pm.has_plugin(plugin)
+
+
 def test_broken_distribution_is_reported_and_skipped(pm: PluginManager, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -489,10 +497,7 @@ def test_broken_distribution_is_reported_and_skipped(pm: PluginManager, tmp_path
     install_fake(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     pm.load_entrypoints()
-    error = "ImportError: brokenlauncher needs libbroken.so.1"
-    assert pm.failures == [PluginFailure("broken", "brokenlauncher 0.1", error)]
-    assert capsys.readouterr().err == f"distcomp: plugin 'broken' from brokenlauncher 0.1 skipped: {error}\n"
-    assert not pm.has_plugin("broken")
+    assert_skipped(pm, capsys, "broken", "brokenlauncher 0.1", "ImportError: brokenlauncher needs libbroken.so.1")
     assert tuple(pm.launchers()) == (*BUILTINS, "fake")  # the others are still served
     assert pm.launchers()["fake"].provider == "fakelauncher 0.1"
 
@@ -880,10 +885,8 @@ def test_a_misspelled_hook_is_reported_with_its_provider(pm: PluginManager, tmp_
     install(tmp_path, "typolauncher", "fakelauncher", TYPO_PLUGIN, "[distcomp]\ntypo = fakelauncher\n", "1.2")
     monkeypatch.syspath_prepend(str(tmp_path))
     pm.load_entrypoints()
-    error = "PluginError: unknown hook 'distcomp_launcher' (did you mean distcomp_launchers?)"
-    assert pm.failures == [PluginFailure("typo", "typolauncher 1.2", error)]
-    assert capsys.readouterr().err == f"distcomp: plugin 'typo' from typolauncher 1.2 skipped: {error}\n"
-    assert not pm.has_plugin("typo")
+    assert_skipped(pm, capsys, "typo", "typolauncher 1.2",
+                   "PluginError: unknown hook 'distcomp_launcher' (did you mean distcomp_launchers?)")
     assert tuple(pm.launchers()) == BUILTINS
     pm.check_pending()  # pluggy itself finds nothing unknown left
 

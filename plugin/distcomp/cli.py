@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import __version__
+from .errors import DistcompError, UsageError
 
 if TYPE_CHECKING:
     from .jobs import Job
@@ -62,8 +63,8 @@ def _volumes(values: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-class _Usage(Exception):
-    pass
+class _Usage(UsageError):
+    """A usage error the CLI itself finds (an option, a folder with no spec, ...)."""
 
 
 def _expand(paths: Sequence[str]) -> list[str]:
@@ -161,9 +162,9 @@ def _deprecated(message: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .jobs import create_outputs, default_run_dir, make_job
-    from .plugins import PluginError, get_plugin_manager
+    from .plugins import get_plugin_manager
     from .redact import mask, secret_values
-    from .spec import InputError, RenderError
+    from .spec import RenderError
     from .targets.local import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
     if args.no_tracking and (args.system_metrics or args.experiment):
@@ -176,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(spec, cwd)
         job = make_job(spec, _run_inputs(args), _pairs(args.output, "--output"), run_dir, cwd)
         RunOptions(job.run_dir, args.timeout, args.max_restarts, args.grace)  # checks the numbers
-    except (PluginError, InputError, ValueError) as exc:
+    except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
         raise _Usage(str(exc).replace("\n", "\n  ")) from None
     try:
         topology = launcher.type.factory(spec)
@@ -769,9 +770,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except _Usage as exc:
+    except DistcompError as exc:  # the user's mistake (exit 2) or a job that could not run (exit 1)
         print(f"distcomp {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exc.exit_code
     except KeyboardInterrupt:
         print("distcomp: interrupted", file=sys.stderr)
         return 130

@@ -15,6 +15,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 import pluggy
 
 from . import hookspec
+from .errors import UsageError
 from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
 
 R = TypeVar("R")
@@ -31,7 +32,7 @@ BUILTIN_PLUGINS = (
 )
 
 
-class PluginError(Exception):
+class PluginError(UsageError):
     pass
 
 

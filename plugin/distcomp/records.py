@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
 
+from .errors import UsageError
+
 if TYPE_CHECKING:
     from .registry import RegistryStore
     from .spec import ComponentSpec
@@ -52,7 +54,7 @@ def port(name: str) -> str:
     return f"{{{{port:{name}}}}}"
 
 
-class PlaceholderError(ValueError):
+class PlaceholderError(UsageError, ValueError):
     pass
 
 

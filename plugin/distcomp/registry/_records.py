@@ -7,11 +7,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
+from ..errors import UsageError
+
 __all__ = ["DeprecatedComponentWarning", "Published", "Reference", "RegistryError", "Resolved", "Summary",
            "VersionInfo"]
 
 
-class RegistryError(ValueError):
+class RegistryError(UsageError, ValueError):
     """A reference that cannot be resolved, a refused publish, a stored copy that fails its hash."""
 
 

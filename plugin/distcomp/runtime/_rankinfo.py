@@ -14,8 +14,10 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..errors import UsageError
 
-class RankInfoError(ValueError):
+
+class RankInfoError(UsageError, ValueError):
     """A launcher variable is present but malformed."""
 
 

@@ -6,6 +6,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
+from ..errors import UsageError
+
 Severity = Literal["error", "warning"]
 DocPath = tuple[object, ...]  # keys and list indexes from the document root, e.g. ("inputs", "lr", "min")
 
@@ -39,7 +41,7 @@ class Diagnostic:
         return text
 
 
-class SpecError(ValueError):
+class SpecError(UsageError, ValueError):
     """A spec could not be loaded; carries every error found in one pass."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:

@@ -6,8 +6,10 @@ import errno
 import os
 from pathlib import Path
 
+from ..errors import UsageError
 
-class SymlinkLoop(ValueError):
+
+class SymlinkLoop(UsageError, ValueError):
     """A path whose symbolic links lead back to themselves."""
 
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator, Literal, Mapping, Union
 
+from ..errors import UsageError
 from ._diagnostics import closest
 
 Dialect = Literal["v1", "v2"]
@@ -69,7 +70,7 @@ class TemplateIssue:
     severity: Literal["error", "warning"] = "error"
 
 
-class RenderError(ValueError):
+class RenderError(UsageError, ValueError):
     """A value needed by the template is missing (validation normally prevents this)."""
 
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..errors import UsageError
 from ._diagnostics import did_you_mean, one_of, show
 from ._limits import arg_problem
 
@@ -119,7 +120,7 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     return value
 
 
-class InputError(ValueError):
+class InputError(UsageError, ValueError):
     """Bad ``--input`` / ``--output`` values; the message lists every problem."""
 
 

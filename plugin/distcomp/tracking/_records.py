@@ -6,6 +6,7 @@ import getpass
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..errors import UsageError
 from ..redact import REDACTED, SECRET_NAME  # noqa: F401  (one rule for the whole package; re-exported)
 
 # MLflow's own limits (mlflow/utils/validation.py): longer values are refused by every store.
@@ -18,7 +19,7 @@ MAX_METRICS_PER_BATCH = 1000
 TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 
-class TrackingError(Exception):
+class TrackingError(UsageError):
     """The store cannot be used: unreachable, refused, or not a kind distcomp can write."""
 
 

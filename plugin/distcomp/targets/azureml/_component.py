@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...errors import UsageError
 from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
@@ -27,7 +28,7 @@ _RESOURCES = ("instance_type", "shm_size", "docker_args", "properties", "locatio
 _NAME_OK = re.compile(r"^[a-z][a-z0-9_]*\Z")
 
 
-class AzureMLTargetError(ValueError):
+class AzureMLTargetError(UsageError, ValueError):
     """The spec cannot become an Azure ML component; the message says what to change."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ...errors import UsageError
 from ...records import JobOptions
 from ...spec._template import Block, Env
 
@@ -21,7 +22,7 @@ _NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
 _CLAIM = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
-class CompileError(ValueError):
+class CompileError(UsageError, ValueError):
     """The spec or the options cannot make a job (no image, a bad name, ...)."""
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
+from ...errors import JobError
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
@@ -34,7 +35,7 @@ class JobOutcome:
     wall_s: float
 
 
-class SubmitError(RuntimeError):
+class SubmitError(JobError, RuntimeError):
     """The API refused the job, or could not be reached."""
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...errors import UsageError
+
 LOCK_NAME = ".distcomp.lock"
 # Waits for the pipe; "done" ends it, anything else makes it `distcomp reap` for the job.
 _WATCHDOG = (
@@ -37,7 +39,7 @@ _WATCHDOG = (
     "if got != b'done': os.execv(sys.argv[2], sys.argv[2:])\n")
 
 
-class RunDirBusy(Exception):
+class RunDirBusy(UsageError):
     """The run folder is another job's (or cannot be made): what, whose, and what to do."""
 
 

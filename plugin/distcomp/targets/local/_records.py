@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from ...errors import OptionError
+
 State = Literal["running", "succeeded", "failed", "timed_out", "interrupted"]  # running: status.json meanwhile
 EXIT_CODES: Mapping[str, int] = {"succeeded": 0, "failed": 1, "timed_out": 124}
 
@@ -24,11 +26,11 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds (got {self.timeout})")
+            raise OptionError(f"timeout must be > 0 seconds (got {self.timeout})")
         if self.max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0 (got {self.max_restarts})")
+            raise OptionError(f"max_restarts must be >= 0 (got {self.max_restarts})")
         if self.grace < 0:
-            raise ValueError(f"grace must be >= 0 seconds (got {self.grace})")
+            raise OptionError(f"grace must be >= 0 seconds (got {self.grace})")
 
 
 def describe_signal(number: int | None) -> str:

@@ -13,6 +13,7 @@ import signal
 import time
 from typing import Any, Callable, Mapping
 
+from ...errors import JobError
 from ...records import Topology
 from ...redact import mask, secret_values
 from ...spec import ComponentSpec, RenderError
@@ -31,7 +32,7 @@ PORT_RETRIES = 3  # attempts started again on fresh ports, on top of --max-resta
 PORT_RETRY_WINDOW = 60.0  # seconds: a rank binds its port as it starts, not later
 
 
-class LaunchError(Exception):
+class LaunchError(JobError):
     """A process could not be started at all (its program is missing or not executable)."""
 
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ...errors import JobError
 from . import _procs
 from ._output import Logs, Stream
 from ._prepare import Launch
@@ -32,7 +33,7 @@ _MPI_SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exite
 _MPI_ABORT = re.compile(r'process rank (\d+) with PID (\d+) on node (\S+) calling\s+"abort"')
 
 
-class StartError(Exception):
+class StartError(JobError):
     """A process could not be started (exec failed): which one, and the OSError."""
 
     def __init__(self, launch: Launch, error: OSError) -> None:
