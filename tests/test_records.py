@@ -140,7 +140,7 @@ def test_replica_defaults_and_name() -> None:
     r = worker(3)
     assert r.argv == (COMMAND,)
     assert dict(r.env) == {}
-    assert (r.rank, r.ranks, r.service, r.output) == (None, 1, False, "plain")
+    assert (r.rank, r.ranks, r.service, r.output, r.failure) == (None, 1, False, None, None)
     assert r.name == "worker3"
     assert worker(3, rank=7).name == "rank7"
     assert Replica(role="ps", index=0, node=0, service=True).name == "ps0"
@@ -392,8 +392,8 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
     assert (t.launcher, t.nodes, t.processes_per_node, t.world_size) == ("mpi", 2, 2, 4)
     assert len(t.replicas) == 1
     r = t.replicas[0]
-    assert (r.role, r.index, r.node, r.rank, r.ranks, r.output, r.name) == (
-        "launcher", 0, 0, None, 4, "openmpi-tagged", "launcher0")
+    assert (r.role, r.index, r.node, r.rank, r.ranks, r.name) == ("launcher", 0, 0, None, 4, "launcher0")
+    assert r.output is not None and r.output(b"[1,3]<stdout>: loss 0.5") == (3, b"loss 0.5")
     assert r.argv == ("mpirun", "--allow-run-as-root", "--hostfile", "{{job_dir}}/hostfile", "-np", "4",
                       "--map-by", "slot", "--output", "tag",
                       "-x", "AZUREML_MPI_HOSTFILE", "-x", "AZ_BATCH_MASTER_NODE", "-x", "NCCL_DEBUG", COMMAND)
@@ -477,3 +477,24 @@ def test_a_kubeflow_job_record_carries_what_submit_needs() -> None:
                        ({"plural": "Solo_Jobs"}, "lowercase resource name"), ({"runtime": "Torch"}, "Trainer runtime")]:
         with pytest.raises(ValueError, match=match):
             KubeflowJobType(**{"launcher": "mine", "kind": "SoloJob", "build": build, **bad})  # type: ignore[arg-type]
+
+
+def test_the_mpi_launcher_reads_its_own_output_and_failures() -> None:
+    """Open MPI's --output tag and mpirun's failure reports are parsed by the MPI launcher,
+    which hands the parsers to targets through its Replica (the local target names no launcher)."""
+    from distcomp.launchers.mpi import openmpi_failure, openmpi_rank_line
+    from distcomp.records import RankFailure
+
+    assert openmpi_rank_line(b"[4242,1]<stderr>:boom") == (1, b"boom")
+    assert openmpi_rank_line(b"--------------------------------") is None  # mpirun's own line
+    exit_text = ("prterun detected that one or more processes exited with non-zero status, thus causing the job to "
+                 "be terminated. The first process to do so was: Process name: [prterun-host-1@1,1] Exit code: 3")
+    assert openmpi_failure(exit_text) == RankFailure(1, 3, "mpirun: rank 1 exited with code 3")
+    signal_text = "prterun noticed that process rank 0 with PID 977 on node host exited on signal 9 (Killed)."
+    assert openmpi_failure(signal_text) == RankFailure(0, -9, "mpirun: rank 0 (pid 977) exited on signal 9", 977)
+    abort_text = 'process rank 1 with PID 31 on node host calling "abort"'
+    found = openmpi_failure(abort_text)
+    assert found is not None and (found.rank, found.exit_code, found.pid) == (1, None, 31)
+    assert openmpi_failure("all ranks finished") is None
+    with pytest.raises(ValueError, match="output must be a function"):
+        Replica(role="launcher", index=0, node=0, output="openmpi-tagged")  # type: ignore[arg-type]

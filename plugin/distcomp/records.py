@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .errors import UsageError
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "PlaceholderError",
-    "RESTART", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
+    "RESTART", "RankFailure", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
 # \Z, not $: "$" would also accept a name that ends in a newline
@@ -86,6 +86,23 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
+class RankFailure:
+    """What a process that hosts several ranks (``mpirun``) said about the rank that ended the job."""
+
+    rank: int
+    exit_code: int | None  # negative: killed by that signal; None: the wrapper's own exit code stands
+    detail: str  # the wrapper's words, e.g. "mpirun: rank 1 exited with code 3"
+    pid: int | None = None  # the rank's own pid, when the wrapper names it
+
+
+# A wrapper's output demultiplexer: the rank a raw output line came from and the line without
+# the wrapper's tag, or None for the wrapper's own lines. A target routes each line by it.
+RankLine = Callable[[bytes], "tuple[int, bytes] | None"]
+# A wrapper's failure parser: from its whole log text (whitespace folded), the rank it blames
+FailureParser = Callable[[str], "RankFailure | None"]
+
+
+@dataclass(frozen=True)
 class Replica:
     """One process the job starts: a rank, a TF task, or a wrapper such as ``mpirun``."""
 
@@ -97,7 +114,10 @@ class Replica:
     rank: int | None = None  # its global rank when the process is one rank
     ranks: int = 1  # how many ranks it hosts (mpirun: all of them)
     service: bool = False  # serves the others and is stopped once they finish (TF parameter servers)
-    output: Literal["plain", "openmpi-tagged"] = "plain"  # openmpi-tagged: lines start "[1,RANK]<stdout>: "
+    # a process hosting several ranks says which rank each line and the failure came from; the
+    # launcher knows its wrapper's format, so targets route by these and name no launcher
+    output: RankLine | None = None
+    failure: FailureParser | None = None
 
     def __post_init__(self) -> None:
         if not _ROLE.match(self.role):
@@ -111,6 +131,9 @@ class Replica:
             raise ValueError(f"Replica {self.role}{self.index}: argv must hold {COMMAND} exactly once, as a whole item")
         object.__setattr__(self, "argv", argv)
         object.__setattr__(self, "env", _frozen(self.env, f"Replica {self.role}{self.index} env"))
+        for what in ("output", "failure"):
+            if getattr(self, what) is not None and not callable(getattr(self, what)):
+                raise ValueError(f"Replica {self.role}{self.index}: {what} must be a function or None")
 
     @property
     def name(self) -> str:

@@ -8,11 +8,12 @@ several nodes are simulated on one machine, Open MPI's ssh agent is replaced by
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import (COMMAND, JOB_DIR, AzureMLDistribution, LauncherType, Replica, Topology, host,
+from ..records import (COMMAND, JOB_DIR, AzureMLDistribution, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
 
 if TYPE_CHECKING:
@@ -21,6 +22,32 @@ if TYPE_CHECKING:
 NAME = "mpi"
 HOSTFILE = "hostfile"
 NODE_AGENT = Path(__file__).with_name("node_agent.sh")
+# Open MPI's --output tag: "[JOBID,RANK]<stdout>: text"
+_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
+# mpirun's own reports of the rank that ended the job (its log text, whitespace folded)
+_EXIT = re.compile(r"Process name: \[[^\]]*,(\d+)\]\s+Exit code:\s+(\d+)")
+_SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
+_ABORT = re.compile(r'process rank (\d+) with PID (\d+) on node (\S+) calling\s+"abort"')
+
+
+def openmpi_rank_line(raw: bytes) -> tuple[int, bytes] | None:
+    """The rank and text of a ``--output tag`` line; None for mpirun's own lines."""
+    m = _TAG.match(raw)
+    return (int(m.group(2)), raw[m.end():]) if m else None
+
+
+def openmpi_failure(text: str) -> RankFailure | None:
+    """The rank mpirun blames in ``text``: a non-zero exit, a signal, or an abort."""
+    if m := _EXIT.search(text):
+        return RankFailure(int(m.group(1)), int(m.group(2)), f"mpirun: rank {m.group(1)} exited with code {m.group(2)}")
+    if s := _SIGNAL.search(text):
+        return RankFailure(int(s.group(1)), -int(s.group(4)),
+                           f"mpirun: rank {s.group(1)} (pid {s.group(2)}) exited on signal {s.group(4)}", int(s.group(2)))
+    if a := _ABORT.search(text):
+        return RankFailure(int(a.group(1)), None,
+                           f"mpirun: rank {a.group(1)} (pid {a.group(2)}) called abort or exited without MPI_Finalize",
+                           int(a.group(2)))
+    return None
 
 
 def mpi_topology(spec: "ComponentSpec") -> Topology:
@@ -37,7 +64,7 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     for name in forward:
         argv += ["-x", name]
     launcher = Replica(role="launcher", index=0, node=0, argv=(*argv, COMMAND), env=env, ranks=world,
-                       output="openmpi-tagged")
+                       output=openmpi_rank_line, failure=openmpi_failure)
     hostfile = "".join(f"{node_name(n)} slots={per_node}\n" for n in range(nodes))
     local_env: dict[str, str] = {}
     if nodes > 1:

@@ -1,6 +1,7 @@
 """Route each process's output: a log file per rank, ``[rankN]: `` lines on the console, and
-the last lines of each rank kept for the root-cause report. ``mpirun --output tag`` lines
-(``[1,3]<stdout>: ...``) are split back into the ranks they came from.
+the last lines of each rank kept for the root-cause report. A process that hosts several ranks
+has its lines split back into the ranks they came from by its launcher's demultiplexer
+(``Replica.output``; e.g. mpirun's ``--output tag``).
 
 What reaches the console is on disk first: lines are written to the log files as they come,
 and ``flush`` (once per batch the supervisor reads) pushes the files, then shows the batch on
@@ -10,7 +11,6 @@ A secret input's value (``distcomp.redact``) is masked in every line before it g
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from pathlib import Path
 from typing import IO, Callable, Sequence
@@ -19,7 +19,6 @@ from ...records import Replica
 from ...redact import mask
 
 TAIL_LINES = 15
-_MPI_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
 
 
 class Logs:
@@ -93,7 +92,7 @@ class Stream:
         self.replica = replica
         self.logs = logs
         self._partial = b""
-        self.tagged = replica.output == "openmpi-tagged"
+        self.demux = replica.output
 
     def feed(self, data: bytes) -> None:
         if not data:  # EOF: a last line without newline still counts
@@ -106,9 +105,9 @@ class Stream:
             self._emit(raw)
 
     def _emit(self, raw: bytes) -> None:
-        if self.tagged:
-            m = _MPI_TAG.match(raw)
-            if m:
-                self.logs.line(f"rank{int(m.group(2))}", raw[m.end():])
+        if self.demux is not None:
+            found = self.demux(raw)
+            if found is not None:
+                self.logs.line(f"rank{found[0]}", found[1])
                 return
         self.logs.line(self.replica.name, raw)

@@ -13,7 +13,6 @@ job's cookie and, orphaned, is re-parented to this process (a child subreaper, s
 from __future__ import annotations
 
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -28,9 +27,6 @@ from ._prepare import Launch
 from ._records import Failure, ProcessResult
 
 Outcome = Literal["succeeded", "failed", "timed_out", "interrupted"]
-_MPI_EXIT = re.compile(r"Process name: \[[^\]]*,(\d+)\]\s+Exit code:\s+(\d+)")
-_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
-_MPI_ABORT = re.compile(r'process rank (\d+) with PID (\d+) on node (\S+) calling\s+"abort"')
 
 
 class StartError(JobError):
@@ -128,7 +124,7 @@ class Supervisor:
         try:
             for launch in launches:
                 r = launch.replica
-                names = [r.name] if r.output == "plain" else [f"rank{i}" for i in range(r.ranks)] + [r.name]
+                names = [r.name] if r.output is None else [f"rank{i}" for i in range(r.ranks)] + [r.name]
                 for name in names:  # the header is masked by Logs: an input value may be secret
                     self.logs.open(name, f"=== attempt {attempt + 1}{note}: {r.role} {r.index} on node {r.node}: "
                                          f"{' '.join(launch.argv)}")
@@ -287,23 +283,17 @@ class Supervisor:
     def _failure(self, p: _Proc, rc: int, after: float) -> Failure:
         r = p.launch.replica
         name, detail, pid = r.name, "", p.popen.pid
-        if r.output == "openmpi-tagged":  # mpirun says which rank ended the job
-            text = " ".join(self._log_text(p).split())
-            m, s, a = _MPI_EXIT.search(text), _MPI_SIGNAL.search(text), _MPI_ABORT.search(text)
-            if m:
-                name, detail = f"rank{m.group(1)}", f"mpirun: rank {m.group(1)} exited with code {m.group(2)}"
-                rc = int(m.group(2))
-            elif s:
-                name, rc = f"rank{s.group(1)}", -int(s.group(4))
-                detail, pid = f"mpirun: rank {s.group(1)} (pid {s.group(2)}) exited on signal {s.group(4)}", int(s.group(2))
-            elif a:
-                name, pid = f"rank{a.group(1)}", int(a.group(2))
-                detail = f"mpirun: rank {a.group(1)} (pid {a.group(2)}) called abort or exited without MPI_Finalize"
+        # a process hosting several ranks (mpirun) says which of them ended the job: its launcher parses it
+        blamed = r.failure(" ".join(self._log_text(p).split())) if r.failure is not None else None
+        if blamed is not None:
+            name, detail = f"rank{blamed.rank}", blamed.detail
+            rc = blamed.exit_code if blamed.exit_code is not None else rc
+            pid = blamed.pid if blamed.pid is not None else pid
         tail = tuple(self.logs.tails.get(name) or ())
         if name != r.name and not tail:
             tail = tuple(self.logs.tails.get(r.name) or ())
         role, node = r.role, r.node
-        if name != r.name:  # a rank that mpirun started: ranks fill the nodes in order
+        if name != r.name:  # a rank the wrapper started: ranks fill the nodes in order
             role, node = "rank", int(name[4:]) // self.processes_per_node
         return Failure(name, role, node, rc, self.logs.path(name), tail, pid, after, detail)
 
