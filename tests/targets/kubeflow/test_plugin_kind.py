@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from distcomp.hookspec import hookimpl
 from distcomp.plugins import PluginManager, get_plugin_manager
-from distcomp.records import COMMAND, JobOptions, KubeflowJobType, LauncherType, Replica, Topology
-from distcomp.spec import ComponentSpec, loads
+from distcomp.spec import loads
 from distcomp.targets.kubeflow import compile_job, job_type_of, submit_and_wait
 
 from .test_submit import FakeApi, condition, kubeconfig
@@ -90,30 +88,14 @@ def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path:
     assert "SoloJob ml/solo Succeeded" in proc.stderr
 
 
-def test_an_inline_plugin_kind_is_submitted_through_the_api(tmp_path: Path) -> None:
-    def topology(spec: ComponentSpec) -> Topology:
-        replicas = (Replica(role="worker", index=0, node=0, rank=0, argv=(COMMAND,)),)
-        return Topology(launcher="solo", nodes=1, processes_per_node=1, world_size=1, replicas=replicas)
-
-    def build(spec: ComponentSpec, options: JobOptions) -> dict[str, Any]:
-        return {"apiVersion": "example.org/v1", "kind": "SoloJob", "metadata": {"name": options.name},
-                "spec": {"command": list(options.command)}}
-
-    class Plugin:
-        @hookimpl
-        def distcomp_launchers(self):  # type: ignore[no-untyped-def]
-            yield LauncherType(name="solo", factory=topology)
-
-        @hookimpl
-        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
-            yield KubeflowJobType("solo", "SoloJob", build, api_version="example.org/v1",
-                                  leader="example.org/job={name}," + LEADER)
-
+def test_an_inline_plugin_kind_is_submitted_through_the_api() -> None:
+    plugin = types.ModuleType("solokind_inline")  # the same plugin, registered in this process
+    exec(compile(PLUGIN, "solokind_inline", "exec"), plugin.__dict__)
     pm = PluginManager()
     pm.load_builtins()
-    pm.register_plugin(Plugin(), name="solo-plugin", provider="solo-dist 1.0")
+    pm.register_plugin(plugin, name="solo-plugin", provider="solo-dist 1.0")
     manifest = compile_job(loads(SPEC, launchers=pm.alias_table()), {}, {}, pm=pm, image="i:1", namespace="ml")
-    assert job_type_of(manifest, pm).plural == "solojobs"  # Kubernetes' convention when the record names none
+    assert job_type_of(manifest, pm).plural == "solojobs"
     with FakeApi([[condition("Complete", "SoloDone")]], job=SOLO, name="solo", leader=LEADER) as api:
         outcome = submit_and_wait(manifest, api.client(), "ml", poll=0, sleep=lambda s: None, pm=pm)
     assert (outcome.kind, outcome.state) == ("SoloJob", "Succeeded")
