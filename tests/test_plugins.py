@@ -846,6 +846,31 @@ def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> Non
         pm.kubeflow_jobs()
 
 
+def test_trainer_v2_picks_the_job_that_names_a_runtime_whatever_its_kind(pm: PluginManager) -> None:
+    """A plugin's Trainer-style job (its own kind, with a runtime) is what --trainer-v2 takes; its
+    classic job is the default."""
+    from distcomp.records import JobOptions, KubeflowJobType
+
+    def build(spec: ComponentSpec, options: JobOptions) -> dict[str, object]:
+        return {}
+
+    class Plugin:
+        @hookimpl
+        def distcomp_launchers(self):  # type: ignore[no-untyped-def]
+            yield LauncherType(name="duo", factory=mpi_topology)
+
+        @hookimpl
+        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
+            yield KubeflowJobType("duo", "DuoTrainJob", build, runtime="duo-runtime")
+            yield KubeflowJobType("duo", "DuoJob", build)
+
+    pm.register_plugin(Plugin(), name="duo-plugin", provider="duo-dist 1.0")
+    assert pm.kubeflow_job("duo", trainer_v2=True).kind == "DuoTrainJob"
+    assert pm.kubeflow_job("duo").kind == "DuoJob"
+    with pytest.raises(PluginError, match="no Kubeflow Trainer v2 TrainJob"):
+        pm.kubeflow_job("mpi", trainer_v2=True)
+
+
 def test_a_launcher_without_a_kubeflow_job_says_so(pm: PluginManager) -> None:
     class Plugin:
         @hookimpl

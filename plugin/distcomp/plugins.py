@@ -249,12 +249,14 @@ class PluginManager(pluggy.PluginManager):
     def kubeflow_job(self, launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
         """The Kubeflow job of ``launcher`` (canonical name): its TrainJob when ``trainer_v2``."""
         kinds = {kind: t for (name, kind), (t, _p) in self.kubeflow_jobs().items() if name == launcher}
+        # a Trainer v2 job is one that names its runtime (the record says so, whatever its kind)
+        trainer = [t for t in kinds.values() if t.runtime is not None]
         if trainer_v2:
-            if "TrainJob" not in kinds:
+            if not trainer:
                 raise PluginError(f"launcher {launcher!r} has no Kubeflow Trainer v2 TrainJob "
                                   f"(it has: {', '.join(sorted(kinds)) or 'no Kubeflow job'}); drop --trainer-v2")
-            return kinds["TrainJob"]
-        classic = [t for k, t in kinds.items() if k != "TrainJob"] or list(kinds.values())
+            return trainer[0]
+        classic = [t for t in kinds.values() if t.runtime is None] or list(kinds.values())
         if not classic:
             raise PluginError(f"launcher {launcher!r} has no Kubeflow job mapping (a plugin provides one "
                               "through the distcomp_kubeflow_jobs hook)")
