@@ -56,6 +56,26 @@ def test_readme_command_runs(command: str, tracking_env: dict[str, str]) -> None
     assert "Traceback" not in proc.stderr
 
 
+PYTHON = re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+@pytest.mark.parametrize("code", PYTHON)
+def test_readme_python_block_runs(code: str, tracking_env: dict[str, str]) -> None:
+    """The API examples run as written, from the repository's folder, and print what they say."""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=400,
+                          env=tracking_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    if "distcomp.run(" in code:
+        first, second = proc.stdout.splitlines()[:2]
+        assert first.startswith("succeeded 0 ") and len(first.split()[2]) == 32  # state, exit code, MLflow run
+        assert second.startswith("local:/tmp/distcomp-readme/api-bg") and second.endswith(" succeeded")
+
+
+def test_readme_has_the_api_example() -> None:
+    assert any("distcomp.run(" in code and "distcomp.submit(" in code for code in PYTHON)
+
+
 def test_readme_documents_every_builtin_launcher() -> None:
     from distcomp.plugins import PluginManager
 

@@ -431,3 +431,24 @@ def test_run_from_python_trains_on_two_ranks_and_tracks_the_job_in_mlflow(tmp_pa
     assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [0, 1]
     assert run.data.params.get("world_size") == "2", run.data.params
     assert json.loads((tmp_path / "run" / "outputs" / "model" / "metrics.json").read_text())["world_size"] == 2
+
+
+def test_the_cli_takes_the_local_targets_flags(tmp_path: Path) -> None:
+    """BUG (not committed): ``distcomp compile|submit --target local`` die in argparse: the local
+    target's --output/-o clashes with compile's own --out/-o, and add_parsers gives the compile
+    parser the named target's flags even when the command is submit."""
+    env = environ()
+    compiled = distcomp("compile", "--target", "local", DDP, "-i", "epochs=1", env=env, cwd=tmp_path)
+    assert "Traceback" not in compiled.stderr, compiled.stderr
+    assert compiled.returncode == 0, compiled.stderr
+    assert "world_size: 2" in compiled.stdout
+    run_dir = tmp_path / "ddp"
+    submitted = distcomp("submit", "--target", "local", DDP, "--detach", "--run-dir", run_dir, "--no-tracking",
+                         "-i", "epochs=1", "-i", "samples=256", "--nproc-per-node", "2", env=env, cwd=tmp_path)
+    assert "Traceback" not in submitted.stderr, submitted.stderr
+    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.stdout.strip() == f"local:{run_dir}"
+    followed = distcomp("logs", f"local:{run_dir}", "--follow", env=env, cwd=tmp_path)
+    assert "[rank0] " in followed.stdout and "[rank1] " in followed.stdout
+    outcome = json.loads(distcomp("status", run_dir, "--json", env=env, cwd=tmp_path).stdout)
+    assert (outcome["state"], outcome["exit_code"]) == ("succeeded", 0), outcome

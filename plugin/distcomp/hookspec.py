@@ -7,7 +7,7 @@ known through an entry point in the ``distcomp`` group::
     myplugin = "mypkg.plugin"
 
 distcomp's own launchers, and the registry's directory store, register through these same
-hooks (see ``distcomp.launchers`` and ``distcomp.registry``).
+hooks (see ``distcomp.launchers``, ``distcomp.targets._builtin`` and ``distcomp.registry``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Iterable
 import pluggy
 
 from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
+from .target import TargetType
 
 PROJECT = "distcomp"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -53,6 +54,42 @@ class DistcompSpecs:
 
         Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``,
         it appears in ``distcomp launchers`` and a spec may say ``launcher: {type: mine}``.
+        """
+
+    @hookspec
+    def distcomp_targets(self) -> Iterable[TargetType]:  # type: ignore[empty-body]
+        """Targets: places a job is compiled for and, optionally, submitted to. A ``TargetType``
+        names the target (``--target NAME``), describes it, declares its options
+        (``TargetOption``: the CLI makes each one a flag of ``compile``/``submit --target NAME``,
+        and ``distcomp.compile``/``submit`` take them as keywords) and has a factory that makes
+        the target object (see ``distcomp.target``): ``compile(spec, options)`` returns a
+        ``Compiled`` (pure: nothing is created anywhere); a target with ``submits=True`` also has
+        ``submit(spec, options, notify)`` returning a job id it understands, ``status(job_id)``
+        and ``cancel(job_id)`` returning a ``JobOutcome``, and ``logs(job_id, rank, follow)``
+        yielding lines. Users name a job as ``NAME:ID`` (``distcomp status NAME:ID``).
+
+        A complete plugin, ``mypkg/plugin.py``, compiling a job to a shell script::
+
+            import shlex
+            from distcomp.hookspec import hookimpl
+            from distcomp.target import Compiled, TargetOption, TargetType
+
+            class ScriptTarget:
+                def compile(self, spec, options):
+                    argv = spec.render({}, {})
+                    lines = ["#!/bin/sh", f"# {spec.name}: {spec.distribution.nodes} node(s)",
+                             f"exec {options['launcher_prefix']} {shlex.join(argv)}"]
+                    return Compiled(kind="shell script", text="\\n".join(lines) + "\\n")
+
+            @hookimpl
+            def distcomp_targets():
+                yield TargetType(name="script", factory=ScriptTarget, description="a shell script",
+                                 options=(TargetOption("launcher_prefix", default="env",
+                                                       help="what runs the command"),))
+
+        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] script = "mypkg.plugin"``,
+        it appears in ``distcomp targets`` and ``distcomp compile --target script SPEC``
+        takes ``--launcher-prefix``. The built-in targets register through this same hook.
         """
 
     @hookspec

@@ -17,11 +17,13 @@ import pluggy
 from . import hookspec
 from .errors import UsageError
 from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
+from .target import TargetType
 
 R = TypeVar("R")
 
 __all__ = ["BUILTIN_PLUGINS", "Conflict", "DuplicateLauncherError", "DuplicatePluginError", "Launcher",
-           "PluginError", "PluginFailure", "PluginManager", "UnknownLauncherError", "get_plugin_manager"]
+           "PluginError", "PluginFailure", "PluginManager", "TargetPlugin", "UnknownLauncherError",
+           "UnknownTargetError", "get_plugin_manager"]
 
 BUILTIN_PLUGINS = (
     "distcomp.launchers.torch",
@@ -29,6 +31,7 @@ BUILTIN_PLUGINS = (
     "distcomp.launchers.tensorflow",
     "distcomp.launchers.deepspeed",
     "distcomp.registry._builtin",  # the registry's built-in store, scheme "file"
+    "distcomp.targets._builtin",  # local, kfp, kubeflow, azureml, mlflow
 )
 
 
@@ -67,6 +70,10 @@ class UnknownLauncherError(PluginError):
     pass
 
 
+class UnknownTargetError(PluginError):
+    pass
+
+
 @dataclass(frozen=True)
 class PluginFailure:
     """A plugin that could not be loaded or whose hook raised; it is skipped."""
@@ -87,6 +94,14 @@ class Launcher:
     provider: str  # "distcomp" for the built-ins, else the distribution (or plugin) name
 
 
+@dataclass(frozen=True)
+class TargetPlugin:
+    """A registered target type and who provides it."""
+
+    type: TargetType
+    provider: str
+
+
 class PluginManager(pluggy.PluginManager):
     def __init__(self) -> None:
         super().__init__(hookspec.PROJECT)
@@ -94,6 +109,7 @@ class PluginManager(pluggy.PluginManager):
         self.failures: list[PluginFailure] = []
         self._providers: dict[int, str] = {}
         self._launchers: Mapping[str, Launcher] | None = None
+        self._targets: Mapping[str, TargetPlugin] | None = None
 
     # -- loading -------------------------------------------------------------------------
     def register_plugin(self, plugin: Any, name: str | None = None, provider: str | None = None) -> str | None:
@@ -101,12 +117,12 @@ class PluginManager(pluggy.PluginManager):
         registered = self.register(plugin, name=name)
         if registered is not None:
             self._providers[id(plugin)] = provider or registered
-            self._launchers = None
+            self._launchers = self._targets = None
         return registered
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
         removed = super().unregister(plugin, name)
-        self._launchers = None  # served launchers must not outlive their plugin
+        self._launchers = self._targets = None  # served records must not outlive their plugin
         return removed
 
     def load_builtins(self) -> None:
@@ -175,12 +191,17 @@ class PluginManager(pluggy.PluginManager):
 
     def _records(self, hook: str, kind: type[R]) -> Iterable[tuple[R, str]]:
         """Every record a hook yields, with its provider; a plugin whose hook raises or yields
-        something else is reported and skipped whole (never half its records)."""
-        for impl in getattr(self.hook, hook).get_hookimpls():
+        something else is reported and skipped whole (never half its records). Each plugin is
+        called through pluggy (its hook caller, with tracing and wrappers), one at a time, so
+        that one plugin's error does not take the others' records with it."""
+        impls = getattr(self.hook, hook).get_hookimpls()
+        plugins = [impl.plugin for impl in impls]
+        for impl in impls:
             provider = self._providers.get(id(impl.plugin), impl.plugin_name)
+            caller = self.subset_hook_caller(hook, remove_plugins=[p for p in plugins if p is not impl.plugin])
             try:
-                returned: Any = impl.function()  # a plugin may return anything: checked below
-                items = list(returned or ())
+                results: list[Any] = caller()  # a plugin may return anything: checked below
+                items = [x for returned in results for x in (returned or ())]
                 bad = [x for x in items if not isinstance(x, kind)]
                 if bad:
                     raise TypeError(f"{hook} must yield {kind.__name__} records, got {type(bad[0]).__name__}")
@@ -209,6 +230,22 @@ class PluginManager(pluggy.PluginManager):
             found.append((item, provider))
         if conflicts:
             raise DuplicatePluginError(conflicts)
+        return found
+
+    def targets(self) -> Mapping[str, TargetPlugin]:
+        """Every target by name, built-ins first. Two providers of one name raise."""
+        if self._targets is None:
+            found = self._collect("distcomp_targets", TargetType,
+                                  lambda item: [(item.name, f"target {item.name!r}", True)])
+            self._targets = MappingProxyType({item.name: TargetPlugin(item, p) for item, p in found})
+        return self._targets
+
+    def target(self, name: str) -> TargetPlugin:
+        """The target called ``name``; an unknown one lists the installed targets."""
+        found = self.targets().get(name)
+        if found is None:
+            known = ", ".join(self.targets()) or "none"
+            raise UnknownTargetError(f"unknown target {name!r}; known targets: {known} (see `distcomp targets`)")
         return found
 
     def kubeflow_jobs(self) -> Mapping[tuple[str, str], tuple[KubeflowJobType, str]]:

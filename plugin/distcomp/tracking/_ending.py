@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..outcome import JobState
 from ._delivery import Counts, add_to_status, describe as describe_loss, read_reports
 from ._records import MAX_TAG_VALUE, RunRef, StoreUnavailable, TrackingError, truncate
 
@@ -19,12 +20,11 @@ if TYPE_CHECKING:
     from ..targets.local import RunResult
     from ._store import Store
 
-STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "timed_out": "FAILED", "interrupted": "KILLED"}
 REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and backlog files
 
 
 def outcome_tags(result: "RunResult | None", state: str, error: str) -> dict[str, str]:
-    tags = {"distcomp.state": state}
+    tags = {"distcomp.state": str(state)}
     if result is not None:
         tags.update({"distcomp.exit_code": str(result.exit_code), "distcomp.attempts": str(result.attempts),
                      "distcomp.wall_s": f"{result.wall_s:.3f}"})
@@ -55,7 +55,8 @@ def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, 
         state: str) -> tuple[str, list[str]]:
     """Attach the logs, tag the outcome, end the run; returns (the status the store holds, problems)."""
     state = result.state if result is not None else state
-    status = STATUS[state]
+    state = JobState.parse(str(state))
+    status = state.mlflow_status
     tags = outcome_tags(result, state, error)
     run_dir = log_dir.parent
     lost, problems = undelivered(run_dir, run)

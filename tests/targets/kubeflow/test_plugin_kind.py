@@ -85,7 +85,7 @@ def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path:
     assert (method, path, body["kind"], body["spec"]["pods"]) == ("POST", SOLO, "SoloJob", 2)
     (listed,) = [p for m, p, _ in api.requests if p.startswith("/api/v1/namespaces/ml/pods?")]
     assert "example.org%2Fjob%3Dsolo" in listed  # the record's leader, with the job's name filled in
-    assert "SoloJob ml/solo Succeeded" in proc.stderr
+    assert "kubeflow:ml/SoloJob/solo: succeeded" in proc.stderr
 
 
 def test_an_inline_plugin_kind_is_submitted_through_the_api() -> None:

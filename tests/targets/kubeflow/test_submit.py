@@ -111,7 +111,7 @@ def test_success_after_running(no_sleep: list[float]) -> None:
     said: list[str] = []
     with FakeApi(statuses) as api:
         outcome = submit_and_wait(MANIFEST, api.client(), poll=0.5, notify=said.append, sleep=no_sleep.append)
-    assert outcome.state == "Succeeded" and "successfully completed" in outcome.reason
+    assert outcome.state == "succeeded" and "successfully completed" in outcome.reason
     assert outcome.log.endswith("boom\n")
     method, path, body = api.requests[0]
     assert (method, path, body) == ("POST", JOB, MANIFEST)  # the manifest as compiled, nothing added
@@ -127,7 +127,7 @@ def test_failure_reason_and_master_log_are_surfaced() -> None:
     statuses = [[condition("Failed", "PyTorchJobFailed", why)]]
     with FakeApi(statuses) as api:
         outcome = submit_and_wait(MANIFEST, api.client(), poll=0, sleep=lambda s: None)
-    assert outcome.state == "Failed" and "1 Worker replica(s) failed" in outcome.reason
+    assert outcome.state == "failed" and "1 Worker replica(s) failed" in outcome.reason
     assert "[rank0]: boom" in outcome.log
 
 
@@ -135,7 +135,7 @@ def test_deadline_deletes_the_job() -> None:
     with FakeApi([[condition("Running", "PyTorchJobRunning")]]) as api:
         outcome = submit_and_wait(MANIFEST, api.client(), timeout=0.2, poll=0.05,
                                   sleep=lambda s: __import__("time").sleep(s))
-    assert outcome.state == "TimedOut" and "deleted" in outcome.reason
+    assert outcome.state == "timed_out" and "deleted" in outcome.reason
     deletes = [r for r in api.requests if r[0] == "DELETE"]
     assert len(deletes) == 1 and deletes[0][1] == f"{JOB}/ddp?propagationPolicy=Foreground"
 
@@ -233,4 +233,4 @@ def test_sigterm_while_waiting_deletes_the_job(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert [r[1] for r in api.requests if r[0] == "DELETE"] == [f"{JOB}/ddp?propagationPolicy=Foreground"]
-    assert "Cancelled" in err and "the job was deleted" in err and "Traceback" not in err
+    assert "cancelled" in err and "the job was deleted" in err and "Traceback" not in err

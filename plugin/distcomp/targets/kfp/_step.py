@@ -75,7 +75,6 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
     import importlib.util
     import json
     import os
-    import re
     import shlex
     import shutil
     import signal
@@ -107,13 +106,10 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     # Stopping the step (a cancelled run) stops the job the way distcomp stops it: every rank.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
-    run_id = None
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # the ranks' [rankN] lines and distcomp's own, into the step's log
             print(line, end="", flush=True)
-            found = re.match(r"distcomp run: MLflow run ([0-9a-f]{32}) ", line)
-            run_id = found.group(1) if found else run_id
         returncode = proc.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -128,8 +124,7 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
         status = {}
     facts = {"distcomp.processes": len(status.get("processes", [])), "distcomp.attempts": status.get("attempts", 1),
              "distcomp.wall_s": round(status.get("wall_s", 0.0), 3)}
-    # status.json names the run; the console line is for an image with an older distcomp
-    run_id = (status.get("mlflow") or {}).get("run_id") or run_id
+    run_id = (status.get("mlflow") or {}).get("run_id")  # the job's record, never its console text
     if run_id:
         facts["distcomp.mlflow_run_id"] = run_id
     for artifact in outputs.values():
@@ -158,8 +153,8 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     written there and copied back into the step's output artifacts when the job succeeded.
     ``code_path``: the code folder inside the image, when the code is not in the bundle."""
     import importlib.util
+    import json
     import os
-    import re
     import secrets
     import shlex
     import shutil
@@ -196,27 +191,29 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
         with open(ns_file, encoding="utf-8") as f:
             namespace = f.read().strip() or None
     tracking = bool(os.environ.get("MLFLOW_TRACKING_URI"))
+    record = os.path.join(folder, "outcome.json")  # the job's outcome as JSON: `submit --status-file`
     argv = submit_argv(sys.executable, os.path.join(folder, "component.yaml"), job, f"{claim}:{mount}",
                        code_path or os.path.join(folder, "code"), delivered, paths, options, namespace, tracking,
-                       os.environ.get("MLFLOW_EXPERIMENT_NAME"))
+                       os.environ.get("MLFLOW_EXPERIMENT_NAME")) + ["--status-file", record]
     print("distcomp step: " + shlex.join(argv), flush=True)
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
-    reason = ""
-    run_id = None
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # distcomp submit's progress, the reason and the leading pod's log
             print(line, end="", flush=True)
-            ended = re.match(r"distcomp submit: (\S+ \S+ (?:Succeeded|Failed|TimedOut|Cancelled) after .*)", line)
-            reason = ended.group(1) if ended else reason
-            found = re.match(r"distcomp submit: MLflow run ([0-9a-f]{32}) ", line)
-            run_id = found.group(1) if found else run_id
         returncode = proc.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
+    try:
+        with open(record, encoding="utf-8") as f:
+            outcome = json.load(f)
+    except (OSError, ValueError):  # it stopped before the job was submitted: its log above says why
+        outcome = {}
+    reason = " ".join(str(outcome.get(k) or "") for k in ("job_id", "state", "message")).strip()
+    run_id = (outcome.get("tracking") or {}).get("run_id")
     if returncode != 0:  # the folder stays, for what the pods wrote
         raise RuntimeError(f"distcomp submit exited with code {returncode} (1: the job failed, 2: bad inputs or no "
                            f"cluster access, 124: timed out): {reason or 'see the log above'}; files in {folder}")

@@ -11,28 +11,58 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ...errors import JobError
+from ...outcome import JobState
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
     from ...records import KubeflowJobType
 
-State = Literal["Succeeded", "Failed", "TimedOut", "Cancelled"]
-DONE = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Failed": "Failed"}  # TrainJob says Complete
+DONE = {"Succeeded": JobState.SUCCEEDED, "Complete": JobState.SUCCEEDED,  # TrainJob says Complete
+        "Failed": JobState.FAILED}
 LOG_LINES = 50
 
 
 @dataclass(frozen=True)
-class JobOutcome:
+class KubeflowRun:
+    """How a Kubeflow job ended, as the cluster said it."""
+
     kind: str
     name: str
     namespace: str
-    state: State
+    state: JobState
     reason: str  # the deciding condition's reason and message
     log: str  # the last lines of the leading pod's log ("" when none could be read)
     wall_s: float
+
+
+JobOutcome = KubeflowRun  # the name earlier callers import
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Where a job lives in the cluster, from its manifest and its kind's record."""
+
+    kind: str
+    name: str
+    namespace: str
+    group: str
+    version: str
+    plural: str
+    leader: str  # the label selector of the pod whose log tells the job's story
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+
+def ref_of(manifest: Mapping[str, Any], namespace: str, job: "KubeflowJobType") -> JobRef:
+    kind, name = str(manifest["kind"]), str(manifest["metadata"]["name"])
+    group, _, version = str(manifest["apiVersion"]).partition("/")
+    return JobRef(kind, name, str(manifest["metadata"].get("namespace") or namespace), group, version, job.plural,
+                  job.leader_selector(name))
 
 
 class SubmitError(JobError, RuntimeError):
@@ -55,78 +85,132 @@ def job_type_of(manifest: Mapping[str, Any], pm: "PluginManager") -> "KubeflowJo
 def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str = "default",
                     timeout: float = 24 * 3600.0, poll: float = 10.0, notify: Callable[[str], None] | None = None,
                     sleep: Callable[[float], None] = time.sleep, job: "KubeflowJobType | None" = None,
-                    pm: "PluginManager | None" = None) -> JobOutcome:
+                    pm: "PluginManager | None" = None) -> KubeflowRun:
     """Create ``manifest`` in ``namespace`` and wait for it to end (``api_client``: a
     ``kubernetes.client.ApiClient``, configured for the cluster). ``job``: the kind's record
-    (default: looked up by kind and API version in ``pm``, the installed plugins)."""
-    from kubernetes.client import CoreV1Api, CustomObjectsApi
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
-
-    say = notify or (lambda _m: None)
-    kind, name = str(manifest["kind"]), str(manifest["metadata"]["name"])
-    namespace = str(manifest["metadata"].get("namespace") or namespace)
+    (default: looked up by kind and API version in ``pm``, the installed plugins). Ctrl-C
+    while waiting deletes the job."""
     if job is None:
         from ...plugins import get_plugin_manager
 
         job = job_type_of(manifest, pm or get_plugin_manager())
-    group, _, version = str(manifest["apiVersion"]).partition("/")
-    plural, leader = job.plural, job.leader_selector(name)
-    jobs = CustomObjectsApi(api_client)
+    ref = ref_of(manifest, namespace, job)
     start = time.monotonic()
+    create(ref, manifest, api_client, notify)
     try:
-        jobs.create_namespaced_custom_object(group, version, namespace, plural, dict(manifest))
+        return watch(ref, api_client, timeout, poll, notify, sleep, start)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the caller: nothing runs on
+        return KubeflowRun(ref.kind, ref.name, ref.namespace, JobState.CANCELLED,
+                           delete(ref, api_client, "stopped while waiting"), leader_log(ref, api_client),
+                           time.monotonic() - start)
+
+
+def create(ref: JobRef, manifest: Mapping[str, Any], api_client: Any,
+           notify: Callable[[str], None] | None = None) -> None:
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        CustomObjectsApi(api_client).create_namespaced_custom_object(ref.group, ref.version, ref.namespace,
+                                                                     ref.plural, dict(manifest))
     except ApiException as exc:
-        raise SubmitError(f"the cluster refused {kind} {namespace}/{name}: {exc.status} {exc.reason}: "
+        raise SubmitError(f"the cluster refused {ref.kind} {ref.namespace}/{ref.name}: {exc.status} {exc.reason}: "
                           f"{(exc.body or '')[:500]}") from None
     except (OSError, HTTPError) as exc:  # urllib3's connection errors are not OSErrors
         raise SubmitError(f"cannot reach the Kubernetes API: {exc}") from None
-    say(f"created {kind} {namespace}/{name}")
-    seen = ""
-    state: State | None = None
-    reason = ""
-    def delete(why: str) -> str:
-        """End the job (and its pods: Foreground) and say so; a job we cannot delete is named."""
-        try:
-            jobs.delete_namespaced_custom_object(group, version, namespace, plural, name,
-                                                 propagation_policy="Foreground")
-            return f"{why}; the job was deleted"
-        except (ApiException, OSError, HTTPError) as exc:
-            return f"{why}, and deleting the job failed ({exc}): delete {kind} {namespace}/{name} by hand"
+    if notify is not None:
+        notify(f"created {ref.kind} {ref.namespace}/{ref.name}")
+
+
+def read(ref: JobRef, api_client: Any) -> dict[str, Any] | None:
+    """The job's object, or None when it is gone; SubmitError when it cannot be read."""
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
 
     try:
-        while state is None:
-            if time.monotonic() - start > timeout:
-                state, reason = "TimedOut", delete(f"no end after {timeout:g} s")
-                break
-            sleep(poll)
-            try:
-                obj = jobs.get_namespaced_custom_object(group, version, namespace, plural, name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    state, reason = "Failed", "the job was deleted while it ran"
-                    break
-                raise SubmitError(f"cannot read {kind} {namespace}/{name}: {exc.status} {exc.reason}") from None
-            except (OSError, HTTPError) as exc:  # a blip between polls: the job runs on; ask again
-                say(f"cannot read {kind} {name} ({exc}); retrying")
-                continue
-            for cond in (obj.get("status") or {}).get("conditions") or []:
-                if cond.get("status") != "True":
-                    continue
-                text = f"{cond.get('type')}: {cond.get('reason', '')} {cond.get('message', '')}".strip()
-                if cond.get("type") in DONE:
-                    state, reason = DONE[cond["type"]], text  # type: ignore[assignment]
-                    break
-                if text != seen and cond.get("type") in ("Created", "Running", "Restarting", "Suspended"):
-                    seen = text
-                    say(f"{kind} {name}: {text}")
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the caller: nothing runs on
-        state, reason = "Cancelled", delete("stopped while waiting")
-    return JobOutcome(kind, name, namespace, state, reason, _leader_log(CoreV1Api(api_client), leader, namespace),
-                      time.monotonic() - start)
+        obj = CustomObjectsApi(api_client).get_namespaced_custom_object(ref.group, ref.version, ref.namespace,
+                                                                        ref.plural, ref.name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise SubmitError(f"cannot read {ref.kind} {ref.namespace}/{ref.name}: {exc.status} {exc.reason}") from None
+    return dict(obj)
 
 
-def _leader_log(core: Any, selector: str, namespace: str) -> str:
+def state_of(obj: Mapping[str, Any]) -> tuple[JobState, str]:
+    """The job's state and the condition that says so (the training operators' conditions)."""
+    last = ""
+    state = JobState.PENDING
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        text = f"{cond.get('type')}: {cond.get('reason', '')} {cond.get('message', '')}".strip()
+        if cond.get("type") in DONE:
+            return DONE[cond["type"]], text
+        if cond.get("type") in ("Running", "Restarting"):
+            state, last = JobState.RUNNING, text
+        elif cond.get("type") in ("Created", "Suspended"):
+            last = text
+    return state, last
+
+
+def watch(ref: JobRef, api_client: Any, timeout: float, poll: float, notify: Callable[[str], None] | None = None,
+          sleep: Callable[[float], None] = time.sleep, start: float | None = None) -> KubeflowRun:
+    """Poll the job's conditions until it ends, or delete it at ``timeout`` seconds after ``start``."""
+    from urllib3.exceptions import HTTPError
+
+    say = notify or (lambda _m: None)
+    start = time.monotonic() if start is None else start
+    seen = ""
+    state: JobState | None = None
+    reason = ""
+    while state is None:
+        if time.monotonic() - start > timeout:
+            state, reason = JobState.TIMED_OUT, delete(ref, api_client, f"no end after {timeout:g} s")
+            break
+        sleep(poll)
+        try:
+            obj = read(ref, api_client)
+        except (OSError, HTTPError) as exc:  # a blip between polls: the job runs on; ask again
+            say(f"cannot read {ref.kind} {ref.name} ({exc}); retrying")
+            continue
+        if obj is None:
+            state, reason = JobState.FAILED, "the job was deleted while it ran"
+            break
+        now, text = state_of(obj)
+        if now.terminal:
+            state, reason = now, text
+        elif text and text != seen:
+            seen = text
+            say(f"{ref.kind} {ref.name}: {text}")
+    return KubeflowRun(ref.kind, ref.name, ref.namespace, state, reason, leader_log(ref, api_client),
+                       time.monotonic() - start)
+
+
+def delete(ref: JobRef, api_client: Any, why: str) -> str:
+    """End the job (and its pods: Foreground) and say so; a job that cannot be deleted is named."""
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        CustomObjectsApi(api_client).delete_namespaced_custom_object(ref.group, ref.version, ref.namespace,
+                                                                     ref.plural, ref.name,
+                                                                     propagation_policy="Foreground")
+        return f"{why}; the job was deleted"
+    except (OSError, ApiException, HTTPError) as exc:
+        return f"{why}, and deleting the job failed ({exc}): delete {ref.kind} {ref.namespace}/{ref.name} by hand"
+
+
+def leader_log(ref: JobRef, api_client: Any, lines: int | None = LOG_LINES) -> str:
+    """The last lines of the leading pod's log (all of it: ``lines=None``); "" when none can be read."""
+    from kubernetes.client import CoreV1Api
+
+    return _leader_log(CoreV1Api(api_client), ref.leader, ref.namespace, lines)
+
+
+def _leader_log(core: Any, selector: str, namespace: str, lines: int | None = LOG_LINES) -> str:
     """The last lines of the leading pod's log; the job's outcome stands without it."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
@@ -137,6 +221,7 @@ def _leader_log(core: Any, selector: str, namespace: str) -> str:
         pods = core.list_namespaced_pod(namespace, label_selector=selector).items
         if not pods:
             return ""
-        return str(core.read_namespaced_pod_log(pods[0].metadata.name, namespace, tail_lines=LOG_LINES))
+        more = {"tail_lines": lines} if lines is not None else {}
+        return str(core.read_namespaced_pod_log(pods[0].metadata.name, namespace, **more))
     except (ApiException, OSError, HTTPError):
         return ""

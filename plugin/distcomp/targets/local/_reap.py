@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import _partial, _procs, _status
-from ._records import EXIT_CODES
 from ._claim import LOCK_NAME, describe_holder, holder, lock
 
 Outcome = Literal["closed", "running", "elsewhere", "ended"]
-STATUS = (*EXIT_CODES, "interrupted")  # the final states of status.json
+STATUS = ("succeeded", "failed", "timed_out", "cancelled", "interrupted")  # final states of status.json (interrupted: older versions)
 
 
 @dataclass(frozen=True)

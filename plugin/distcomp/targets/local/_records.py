@@ -5,12 +5,12 @@ from __future__ import annotations
 import signal as _signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Mapping
 
 from ...errors import OptionError
+from ...outcome import JobState
 
-State = Literal["running", "succeeded", "failed", "timed_out", "interrupted"]  # running: status.json meanwhile
-EXIT_CODES: Mapping[str, int] = {"succeeded": 0, "failed": 1, "timed_out": 124}
+State = JobState  # running in status.json meanwhile; then succeeded, failed, timed_out or cancelled
 
 
 @dataclass(frozen=True)
@@ -112,14 +112,16 @@ class RunResult:
     found_outputs: tuple[FoundOutput, ...] = ()
     port_retries: int = 0  # attempts started again because another program took a port
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", JobState.parse(str(self.state)))
+
     @property
     def exit_code(self) -> int:
-        if self.state == "interrupted":
-            return 128 + (self.signal or _signal.SIGINT)
-        return EXIT_CODES[self.state]
+        return self.state.exit_code(self.signal)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["state"] = self.state.value
         data["exit_code"] = None if self.state == "running" else self.exit_code
         return _plain(data)
 

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from ...errors import JobError
+from ...outcome import JobState
 from ...records import Topology
 from ...redact import mask, secret_values
 from ...spec import ComponentSpec, RenderError
@@ -82,7 +83,7 @@ class _Job:
         options, run_dir = self.options, self.options.run_dir
         _partial.mark(self.markers, f"incomplete: job {options.job_id} is running (run folder {run_dir}), or "
                                     f"died; {self.status} says which. Removed when a job writing here succeeds.\n")
-        self._write(RunResult("running", run_dir, 0, 0.0, outputs=self.outputs, incomplete_outputs=self.markers))
+        self._write(RunResult(JobState.RUNNING, run_dir, 0, 0.0, outputs=self.outputs, incomplete_outputs=self.markers))
         self.claim.started = True
         previous = set_subreaper(True)  # a rank's orphans come back to us, not to PID 1
         logs = Logs(run_dir / "logs", self.console, self.secrets)
@@ -94,14 +95,14 @@ class _Job:
         try:
             return self._attempts(supervisor, logs, t0, failures, found)
         except (LaunchError, RenderError) as exc:  # still leave the final record behind, then report
-            self._finish(RunResult("failed", run_dir, len(failures) + 1, time.monotonic() - t0,
+            self._finish(RunResult(JobState.FAILED, run_dir, len(failures) + 1, time.monotonic() - t0,
                                    failures=tuple(failures), message=str(exc)), found)
             raise
         except BaseException as exc:  # stopped outside the supervisor's watch: the record says so
             interrupted = isinstance(exc, KeyboardInterrupt)
             why = (f"interrupted by {describe_signal(signal.SIGINT)} before the job ended" if interrupted
                    else f"distcomp failed: {type(exc).__name__}: {exc}")
-            self._finish(RunResult("interrupted" if interrupted else "failed", run_dir, len(failures) + 1,
+            self._finish(RunResult(JobState.CANCELLED if interrupted else JobState.FAILED, run_dir, len(failures) + 1,
                                    time.monotonic() - t0, failures=tuple(failures),
                                    signal=signal.SIGINT if interrupted else None, message=why), found)
             raise
@@ -169,9 +170,9 @@ class _Job:
         if state == "timed_out":
             message = (f"job timed out after {self.options.timeout:g} s (--timeout); stopped what was still running: "
                        f"{', '.join(result.still_running) or 'nothing'}")
-        elif state == "interrupted":
+        elif state == "cancelled":
             message = f"interrupted by {describe_signal(result.signal)}; every rank was stopped"
-        return RunResult(state, self.options.run_dir, attempt + 1, time.monotonic() - t0, result.processes,
+        return RunResult(JobState(state), self.options.run_dir, attempt + 1, time.monotonic() - t0, result.processes,
                          result.failure, tuple(failures), result.signal, message, self.outputs, port_retries=retries)
 
     def _finish(self, result: RunResult, found: list[FoundOutput]) -> RunResult:

@@ -26,7 +26,7 @@ from ._output import Logs, Stream
 from ._prepare import Launch
 from ._records import Failure, ProcessResult
 
-Outcome = Literal["succeeded", "failed", "timed_out", "interrupted"]
+Outcome = Literal["succeeded", "failed", "timed_out", "cancelled"]
 
 
 class StartError(JobError):
@@ -188,7 +188,7 @@ class Supervisor:
                     if failed is None and _failed(p.popen.returncode, self.zero_or_greater):
                         failed = (p, p.popen.returncode, now - t0)
             if signals.received:
-                return "interrupted", failed
+                return "cancelled", failed
             if failed is not None:
                 return "failed", failed
             if all(p.ended is not None for p in procs if not p.launch.replica.service):

@@ -14,6 +14,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .._spec import SpecLike
 from ._errors import MlflowTargetError
 from ._mlproject import MLPROJECT, is_ours, mlproject_text
 
@@ -23,7 +24,7 @@ SKIP = frozenset({".git", ".hg", ".svn", ".venv", "__pycache__", ".mypy_cache", 
 SKIP_TOP = frozenset({"runs", "mlruns", "mlflow.db", "mlflow.db-journal"})
 
 
-def compile_project(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
                     nodes: int | None = None, nproc_per_node: int | None = None) -> Path:
     """Write the MLflow project of the spec at ``spec_path`` into ``out_dir``; returns it.
 

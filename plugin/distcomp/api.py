@@ -1,0 +1,195 @@
+"""distcomp's Python API; the ``distcomp`` command is a thin layer over it.
+
+>>> import distcomp
+>>> spec = distcomp.load("examples/local/component.yaml")                     # doctest: +SKIP
+>>> outcome = distcomp.run(spec, inputs={"epochs": "2"}, nproc_per_node=2)     # doctest: +SKIP
+>>> outcome.state, outcome.tracking.run_id                                    # doctest: +SKIP
+(<JobState.SUCCEEDED: 'succeeded'>, '5f0c...')
+>>> job = distcomp.submit(spec, "local", inputs={"epochs": "2"})              # doctest: +SKIP
+>>> job.wait().succeeded                                                      # doctest: +SKIP
+True
+
+Errors are ``distcomp.errors`` exceptions carrying the message the CLI prints: ``UsageError``
+for what the caller can fix (a bad spec, input or option), ``JobError`` for a job that could
+not run. A job that ran comes back as a ``JobOutcome`` whatever its end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Union
+
+from .errors import UsageError
+from .outcome import JobOutcome, JobState
+
+if TYPE_CHECKING:
+    from .plugins import TargetPlugin
+    from .spec import ComponentSpec
+    from .target import Compiled, Notify
+
+__all__ = ["JobHandle", "compile", "job", "load", "run", "submit"]
+
+SpecRef = Union["ComponentSpec", str, "os.PathLike[str]"]
+
+
+def load(ref: "SpecRef", *, registry: str | None = None,
+         warn: "Callable[[str], None] | None" = None) -> "ComponentSpec":
+    """The spec at ``ref``: a spec file (any dialect), a folder holding component.yaml, or a
+    registry reference (``name@1.2.0``, ``name@latest``, ``name@^1.2``; ``registry`` or
+    ``$DISTCOMP_REGISTRY``, else the user's registry), its hash checked. A ComponentSpec is
+    returned as it is. Every problem raises a UsageError (SpecError: one diagnostic per line)."""
+    from .spec import ComponentSpec
+    from .spec import load as load_file
+
+    if isinstance(ref, ComponentSpec):
+        return ref
+    if not isinstance(ref, (str, os.PathLike)):
+        raise UsageError(f"expected a ComponentSpec, a spec path or a registry reference, got {type(ref).__name__}")
+    from .plugins import get_plugin_manager
+    from .registry import locate
+
+    return load_file(locate(os.fspath(ref), registry, warn=warn), get_plugin_manager().alias_table())
+
+
+def _spec(spec: "SpecRef", nodes: int | None, nproc_per_node: int | None) -> "ComponentSpec":
+    for name, value in (("nodes", nodes), ("nproc_per_node", nproc_per_node)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(f"{name} must be an integer >= 1 (got {value!r})")
+    return load(spec).with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
+
+
+def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Mapping[str, str] | None = None,
+        nodes: int | None = None, nproc_per_node: int | None = None, run_dir: "str | os.PathLike[str] | None" = None,
+        tracking: bool = True, experiment: str | None = None, timeout: float | None = None, max_restarts: int = 0,
+        grace: float = 5.0, system_metrics: bool = False, console: Callable[[str], None] | None = None,
+        notify: "Notify | None" = None) -> JobOutcome:
+    """Run ``spec`` here with real ranks and wait for it (``distcomp run``). ``inputs``: values
+    as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
+    with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
+    the logs are in the run folder either way)."""
+    from .targets.local._job import LocalRun, run_local
+
+    request = LocalRun(inputs={k: _text(v) for k, v in (inputs or {}).items()}, outputs=dict(outputs or {}),
+                       run_dir=os.fspath(run_dir) if run_dir is not None else None, timeout=timeout,
+                       max_restarts=max_restarts, grace=grace, tracking=tracking, experiment=experiment,
+                       system_metrics=system_metrics, echo=console is not None)
+    return run_local(_spec(spec, nodes, nproc_per_node), request, console, notify)
+
+
+def _text(value: Any) -> str:
+    """An input value as the command line gives it (``True`` -> ``true``, as YAML writes it)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+
+
+def _target(name: str, submitting: bool) -> "TargetPlugin":
+    from .plugins import get_plugin_manager
+
+    found = get_plugin_manager().target(name)
+    if submitting and not found.type.submits:
+        runs = ", ".join(n for n, t in get_plugin_manager().targets().items() if t.type.submits)
+        raise UsageError(f"target {name!r} compiles only; it does not submit (targets that do: {runs}); "
+                         f"use `distcomp compile --target {name}`")
+    return found
+
+
+def compile(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
+            **options: Any) -> "Compiled":
+    """What ``target`` runs for ``spec``, made without side effects (``distcomp compile``)."""
+    found = _target(target, submitting=False)
+    bound = {**found.type.bind(options, submitting=False), "nodes": nodes, "nproc_per_node": nproc_per_node}
+    return _call(found, "compile", _spec(spec, nodes, nproc_per_node), bound)
+
+
+def submit(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
+           notify: "Notify | None" = None, **options: Any) -> "JobHandle":
+    """Start ``spec`` on ``target`` and return at once with its handle (``distcomp submit --detach``)."""
+    found = _target(target, submitting=True)
+    bound = {**found.type.bind(options, submitting=True), "nodes": nodes, "nproc_per_node": nproc_per_node}
+    instance = found.type.factory()  # kept by the handle: it may remember how to reach the job
+    native = _call(found, "submit", _spec(spec, nodes, nproc_per_node), bound, notify or (lambda _m: None),
+                   instance=instance)
+    return JobHandle(target, str(native), instance)
+
+
+def _call(found: "TargetPlugin", method: str, *args: Any, instance: Any = None) -> Any:
+    """A target's method; an error that is not distcomp's names the target and its provider."""
+    from .errors import DistcompError, JobError
+
+    try:
+        return getattr(instance if instance is not None else found.type.factory(), method)(*args)
+    except (DistcompError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        if found.provider == "distcomp":  # our own bug: its traceback is the report
+            raise
+        raise JobError(f"target {found.type.name!r} from {found.provider} failed to {method}: "
+                       f"{type(exc).__name__}: {exc}") from exc
+
+
+def job(job_id: str) -> "JobHandle":
+    """The handle of a submitted job: ``TARGET:ID`` as ``submit`` printed it, or a local run folder."""
+    from .plugins import get_plugin_manager
+
+    name, sep, native = job_id.partition(":")
+    if sep and name in get_plugin_manager().targets():
+        _target(name, submitting=True)
+        return JobHandle(name, native)
+    if os.path.isdir(job_id):
+        return JobHandle("local", os.path.abspath(job_id))
+    known = ", ".join(n for n, t in get_plugin_manager().targets().items() if t.type.submits)
+    raise UsageError(f"{job_id!r} names no job: give TARGET:ID as `distcomp submit` printed it (targets: {known}), "
+                     "or a local run folder")
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """A submitted job: ask its target for its status, logs, end, or to cancel it."""
+
+    target: str
+    id: str
+    instance: Any = field(default=None, compare=False, repr=False)  # the target object that submitted it
+
+    def __str__(self) -> str:
+        return f"{self.target}:{self.id}"
+
+    def _found(self) -> "TargetPlugin":
+        return _target(self.target, submitting=True)
+
+    def _ask(self, method: str, *args: Any) -> Any:
+        found = self._found()
+        if self.instance is None:
+            object.__setattr__(self, "instance", found.type.factory())
+        return _call(found, method, *args, instance=self.instance)
+
+    def status(self) -> JobOutcome:
+        return self._ask("status", self.id)
+
+    def logs(self, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        """Lines of the job's logs (one rank's with ``rank``); ``follow``: until the job ends."""
+        return self._ask("logs", self.id, rank, follow)
+
+    def cancel(self) -> JobOutcome:
+        return self._ask("cancel", self.id)
+
+    def wait(self, timeout: float | None = None, poll: float = 1.0,
+             notify: "Notify | None" = None) -> JobOutcome:
+        """Block until the job ends (or ``timeout`` seconds: its outcome so far). A target with a
+        ``wait(job_id, timeout, notify)`` of its own is asked; else its status is polled."""
+        if self.instance is None:
+            object.__setattr__(self, "instance", self._found().type.factory())
+        if hasattr(self.instance, "wait"):
+            return self._ask("wait", self.id, timeout, notify or (lambda _m: None))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen: JobState | None = None
+        while True:
+            outcome = self.status()
+            if outcome.state is not seen and notify is not None:
+                notify(outcome.summary())
+            seen = outcome.state
+            if outcome.done or outcome.state is JobState.UNKNOWN or (deadline is not None and time.monotonic() >= deadline):
+                return outcome
+            time.sleep(poll)

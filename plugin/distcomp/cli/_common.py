@@ -1,0 +1,102 @@
+"""What every command shares: exit codes, flag parsers, how a spec is loaded, how distcomp speaks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SPEC_NAMES = ("component.yaml", "component.yml")
+SPEC_HELP = ("a spec file (any dialect), a folder holding component.yaml, or a registry reference such as "
+             "NAME@1.2.0, NAME@latest, NAME@^1.2 ($DISTCOMP_REGISTRY, else the user's registry)")
+
+
+class _Usage(UsageError):
+    """A usage error the CLI itself finds (an option, a folder with no spec, ...)."""
+
+
+def pairs(values: Sequence[str] | None, flag: str, separator: str = "=", shape: str = "NAME=VALUE") -> dict[str, str]:
+    """``NAME=VALUE`` flags into a dict; a malformed one is a usage error."""
+    out: dict[str, str] = {}
+    for item in values or ():
+        name, sep, value = item.partition(separator)
+        if not sep or not name or (separator != "=" and not value):
+            raise _Usage(f"{flag} {item!r}: expected {shape}")
+        if name in out:
+            raise _Usage(f"{flag} {name} is given twice")
+        out[name] = value
+    return out
+
+
+def load_spec(ref: str) -> "ComponentSpec":
+    """The spec at ``ref`` (a file, a folder holding component.yaml, or a registry reference);
+    every problem is a usage error (exit 2)."""
+    from ..api import load
+
+    return load(ref, warn=deprecated)
+
+
+def launcher_table() -> dict[str, str]:
+    """Every launcher name and alias the installed plugins provide (built-ins included)."""
+    from ..plugins import PluginError, get_plugin_manager
+
+    try:
+        return dict(get_plugin_manager().alias_table())
+    except PluginError as exc:
+        raise _Usage(str(exc)) from None
+
+
+def deprecated(message: str) -> None:
+    """A deprecated registry version named exactly still loads; say so in one line."""
+    print(f"distcomp: warning: {message}", file=sys.stderr)
+
+
+def speaker(command: str) -> Callable[[str], None]:
+    """distcomp's own progress and reports go to stderr (rank output goes to stdout)."""
+    def say(message: str) -> None:
+        print(f"distcomp {command}: {message}", file=sys.stderr, flush=True)
+    return say
+
+
+def rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def number(kind: type, minimum: float, what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum or value != value:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+positive = number(int, 1, "an integer >= 1")
+count = number(int, 0, "an integer >= 0")
+count_float = number(float, 0, "a number of seconds >= 0")
+seconds = number(float, 1e-9, "a number of seconds > 0")
+
+
+def echo(text: str) -> None:
+    """Rank output to the console as soon as its batch is in the logs (see targets.local._output)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): stop echoing, and never fail at exit
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise

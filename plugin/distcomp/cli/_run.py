@@ -1,0 +1,75 @@
+"""``distcomp run``: a component here, with real ranks (``distcomp.run``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ._common import SPEC_HELP, _Usage, count, count_float, echo, pairs, positive, seconds, speaker
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, str]:
+    """``--input`` values, plus the ``--input-if-set`` ones whose value is not empty (a caller
+    that cannot leave a flag out, such as an MLproject command, passes "" for "not given")."""
+    given = pairs(args.input, "--input")
+    for name, value in pairs(args.input_if_set, "--input-if-set").items():
+        if name in given:
+            raise _Usage(f"input {name} is given by both --input and --input-if-set")
+        if value:
+            given[name] = value
+    return given
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..api import run
+    from ._common import load_spec
+
+    if args.no_tracking and (args.system_metrics or args.experiment):
+        raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
+    outcome = run(load_spec(args.spec), inputs=_inputs(args), outputs=pairs(args.output, "--output"),
+                  nodes=args.nodes, nproc_per_node=args.nproc_per_node, run_dir=args.run_dir,
+                  tracking=not args.no_tracking, experiment=args.experiment, timeout=args.timeout,
+                  max_restarts=args.max_restarts, grace=args.grace, system_metrics=args.system_metrics,
+                  console=None if args.quiet else echo, notify=speaker("run"))
+    if args.status_file:
+        _write_status(args.status_file, outcome.to_json())
+    return outcome.exit_code if outcome.exit_code is not None else 1
+
+
+def _write_status(path: str, record: dict[str, object]) -> None:
+    from .._files import write_atomic
+
+    try:
+        write_atomic(Path(path), json.dumps(record, indent=2) + "\n")
+    except OSError as exc:
+        print(f"distcomp: warning: cannot write the status file {path}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("run", help="run a component here, with real ranks started by its launcher",
+                       description="Run SPEC on this machine: every rank a real process with its launcher's "
+                                   "contract; --nodes simulates several nodes. Exit 0 only if every rank succeeded.")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
+    p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
+    p.add_argument("--input-if-set", action="append", metavar="NAME=VALUE",
+                   help="like --input, but an empty VALUE means not given (for an optional input)")
+    p.add_argument("--output", "-o", action="append", metavar="NAME=PATH",
+                   help="where an output goes (default RUN_DIR/outputs/NAME)")
+    p.add_argument("--nodes", type=positive, metavar="N", help="nodes to simulate on this machine (default: the spec's)")
+    p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
+    p.add_argument("--run-dir", metavar="DIR", help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)")
+    p.add_argument("--timeout", type=seconds, metavar="SECONDS", help="stop the job after this long (restarts included)")
+    p.add_argument("--max-restarts", type=count, default=0, metavar="K", help="restart every rank up to K times after a failure")
+    p.add_argument("--grace", type=count_float, default=5.0, metavar="SECONDS",
+                   help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not copy rank output to the console (logs only)")
+    p.add_argument("--no-tracking", action="store_true",
+                   help="no MLflow run (default: one run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    p.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the run (default: the component name)")
+    p.add_argument("--system-metrics", action="store_true",
+                   help="log CPU, memory (and GPU) metrics of every node to the run")
+    p.add_argument("--status-file", metavar="FILE",
+                   help="write the job's outcome (state, exit code, root cause, MLflow run) to FILE as JSON")
+    p.set_defaults(func=cmd_run)

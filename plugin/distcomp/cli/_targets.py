@@ -1,0 +1,330 @@
+"""``distcomp compile|submit --target NAME`` with the target's own flags, ``status|logs|cancel
+JOB`` for what a target submitted, and ``targets``/``launchers`` listings. Each target's flags
+come from its ``TargetOption`` records (``distcomp.target``); nothing here names a target."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, load_spec, number, pairs, positive,
+                      speaker)
+
+if TYPE_CHECKING:
+    from ..outcome import JobOutcome
+    from ..target import TargetOption, TargetType
+
+DEFAULT_SUBMIT = "kubeflow"  # what `distcomp submit` meant before it took --target
+
+
+def chosen_target(argv: Sequence[str]) -> str | None:
+    """The value of ``--target`` in ``argv`` (``--target X`` or ``--target=X``), if any."""
+    for i, arg in enumerate(argv):
+        if arg == "--target" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--target="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _target_types() -> "dict[str, TargetType]":
+    from ..plugins import PluginError, get_plugin_manager
+
+    try:
+        return {name: t.type for name, t in get_plugin_manager().targets().items()}
+    except PluginError as exc:
+        raise _Usage(str(exc)) from None
+
+
+def _add_option(p: argparse.ArgumentParser, option: "TargetOption") -> None:
+    taken = getattr(p, "_option_string_actions", {})  # compile's own -o is --out, not local's --output
+    flags = [option.cli_flag, *([option.short] if option.short and option.short not in taken else [])]
+    default = f" (default {option.default})" if option.default not in (None, False, True, 0) else ""
+    help_text = (option.help or option.name) + ("" if option.help and "default" in option.help else default)
+    kw: dict[str, Any] = {"dest": option.name, "default": None, "help": help_text}
+    if option.metavar and option.kind != "bool":
+        kw["metavar"] = option.metavar
+    if option.kind == "bool":
+        kw["action"] = argparse.BooleanOptionalAction if option.default is True else "store_true"
+    elif option.kind in ("list", "pairs"):
+        kw["action"] = "append"
+    elif option.kind in ("int", "float"):
+        kind = int if option.kind == "int" else float
+        low = option.minimum if option.minimum is not None else float("-inf")
+        what = (f"an integer >= {low:g}" if kind is int else
+                "a number > 0" if low and low < 1e-6 else f"a number >= {low:g}")
+        kw["type"] = number(kind, low, what)
+    p.add_argument(*flags, **kw)
+
+
+def add_target_flags(p: argparse.ArgumentParser, target: "TargetType | None", submitting: bool) -> None:
+    if target is None:
+        return
+    group = p.add_argument_group(f"options of --target {target.name}")
+    for option in target.options:
+        if submitting or not option.submit_only:
+            _add_option(group, option)  # type: ignore[arg-type]
+
+
+def target_values(args: argparse.Namespace, target: "TargetType", submitting: bool) -> dict[str, Any]:
+    """The target options the user gave (a NAME=VALUE flag as a mapping); defaults are the
+    target's, filled in by ``TargetType.bind``."""
+    out: dict[str, Any] = {}
+    for option in target.options:
+        if option.submit_only and not submitting:
+            continue
+        value = getattr(args, option.name, None)
+        if value is None:
+            continue
+        if option.kind == "pairs":
+            shape = "CLAIM:PATH (a PersistentVolumeClaim and its mount path)" if option.separator == ":" \
+                else option.metavar or "NAME=VALUE"
+            value = pairs(value, option.cli_flag, option.separator, shape)
+        out[option.name] = value
+    return out
+
+
+def foreign_flags(extras: Sequence[str], target: str) -> None:
+    """Flags left over after parsing: name the target that takes each one, if any does."""
+    types = _target_types()
+    for arg in extras:
+        flag = arg.partition("=")[0]
+        owners = [t.name for t in types.values() if t.name != target
+                  for o in t.options if flag in (o.cli_flag, o.short)]
+        if owners:
+            raise _Usage(f"{flag} is an option of --target {' and --target '.join(owners)}, not of --target "
+                         f"{target}; `distcomp compile --target {target} --help` lists its options")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from ..api import compile
+
+    say = speaker("compile")
+    target = _target_types()[args.target]
+    spec = load_spec(args.spec)
+    compiled = compile(spec, args.target, nodes=args.nodes, nproc_per_node=args.nproc_per_node,
+                       **target_values(args, target, submitting=False))
+    for note in compiled.notes:
+        if "{out}" not in note:
+            say(f"note: {note}")
+    if not args.out:
+        if compiled.text is None:
+            raise _Usage(f"--target {args.target} writes {'a folder' if compiled.folder else 'a file'}: give -o "
+                         f"{'DIR' if compiled.folder else 'FILE'}")
+        sys.stdout.write(compiled.text)
+        return EXIT_OK
+    out = compiled.write(args.out)
+    say(f"wrote {compiled.kind} to {out}")
+    for note in compiled.notes:
+        if "{out}" in note:
+            say(note.format(out=shlex.quote(str(out))))
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit; then print the job id and return (--detach), or wait for the end (Ctrl-C or
+    SIGTERM cancels the job) and exit as ``distcomp run`` does."""
+    from ..api import submit
+
+    say = speaker("submit")
+    target = _target_types()[args.target]
+    spec = load_spec(args.spec)
+    handle = submit(spec, args.target, nodes=args.nodes, nproc_per_node=args.nproc_per_node, notify=say,
+                    **target_values(args, target, submitting=True))
+    print(handle, flush=True)  # the job id, alone on stdout: what status, logs and cancel take
+    if args.detach:
+        say(f"submitted {handle}; follow it with `distcomp status|logs|cancel {handle}`")
+        if args.status_file:
+            _write_status(args.status_file, handle.status())
+        return EXIT_OK
+    stopped_by: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:  # SIGTERM (a cancelled pipeline step) as Ctrl-C
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        outcome = handle.wait(notify=say)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cancelling short
+        outcome = handle.cancel()
+        say(f"stopped while waiting: {outcome.summary()}")
+        if args.status_file:
+            _write_status(args.status_file, outcome)
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
+    finally:
+        if signal.getsignal(signal.SIGTERM) is stop:
+            signal.signal(signal.SIGTERM, previous)
+    _report(outcome, say)
+    if args.status_file:
+        _write_status(args.status_file, outcome)
+    return outcome.exit_code if outcome.exit_code is not None else EXIT_FAILED
+
+
+def _report(outcome: "JobOutcome", say: Any) -> None:
+    say(outcome.summary())
+    if outcome.root_cause and not outcome.succeeded:
+        say("root cause:\n" + "\n".join("  " + line for line in outcome.root_cause.splitlines()))
+    if outcome.tracking is not None:
+        say(f"MLflow run {outcome.tracking.run_id} ({outcome.tracking.tracking_uri})")
+
+
+def _write_status(path: str, outcome: "JobOutcome") -> None:
+    from .._files import write_atomic
+
+    try:
+        write_atomic(Path(path), json.dumps(outcome.to_json(), indent=2) + "\n")
+    except OSError as exc:
+        raise _Usage(f"cannot write the status file {path}: {exc.strerror or exc}") from None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ..api import job
+
+    outcome = job(args.job).status()
+    if args.json:
+        print(json.dumps(outcome.to_json(), indent=2))
+    else:
+        print(outcome.summary())
+        if outcome.root_cause and not outcome.succeeded:
+            print("\n".join("  " + line for line in outcome.root_cause.splitlines()))
+        for name, path in outcome.outputs.items():
+            print(f"  output {name}: {path}")
+        if outcome.tracking is not None:
+            print(f"  MLflow run {outcome.tracking.run_id} ({outcome.tracking.tracking_uri})")
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from ..api import job
+
+    try:
+        for line in job(args.job).logs(args.rank, args.follow):
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    except KeyboardInterrupt:  # Ctrl-C ends following, not the job
+        return EXIT_OK
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from ..api import job
+
+    outcome = job(args.job).cancel()
+    print(outcome.summary())
+    return EXIT_OK
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from ..plugins import PluginError, get_plugin_manager
+
+    try:
+        targets = get_plugin_manager().targets()
+    except PluginError as exc:
+        raise _Usage(str(exc)) from None
+    if args.json:
+        print(json.dumps([{"name": t.type.name, "provider": t.provider, "description": t.type.description,
+                           "submits": t.type.submits, "job_ids": t.type.job_ids,
+                           "options": [o.cli_flag for o in t.type.options]} for t in targets.values()], indent=2))
+        return EXIT_OK
+    width = max(len(n) for n in targets)
+    for name, t in targets.items():
+        what = f"compile and submit (job ids: {t.type.job_ids})" if t.type.submits else "compile"
+        print(f"{name:<{width}}  provider: {t.provider}; {what}\n{'':<{width}}  {t.type.description}")
+    return EXIT_OK
+
+
+def cmd_launchers(args: argparse.Namespace) -> int:
+    from ..plugins import PluginError, get_plugin_manager
+
+    try:
+        launchers = get_plugin_manager().launchers()
+    except PluginError as exc:
+        raise _Usage(str(exc)) from None
+    if args.json:
+        print(json.dumps([{"name": item.type.name, "aliases": list(item.type.aliases), "provider": item.provider,
+                           "description": item.type.description} for item in launchers.values()], indent=2))
+        return EXIT_OK
+    width = max(len(n) for n in launchers)
+    for name, item in launchers.items():
+        aliases = ", ".join(item.type.aliases) or "-"
+        print(f"{name:<{width}}  provider: {item.provider}; aliases: {aliases}\n{'':<{width}}  {item.type.description}")
+    return EXIT_OK
+
+
+def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv: Sequence[str]) -> None:
+    """The target commands; ``compile``/``submit`` get the flags of the target ``argv`` names."""
+    command = argv[0] if argv else None
+    named = chosen_target(argv) if command in ("compile", "submit") else None
+    types = _target_types() if command in ("compile", "submit") else {}
+    if named is not None and named not in types:
+        from ..plugins import get_plugin_manager
+
+        get_plugin_manager().target(named)  # raises: unknown target, with the known ones
+    names = ", ".join(types) or "see `distcomp targets`"
+    p = sub.add_parser("compile", help="write what a platform runs (a KFP component, a Kubeflow job, an Azure ML "
+                                       "component, an MLflow project, ...), without running anything",
+                       description="Compile SPEC for --target, without running or creating anything. Each target "
+                                   "has its own options: `distcomp compile --target NAME --help` lists them; "
+                                   "`distcomp targets` lists the targets.")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
+    p.add_argument("--target", required=True, metavar="NAME", help=f"what to compile for ({names})")
+    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout (a folder for a target "
+                                                       "that writes one)")
+    p.add_argument("--nodes", type=positive, metavar="N", help="nodes of the job (default: the spec's)")
+    p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
+    if command == "compile":
+        add_target_flags(p, types.get(named or ""), submitting=False)
+    p.set_defaults(func=cmd_compile)
+
+    submitters = ", ".join(n for n, t in types.items() if t.submits) or "see `distcomp targets`"
+    p = sub.add_parser("submit", help="start SPEC on a target (a Kubeflow cluster, this machine in the background, "
+                                      "...), then wait for its end or --detach",
+                       description="Submit SPEC to --target and wait for it to end, reporting the root cause "
+                                   "(exit 0 succeeded, 1 failed, 124 timed out; Ctrl-C or SIGTERM cancels the "
+                                   "job: exit 130, 143), or print its id and return (--detach). The job id is "
+                                   "printed alone on stdout; `distcomp status|logs|cancel JOB` take it.")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
+    p.add_argument("--target", default=DEFAULT_SUBMIT, metavar="NAME",
+                   help=f"where to submit ({submitters}; default {DEFAULT_SUBMIT})")
+    p.add_argument("--nodes", type=positive, metavar="N", help="nodes of the job (default: the spec's)")
+    p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
+    p.add_argument("--detach", action="store_true", help="print the job id and return once it is submitted")
+    p.add_argument("--status-file", metavar="FILE",
+                   help="write the job's outcome as JSON (state, exit code, root cause, outputs, MLflow run)")
+    if command == "submit":
+        add_target_flags(p, types.get(named or DEFAULT_SUBMIT), submitting=True)
+    p.set_defaults(func=cmd_submit)
+
+    job_help = "TARGET:ID as `distcomp submit` printed it, or a local run folder"
+    p = sub.add_parser("status", help="where a submitted job is: its state, root cause, outputs, MLflow run")
+    p.add_argument("job", metavar="JOB", help=job_help)
+    p.add_argument("--json", action="store_true", help="print the JobOutcome as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="print a submitted job's logs")
+    p.add_argument("job", metavar="JOB", help=job_help)
+    p.add_argument("--rank", type=number(int, 0, "a rank >= 0"), metavar="N", help="only rank N's log")
+    p.add_argument("--follow", "-f", action="store_true", help="go on printing until the job ends")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("cancel", help="stop a submitted job (every rank), and end its MLflow run as KILLED")
+    p.add_argument("job", metavar="JOB", help=job_help)
+    p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("targets", help="list the targets, what they do and their providers")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    p.set_defaults(func=cmd_targets)
+
+    p = sub.add_parser("launchers", help="list the launcher types, their aliases and providers")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    p.set_defaults(func=cmd_launchers)
+
+
+__all__ = ["add_parsers", "chosen_target", "foreign_flags"]

@@ -1,0 +1,210 @@
+"""The target contract: what a place that runs a job provides (``distcomp_targets`` hook).
+
+Modelled on TorchX's schedulers: compiling (``submit_dryrun``) is apart from submitting
+(``schedule``), and a submitted job is asked for its status (``describe``), its logs
+(``log_iter``) and to stop (``cancel``) by an id the target understands. Options are declared
+as records (TorchX's ``runopts``) so the CLI builds each target's own flags and the Python API
+checks keyword arguments against the same list.
+
+A target is an object the ``TargetType.factory`` makes. It must have ``compile``; a target
+that runs jobs has ``submit``, ``status``, ``logs`` and ``cancel`` too (``wait`` is optional:
+without it, distcomp polls ``status``)::
+
+    class MyTarget:
+        def compile(self, spec, options) -> Compiled: ...
+        def submit(self, spec, options, notify) -> str: ...          # the job's id
+        def status(self, job_id) -> JobOutcome: ...
+        def logs(self, job_id, rank, follow) -> Iterator[str]: ...   # lines, with their newline
+        def cancel(self, job_id) -> JobOutcome: ...
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, Protocol, cast, runtime_checkable
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .outcome import JobOutcome
+    from .spec import ComponentSpec
+
+__all__ = ["Compiled", "Notify", "OptionKind", "SubmittingTarget", "Target", "TargetOption", "TargetType"]
+
+Notify = Callable[[str], None]
+OptionKind = Literal["str", "int", "float", "bool", "pairs", "list"]
+_OPTION = re.compile(r"^[a-z][a-z0-9_]*\Z")
+_TARGET = re.compile(r"^[a-z][a-z0-9-]*\Z")
+
+
+@dataclass(frozen=True)
+class TargetOption:
+    """One option of a target: a keyword of ``distcomp.compile/submit`` and a CLI flag.
+
+    ``kind``: ``str``, ``int``, ``float``, ``bool`` (a flag), ``list`` (a repeatable flag) or
+    ``pairs`` (a repeatable ``NAME=VALUE`` flag, a mapping in Python; ``separator`` may be
+    another character, e.g. ``:`` for ``CLAIM:PATH``). ``submit_only``: not used to compile.
+    ``minimum``: the smallest number an ``int``/``float`` takes.
+    """
+
+    name: str  # the Python keyword (``output_paths``); the flag is --output-paths unless ``flag`` says
+    kind: OptionKind = "str"
+    default: Any = None
+    help: str = ""
+    required: bool = False
+    submit_only: bool = False
+    flag: str = ""  # e.g. "--output-path"
+    short: str = ""  # e.g. "-i"
+    metavar: str = ""
+    separator: str = "="
+    minimum: float | None = None
+
+    def __post_init__(self) -> None:
+        if not _OPTION.match(self.name):
+            raise UsageError(f"target option {self.name!r}: a name is lowercase letters, digits and _")
+        if self.flag and not self.flag.startswith("--"):
+            raise UsageError(f"target option {self.name!r}: its flag must start with -- (got {self.flag!r})")
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any, target: str) -> Any:
+        """``value`` as this option holds it (a tuple for ``list``, a mapping for ``pairs``),
+        or a UsageError naming the option, the target and what it takes."""
+        if value is None:
+            return None
+        where = f"target {target!r}: option {self.name!r}"
+        kinds: dict[str, type | tuple[type, ...]] = {"str": str, "bool": bool, "int": int, "float": (int, float)}
+        if self.kind in kinds:
+            if isinstance(value, bool) and self.kind != "bool" or not isinstance(value, kinds[self.kind]):
+                raise UsageError(f"{where} takes a {self.kind}, got {type(value).__name__} {value!r}")
+            number = cast(float, value)
+            if self.minimum is not None and self.kind in ("int", "float") and not number >= self.minimum:
+                raise UsageError(f"{where} must be >= {self.minimum:g} (got {value!r})")
+            return float(number) if self.kind == "float" else value
+        if self.kind == "list":
+            items = [value] if isinstance(value, str) else list(value)
+            if not all(isinstance(v, str) for v in items):
+                raise UsageError(f"{where} takes strings")
+            return tuple(items)
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                     for k, v in value.items()):
+            raise UsageError(f"{where} takes a mapping of strings to strings")
+        return MappingProxyType(dict(value))
+
+
+@dataclass(frozen=True)
+class TargetType:
+    """A target: its name (``--target NAME``), what it is, its options and its factory.
+
+    ``submits``: whether its targets can submit (``distcomp submit`` and the job commands take
+    it). ``job_ids``: a short note on the ids it gives, for ``distcomp targets``.
+    """
+
+    name: str
+    factory: Callable[[], "Target"]
+    description: str = ""
+    options: tuple[TargetOption, ...] = ()
+    submits: bool = False
+    job_ids: str = ""
+
+    def __post_init__(self) -> None:
+        if not _TARGET.match(self.name):
+            raise UsageError(f"target {self.name!r}: a name is lowercase letters, digits and -")
+        seen: set[str] = set()
+        for option in self.options:
+            if not isinstance(option, TargetOption):
+                raise UsageError(f"target {self.name!r}: options must be TargetOption records")
+            if option.name in seen or option.name in COMMON:
+                raise UsageError(f"target {self.name!r}: option {option.name!r} is declared twice "
+                                 f"(or is one every target has: {', '.join(COMMON)})")
+            seen.add(option.name)
+        object.__setattr__(self, "options", tuple(self.options))
+
+    def option(self, name: str) -> TargetOption | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def bind(self, given: Mapping[str, Any], submitting: bool) -> dict[str, Any]:
+        """Every option's value (given, else its default), checked; an unknown or missing
+        one is a UsageError that names the target and the options it takes."""
+        known = {o.name for o in self.options if submitting or not o.submit_only}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            names = ", ".join(sorted(known)) or "none"
+            what = "submit" if submitting else "compile"
+            raise UsageError(f"target {self.name!r} does not take {', '.join(map(repr, unknown))} to {what} "
+                             f"(its options: {names})")
+        out: dict[str, Any] = {}
+        for option in self.options:
+            if option.name not in known:
+                continue
+            value = option.check(given.get(option.name), self.name)
+            if value is None:
+                if option.required:
+                    raise UsageError(f"target {self.name!r} needs {option.cli_flag} ({option.help or option.name})")
+                value = option.default
+            out[option.name] = value
+        return out
+
+
+# Options every target takes: applied to the spec before the target sees it, and passed in its
+# options too (None when not given), for a target that bakes them into what it writes.
+COMMON = ("nodes", "nproc_per_node")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What a target compiled, before anything is written: the document (``text``: a manifest,
+    a component file), and how it is written to a path the user gives (``writer``; default:
+    ``text``, whole or not at all). A target whose output is a folder has a ``writer`` and may
+    have no ``text``; one whose output depends on where it goes (relative code paths) writes
+    it for that place."""
+
+    kind: str  # what it is, for messages: "PyTorchJob mnist", "KFP component", "MLflow project"
+    text: str | None = None
+    writer: Callable[[Path], None] | None = None
+    notes: tuple[str, ...] = ()  # what the user should know (shown on stderr)
+    suffixes: tuple[str, ...] = ()  # what a file it is written to must end with (".yaml", ...)
+    folder: bool = False  # it is written as a folder
+    data: Any = None  # the compiled object itself (a manifest mapping, a component), for callers
+
+    def __post_init__(self) -> None:
+        if self.text is None and self.writer is None:
+            raise UsageError(f"{self.kind}: a compiled job has a text or a writer")
+
+    def write(self, path: "str | Path") -> Path:
+        """Write it to ``path`` (whole or not at all); a UsageError says why it cannot be."""
+        out = Path(path)
+        if self.suffixes and out.suffix not in self.suffixes:
+            raise UsageError(f"{self.kind} is written to a file ending in {' or '.join(self.suffixes)} (got {out})")
+        if self.writer is not None:
+            self.writer(out)
+            return out
+        from ._files import write_atomic
+
+        assert self.text is not None
+        try:
+            write_atomic(out, self.text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+        return out
+
+
+@runtime_checkable
+class Target(Protocol):
+    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled: ...
+
+
+@runtime_checkable
+class SubmittingTarget(Target, Protocol):
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str: ...
+
+    def status(self, job_id: str) -> "JobOutcome": ...
+
+    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]: ...
+
+    def cancel(self, job_id: str) -> "JobOutcome": ...

@@ -1,0 +1,131 @@
+"""distcomp's own targets, registered through ``distcomp_targets`` as a plugin's would be.
+
+Only the records live here, so that listing targets or building their flags imports nothing
+heavy; each factory imports its target's module when a target is used.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..hookspec import hookimpl
+from ..target import Target, TargetOption, TargetType
+
+INPUTS = TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
+                      help="an input value (repeatable)")
+IMAGE = TargetOption("image", metavar="IMAGE", help="container image (default: the spec's environment image)")
+
+
+def _local() -> Target:
+    from .local._target import LocalTarget
+
+    return LocalTarget()
+
+
+def _kubeflow() -> Target:
+    from .kubeflow._target import KubeflowTarget
+
+    return KubeflowTarget()
+
+
+def _kfp() -> Target:
+    from .kfp._target import KfpTarget
+
+    return KfpTarget()
+
+
+def _azureml() -> Target:
+    from .azureml._target import AzureMLTarget
+
+    return AzureMLTarget()
+
+
+def _mlflow() -> Target:
+    from .mlflow._target import MlflowTarget
+
+    return MlflowTarget()
+
+
+LOCAL = TargetType(
+    name="local", factory=_local, submits=True, job_ids="the job's run folder",
+    description="real ranks on this machine (--nodes simulates nodes); compile shows each process's "
+                "command, submit starts the job in the background",
+    options=(
+        INPUTS,
+        TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
+                     help="where an output goes (default RUN_DIR/outputs/NAME)"),
+        TargetOption("run_dir", metavar="DIR", submit_only=True,
+                     help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)"),
+        TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
+                     help="stop the job after this long (restarts included)"),
+        TargetOption("max_restarts", "int", default=0, metavar="K", submit_only=True, minimum=0,
+                     help="restart every rank up to K times after a failure"),
+        TargetOption("grace", "float", default=5.0, metavar="SECONDS", submit_only=True, minimum=0,
+                     help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)"),
+        TargetOption("tracking", "bool", default=True, submit_only=True,
+                     help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"),
+        TargetOption("experiment", metavar="NAME", submit_only=True,
+                     help="MLflow experiment of the run (default: the component name)"),
+        TargetOption("system_metrics", "bool", default=False, submit_only=True,
+                     help="log CPU, memory (and GPU) metrics of every node to the run"),
+    ))
+
+KUBEFLOW = TargetType(
+    name="kubeflow", factory=_kubeflow, submits=True, job_ids="NAMESPACE/KIND/NAME",
+    description="a Kubeflow training job: PyTorchJob (torch.distributed, deepspeed), MPIJob v2beta1 (mpi), "
+                "TFJob (tensorflow), or a Trainer v2 TrainJob",
+    options=(
+        TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
+                     help="an input value (repeatable); a port input is a path inside the pod"),
+        TargetOption("output_paths", "pairs", flag="--output-path", metavar="NAME=PATH",
+                     help="where an output goes inside the pod (default /outputs/NAME)"),
+        IMAGE,
+        TargetOption("name", metavar="NAME", help="job name (default: from the component name)"),
+        TargetOption("namespace", metavar="NS", help="Kubernetes namespace (default: the current one)"),
+        TargetOption("env", "pairs", metavar="NAME=VALUE",
+                     help="an env variable for every pod (repeatable), e.g. MLFLOW_TRACKING_URI"),
+        TargetOption("workdir", metavar="DIR", help="the container's working folder (default: the image's)"),
+        TargetOption("volumes", "pairs", flag="--volume", separator=":", metavar="CLAIM:PATH",
+                     help="mount PersistentVolumeClaim CLAIM at PATH in every pod (repeatable): shared storage"),
+        TargetOption("trainer_v2", "bool", default=False, help="a Kubeflow Trainer v2 TrainJob instead"),
+        TargetOption("kubeconfig", metavar="FILE", submit_only=True,
+                     help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),
+        TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
+                     help="delete the job after this long (default 24 h)"),
+        TargetOption("poll", "float", default=10.0, metavar="SECONDS", submit_only=True, minimum=0,
+                     help="status poll interval (10)"),
+        TargetOption("tracking", "bool", default=True, submit_only=True,
+                     help="one MLflow run for the job (needs MLFLOW_TRACKING_URI=http://...)"),
+        TargetOption("experiment", metavar="NAME", submit_only=True,
+                     help="MLflow experiment (default: the component name)"),
+    ))
+
+KFP = TargetType(
+    name="kfp", factory=_kfp,
+    description="a KFP v2 component file whose step starts the ranks of one node (several nodes: it "
+                "submits a Kubeflow job sharing --volume with the step)",
+    options=(
+        IMAGE,
+        TargetOption("volume", metavar="CLAIM:PATH",
+                     help="the PersistentVolumeClaim the step shares with the pods of a multi-node job"),
+    ))
+
+AZUREML = TargetType(
+    name="azureml", factory=_azureml,
+    description="an azure-ai-ml command component (distribution, resources.instance_count), checked by "
+                "azure-ai-ml",
+    options=(
+        TargetOption("environment", metavar="azureml:NAME:VERSION",
+                     help="the registered environment to run in (default: the spec's)"),
+        IMAGE,
+    ))
+
+MLFLOW = TargetType(
+    name="mlflow", factory=_mlflow,
+    description="an MLflow project folder (MLproject, the spec, its code) that `mlflow run DIR -b distcomp` "
+                "runs as a distributed job")
+
+
+@hookimpl
+def distcomp_targets() -> Iterator[TargetType]:
+    yield from (LOCAL, KUBEFLOW, KFP, AZUREML, MLFLOW)

@@ -1,0 +1,258 @@
+"""The kubeflow target on the target contract. A job is ``NAMESPACE/KIND/NAME``; its MLflow run
+(created before the job, so every pod logs into it) is named in the job's annotations, so
+whoever first sees the job end (``wait``, ``status``, ``cancel``) ends the run with it.
+
+The cluster is found as kubectl finds it: in a pod its service account, else the kubeconfig
+(``--kubeconfig`` when submitting, ``$KUBECONFIG`` or ``~/.kube/config`` afterwards).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from ...errors import UsageError
+from ...outcome import JobOutcome, JobState, TrackingRef
+from ...target import Compiled, Notify
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+    from ._submit import JobRef, KubeflowRun
+
+RUN_ID, TRACKING_URI = "distcomp.io/mlflow-run-id", "distcomp.io/mlflow-tracking-uri"
+DEFAULT_TIMEOUT = 24 * 3600.0
+PREFIX = "kubeflow:"
+
+
+def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
+                extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The job manifest ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
+    from ...plugins import get_plugin_manager
+    from ...spec import InputError, bind_inputs
+    from ._compile import compile_job
+
+    outs = dict(options.get("output_paths") or {})
+    unknown = [n for n in outs if n not in spec.outputs]
+    if unknown:
+        raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
+    # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
+    values = bind_inputs(spec, dict(options.get("inputs") or {}), Path("/"))
+    paths = {n: outs.get(n, f"/outputs/{n}") for n in spec.outputs}
+    try:
+        return compile_job(spec, values, paths, pm=get_plugin_manager(), image=options.get("image"),
+                           name=options.get("name"), namespace=options.get("namespace"),
+                           env={**dict(options.get("env") or {}), **(extra_env or {})},
+                           trainer_v2=bool(options.get("trainer_v2")), workdir=options.get("workdir"),
+                           volumes=dict(options.get("volumes") or {}))
+    except UsageError as exc:
+        raise type(exc)(str(exc).replace("\n", "\n  ")) from None
+
+
+def kube_client(kubeconfig: str | None) -> Any:
+    """In a pod, its service account; elsewhere the kubeconfig (``kubeconfig``, $KUBECONFIG)."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+        else:
+            config.load_kube_config(config_file=kubeconfig)
+    except (ConfigException, OSError, TypeError) as exc:
+        raise UsageError(f"no Kubernetes configuration ({exc}); pass --kubeconfig FILE or set KUBECONFIG") from None
+    return client.ApiClient()
+
+
+class KubeflowTarget:
+    def __init__(self) -> None:
+        self._api: Any = None
+        self._options: Mapping[str, Any] = {}
+        self._tracking: Any = None  # the JobRun this instance created, ended by wait/cancel
+
+    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+        import yaml
+
+        manifest = manifest_of(spec, options)
+        return Compiled(kind=f"{manifest['kind']} {manifest['metadata']['name']}",
+                        text=yaml.safe_dump(manifest, sort_keys=False), data=manifest)
+
+    # -- submitting ------------------------------------------------------------------------
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
+        from ...plugins import get_plugin_manager
+        from ._submit import create, job_type_of, ref_of
+
+        self._options = options
+        manifest_of(spec, options)  # every mistake in the options, before a run or a job exists
+        self._api = kube_client(options.get("kubeconfig"))
+        self._tracking = self._start_tracking(spec, options, notify) if options.get("tracking", True) else None
+        manifest = manifest_of(spec, options, self._tracking.env() if self._tracking else None)
+        if self._tracking is not None:
+            notes = manifest["metadata"].setdefault("annotations", {})
+            notes.update({RUN_ID: self._tracking.run.run_id, TRACKING_URI: self._tracking.uri})
+        ref = ref_of(manifest, options.get("namespace") or "default", job_type_of(manifest, get_plugin_manager()))
+        try:
+            create(ref, manifest, self._api, notify)
+        except BaseException as exc:
+            self._end_tracking(None, str(exc), notify)
+            raise
+        return ref.id
+
+    def _start_tracking(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> Any:
+        """The job's MLflow run, when the pods can reach the store: a server, not a local file."""
+        from ...jobs import Job
+        from ...plugins import get_plugin_manager
+        from ...spec import bind_inputs
+        from ...tracking import TrackingError, describe, start_run
+        from ._compile import job_name
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        if not uri.startswith(("http://", "https://")):
+            notify("MLflow tracking is off: the pods need a tracking server (MLFLOW_TRACKING_URI=http://...); "
+                   "--no-tracking silences this")
+            return None
+        name = job_name(options.get("name"), spec)
+        values = bind_inputs(spec, dict(options.get("inputs") or {}), Path("/"))
+        topology = get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec)
+        job = Job(spec, values, {}, Path(tempfile.gettempdir()), name)
+        try:
+            tracking = start_run(job, topology, os.environ, Path.cwd(), options.get("experiment"))
+        except TrackingError as exc:
+            raise UsageError(f"MLflow tracking: {exc}") from None
+        if tracking is not None:
+            notify(describe(tracking))
+        return tracking
+
+    # -- a submitted job -------------------------------------------------------------------
+    def _client(self) -> Any:
+        if self._api is None:
+            self._api = kube_client(None)
+        return self._api
+
+    def _ref(self, job_id: str) -> "JobRef":
+        from ...plugins import get_plugin_manager
+        from ._submit import JobRef
+
+        namespace, kind, name = (job_id[len(PREFIX):] if job_id.startswith(PREFIX) else job_id).split("/", 2) \
+            if job_id.count("/") == 2 else ("", "", "")
+        if not name:
+            raise UsageError(f"{job_id!r} is not a Kubeflow job id: expected NAMESPACE/KIND/NAME")
+        types = [t for t, _p in get_plugin_manager().kubeflow_jobs().values() if t.kind == kind]
+        if not types:
+            raise UsageError(f"no installed plugin knows the Kubeflow kind {kind!r}")
+        t = types[0]
+        group, _, version = t.api_version.partition("/")
+        return JobRef(kind, name, namespace, group, version, t.plural, t.leader_selector(name))
+
+    def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome:
+        from ._submit import watch
+
+        limit = timeout if timeout is not None else self._options.get("timeout") or DEFAULT_TIMEOUT
+        ended = watch(self._ref(job_id), self._client(), limit, float(self._options.get("poll", 10.0)), notify)
+        return self._outcome(ended, notify)
+
+    def status(self, job_id: str) -> JobOutcome:
+        from ._submit import KubeflowRun, leader_log, read, state_of
+
+        ref = self._ref(job_id)
+        obj = read(ref, self._client())
+        if obj is None:
+            return JobOutcome(PREFIX + ref.id, JobState.UNKNOWN, message=f"{ref.kind} {ref.id} is not in the cluster "
+                              "(deleted, or never created)")
+        state, text = state_of(obj)
+        notes = (obj.get("metadata") or {}).get("annotations") or {}
+        if state.terminal:
+            log = leader_log(ref, self._client())
+            return self._outcome(KubeflowRun(ref.kind, ref.name, ref.namespace, state, text, log, 0.0), None, notes)
+        return JobOutcome(PREFIX + ref.id, state, message=text, tracking=_tracking_ref(notes))
+
+    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
+        """The leading pod's log (rank 0 runs in it); ``follow``: until the job has ended."""
+        from ._submit import leader_log, read, state_of
+
+        if rank not in (None, 0):
+            raise UsageError("the kubeflow target reads the leading pod's log (rank 0); another pod's: kubectl logs "
+                             "-l training.kubeflow.org/job-name=NAME")
+        ref = self._ref(job_id)
+        sent = 0
+        while True:
+            obj = read(ref, self._client())
+            done = obj is None or state_of(obj)[0].terminal
+            lines = leader_log(ref, self._client(), None).splitlines(keepends=True)
+            yield from (line if line.endswith("\n") else line + "\n" for line in lines[sent:])
+            sent = len(lines)
+            if not follow or done:
+                return
+            time.sleep(float(self._options.get("poll", 2.0)))
+
+    def cancel(self, job_id: str) -> JobOutcome:
+        from ._submit import KubeflowRun, delete, leader_log, read, state_of
+
+        ref = self._ref(job_id)
+        obj = read(ref, self._client())
+        if obj is None or state_of(obj)[0].terminal:
+            return self.status(job_id)
+        notes = (obj.get("metadata") or {}).get("annotations") or {}
+        log = leader_log(ref, self._client())
+        reason = delete(ref, self._client(), "cancelled")
+        return self._outcome(KubeflowRun(ref.kind, ref.name, ref.namespace, JobState.CANCELLED, reason, log, 0.0),
+                             None, notes)
+
+    # -- the end -----------------------------------------------------------------------------
+    def _outcome(self, ended: "KubeflowRun", notify: Notify | None,
+                 notes: Mapping[str, str] | None = None) -> JobOutcome:
+        cause = ""
+        if ended.state is not JobState.SUCCEEDED:
+            cause = f"{ended.kind} {ended.namespace}/{ended.name} {ended.state.value}: {ended.reason}"
+            if ended.log:
+                tail = "\n".join("  " + line for line in ended.log.splitlines()[-15:])
+                cause += f"\nlast lines of the leading pod's log:\n{tail}"
+        tracking = self._end_tracking(ended, "" if ended.state is JobState.SUCCEEDED else ended.reason, notify, notes)
+        return JobOutcome(f"{PREFIX}{ended.namespace}/{ended.kind}/{ended.name}", ended.state,
+                          ended.state.exit_code(), root_cause=cause, message=ended.reason,
+                          wall_s=ended.wall_s or None, tracking=tracking,
+                          details={"kind": ended.kind, "leader_log": ended.log})
+
+    def _end_tracking(self, ended: "KubeflowRun | None", error: str, notify: Notify | None,
+                      notes: Mapping[str, str] | None = None) -> TrackingRef | None:
+        """End the job's run with the job's state and the leading pod's log, once: by this
+        instance's own JobRun, else (another process submitted it) from the annotations."""
+        say = notify or (lambda _m: None)
+        state = ended.state if ended is not None else JobState.FAILED
+        if self._tracking is not None:
+            run, self._tracking = self._tracking, None
+            with tempfile.TemporaryDirectory(prefix="distcomp-kubeflow-") as tmp:
+                logs = Path(tmp) / "logs"
+                logs.mkdir()
+                (logs / "leader.log").write_text(ended.log if ended else "", encoding="utf-8")
+                status, problems = run.finish(None, logs, error, state)
+            say(f"MLflow run {run.run.run_id}: {status}")
+            for problem in problems:
+                say(f"warning: {problem}")
+            return TrackingRef(run.run.run_id, run.uri, run.run.experiment_id)
+        ref = _tracking_ref(notes or {})
+        if ref is not None and ended is not None:
+            _settle(ref, state, error)
+        return ref
+
+
+def _tracking_ref(notes: Mapping[str, str]) -> TrackingRef | None:
+    run_id = notes.get(RUN_ID)
+    return TrackingRef(run_id, notes.get(TRACKING_URI, "")) if run_id else None
+
+
+def _settle(ref: TrackingRef, state: JobState, error: str) -> None:
+    """End a run nobody ended (the job was submitted with --detach) with the job's state."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(ref.tracking_uri)
+    try:
+        if client.get_run(ref.run_id).info.status == "RUNNING":
+            client.set_tag(ref.run_id, "distcomp.state", state.value)
+            if error:
+                client.set_tag(ref.run_id, "distcomp.message", error[:5000])
+            client.set_terminated(ref.run_id, state.mlflow_status)
+    except Exception:  # the store is down: the job's own state stands, the run stays as it is
+        pass

@@ -1,0 +1,177 @@
+"""One local job from start to end: what ``distcomp.run`` and ``distcomp run`` do.
+
+The spec's job is checked whole (inputs, outputs, run folder), its run folder claimed, its
+MLflow run created before any rank starts, the ranks run and supervised, the run ended with the
+job's state. Problems a user can fix raise UsageError before anything exists; a job that ran
+comes back as a JobOutcome, whatever its end.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from ...errors import JobError, UsageError
+from ...outcome import JobOutcome, JobState, TrackingRef
+
+if TYPE_CHECKING:
+    from ...jobs import Job
+    from ...records import Topology
+    from ...spec import ComponentSpec
+    from ...tracking import JobRun
+    from ...tracking._monitors import Monitors
+    from ._records import RunResult
+
+Say = Callable[[str], None]
+PREFIX = "local:"
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """What a local job is asked to do (``distcomp.run``'s keywords, ``distcomp run``'s flags)."""
+
+    inputs: Mapping[str, str] = field(default_factory=dict)  # as given: text, typed by the spec
+    outputs: Mapping[str, str] = field(default_factory=dict)  # output name -> path
+    run_dir: str | None = None
+    timeout: float | None = None
+    max_restarts: int = 0
+    grace: float = 5.0
+    tracking: bool = True
+    experiment: str | None = None
+    system_metrics: bool = False
+    echo: bool = False  # rank output to ``console`` too (it is always in the logs)
+
+
+def job_id(run_dir: Path) -> str:
+    return PREFIX + str(run_dir)
+
+
+def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str], None] | None = None,
+              say: Say | None = None, cwd: Path | None = None) -> JobOutcome:
+    """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
+    from ...jobs import create_outputs, default_run_dir, make_job
+    from ...plugins import PluginError, get_plugin_manager
+    from ...redact import mask, secret_values
+    from ...spec import RenderError
+    from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
+
+    notify = say or (lambda _m: None)
+    if not request.tracking and (request.system_metrics or request.experiment):
+        raise UsageError("tracking is off; an experiment and system metrics need it on")
+    cwd = cwd or Path.cwd()
+    try:
+        launcher = get_plugin_manager().launcher(spec.distribution.launcher)
+    except PluginError as exc:
+        raise UsageError(str(exc)) from None
+    run_dir = Path(request.run_dir) if request.run_dir else default_run_dir(spec, cwd)
+    try:
+        job = make_job(spec, dict(request.inputs), dict(request.outputs), run_dir, cwd)
+        RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
+    except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
+        raise UsageError(str(exc).replace("\n", "\n  ")) from None
+    try:
+        topology = launcher.type.factory(spec)
+    except Exception as exc:  # a plugin's factory: name it, do not crash
+        raise JobError(f"launcher {launcher.type.name!r} from {launcher.provider} could not lay out the job: "
+                       f"{type(exc).__name__}: {exc}") from None
+    try:  # one job per run folder, held before anything of the job exists (its MLflow run, its logs)
+        held = claim(job.run_dir, job.job_id, request.grace)
+    except RunDirBusy as exc:
+        raise UsageError(str(exc)) from None
+    secrets = secret_values(job.values)
+    with held:  # released at the end; undone if the job never started (a tracking store out of reach)
+        roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
+        notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
+               f"process(es), world size {topology.world_size} ({roles})")
+        tracking = _start_tracking(job, topology, cwd, request.experiment, notify) if request.tracking else None
+        ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
+        record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
+                             "tracking_uri": ref.tracking_uri}} if ref else {}
+        options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
+                             request.echo and console is not None, job.job_id,
+                             env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"}, record=record)
+        notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
+        create_outputs(job)
+        monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
+        try:
+            result = run_topology(spec, topology, job.values, job.outputs, options,
+                                  console=console or (lambda _t: None), notify=notify, claim=held)
+        except (LaunchError, RenderError) as exc:
+            message = mask(str(exc), secrets)
+            notify(f"failed: {message}")
+            _end_tracking(tracking, monitors, None, job.run_dir, notify, message)
+            return JobOutcome(job_id(job.run_dir), JobState.FAILED, 1, message=message, tracking=ref)
+        except BaseException:  # distcomp itself was stopped outside the supervisor: end the run, then go
+            _end_tracking(tracking, monitors, None, job.run_dir, notify, "distcomp was stopped before the job ended",
+                          JobState.CANCELLED)
+            raise
+        _report(result, cwd, notify)
+        _end_tracking(tracking, monitors, result, job.run_dir, notify)
+    return outcome_of(result, ref)
+
+
+def _report(result: "RunResult", cwd: Path, notify: Say) -> None:
+    if result.state is JobState.SUCCEEDED:
+        outs = ", ".join(f"{n}={rel(Path(p), cwd)}" for n, p in result.outputs.items())
+        notify(f"succeeded in {result.wall_s:.1f} s" + (f" after {result.attempts - 1} restart(s)"
+                                                         if result.attempts > 1 else "")
+               + (f"; outputs: {outs}" if outs else ""))
+    elif result.state is JobState.FAILED and result.root_cause is not None:
+        notify(f"job failed: {result.root_cause.describe()}\nthe other processes were stopped; logs in "
+               f"{rel(result.run_dir / 'logs', cwd)}")
+    else:
+        notify(result.message)
+
+
+def outcome_of(result: "RunResult", tracking: TrackingRef | None) -> JobOutcome:
+    """A local run's result in the vocabulary every target shares."""
+    data = result.to_json()
+    return JobOutcome(job_id(result.run_dir), result.state, result.exit_code,
+                      root_cause=result.root_cause.describe() if result.root_cause else "",
+                      message=result.message, outputs=result.outputs, wall_s=result.wall_s,
+                      started=data.get("started"), ended=data.get("ended"), tracking=tracking, details=data)
+
+
+def rel(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str | None,
+                    notify: Say) -> "JobRun | None":
+    """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
+    from ...tracking import TrackingError, describe, start_run
+
+    try:
+        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify)
+    except TrackingError as exc:
+        raise UsageError(f"MLflow tracking: {exc}") from None
+    if tracking is not None:
+        notify(describe(tracking))
+    return tracking
+
+
+def _start_monitors(tracking: "JobRun | None", topology: "Topology", log_dir: Path) -> "Monitors | None":
+    """One MLflow system-metrics monitor per node, named as MLflow's node id (node0, node1, ...)."""
+    if tracking is None:
+        return None
+    from ...tracking._monitors import start_monitors
+
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return start_monitors(tracking.run.run_id, tracking.uri, [f"node{n}" for n in range(topology.nodes)], log_dir)
+
+
+def _end_tracking(tracking: "JobRun | None", monitors: "Monitors | None", result: "RunResult | None",
+                  run_dir: Path, notify: Say, error: str = "", state: JobState = JobState.FAILED) -> None:
+    problems = monitors.stop() if monitors is not None else []
+    if tracking is not None:
+        status, more = tracking.finish(result, run_dir / "logs", error, state)
+        problems += more
+        # the status the store holds: RUNNING when it did not take the job's end (the warnings say why)
+        notify(f"MLflow run {tracking.run.run_id}: " + ("left RUNNING, not ended" if status == "RUNNING" else status))
+    for problem in problems:
+        notify(f"warning: {problem}")

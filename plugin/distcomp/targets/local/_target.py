@@ -1,0 +1,220 @@
+"""The local target on the target contract: compile shows each process's command, submit
+starts ``distcomp run`` in the background, and a job is its run folder (status.json, logs/)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from ...errors import JobError, UsageError
+from ...outcome import JobOutcome, JobState, TrackingRef
+from ...target import Compiled, Notify
+from ._job import PREFIX, job_id
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+
+STARTED_WAIT = 60.0  # seconds a background job gets to write its first status.json
+CANCEL_WAIT = 60.0  # ... and to end after SIGTERM (its grace, then its MLflow run)
+CONSOLE = "console.log"  # a background job's own console: distcomp's progress and the ranks' lines
+
+
+def run_folder(job: str) -> Path:
+    """The run folder a local job id (``local:PATH`` or ``PATH``) names; it must hold status.json."""
+    path = Path(job[len(PREFIX):] if job.startswith(PREFIX) else job).absolute()
+    if not (path / "status.json").is_file():
+        raise UsageError(f"{path}: not a run folder (no status.json in it); give a folder that `distcomp run` "
+                         "or `distcomp submit --target local` made")
+    return path
+
+
+class LocalTarget:
+    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+        """Each process of the job as it will start: its rank, node, argv and the launcher's env.
+        Addresses and ports stay placeholders (``{{port:master}}``): they are picked at start."""
+        import yaml
+
+        from ...plugins import get_plugin_manager
+        from ...records import COMMAND
+        from ...redact import mask, secret_values
+        from ...spec import InputError, RenderError, bind_inputs
+
+        given_out = dict(options.get("outputs") or {})
+        unknown = [n for n in given_out if n not in spec.outputs]
+        try:
+            if unknown:
+                raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
+            values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+            outputs = {n: given_out.get(n, f"RUN_DIR/outputs/{n}") for n in spec.outputs}
+            command = spec.render(values, outputs)
+        except (InputError, RenderError) as exc:
+            raise UsageError(str(exc)) from None
+        topology = get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec)
+        secrets = secret_values(values)
+        processes = []
+        for r in topology.replicas:
+            argv = [a for item in r.argv for a in (command if item == COMMAND else [item])]
+            processes.append({"name": r.name, "role": r.role, "node": r.node, "rank": r.rank,
+                              "argv": [mask(a, secrets) for a in argv], "env": dict(r.env)})
+        plan = {"component": spec.ref, "launcher": topology.launcher, "nodes": topology.nodes,
+                "processes_per_node": topology.processes_per_node, "world_size": topology.world_size,
+                "command": mask(shlex.join(command), secrets), "processes": processes}
+        return Compiled(kind=f"local plan of {spec.ref}", text=yaml.safe_dump(plan, sort_keys=False), data=plan)
+
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
+        """``distcomp run`` in its own session, writing RUN_DIR/console.log; returns once the job
+        is started (its status.json says running) or has failed to start (its console tells why)."""
+        from ...jobs import default_run_dir, make_job
+
+        if spec.source is None:
+            raise UsageError(f"{spec.ref}: a spec that is not in a file cannot run in the background; save it "
+                             "as component.yaml beside its code")
+        cwd = Path.cwd()
+        run_dir = Path(options.get("run_dir") or default_run_dir(spec, cwd))
+        run_dir = run_dir if run_dir.is_absolute() else cwd / run_dir
+        make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), run_dir, cwd)
+        argv = [sys.executable, "-m", "distcomp", "run", str(spec.source), "--run-dir", str(run_dir),
+                "--nodes", str(spec.distribution.nodes), "--max-restarts", str(options.get("max_restarts", 0)),
+                "--grace", str(options.get("grace", 5.0))]
+        if spec.distribution.processes_per_node:
+            argv += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
+        for flag, pairs in (("--input", options.get("inputs")), ("--output", options.get("outputs"))):
+            argv += [a for name, value in (pairs or {}).items() for a in (flag, f"{name}={value}")]
+        if options.get("timeout"):
+            argv += ["--timeout", str(options["timeout"])]
+        if not options.get("tracking", True):
+            argv.append("--no-tracking")
+        if options.get("experiment"):
+            argv += ["--experiment", str(options["experiment"])]
+        if options.get("system_metrics"):
+            argv.append("--system-metrics")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / CONSOLE, "ab") as console:  # appended: a busy folder's own console stays
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                                    start_new_session=True, cwd=cwd)
+        deadline = time.monotonic() + STARTED_WAIT
+        while time.monotonic() < deadline:
+            code = proc.poll()
+            if (_read(run_dir).get("supervisor") or {}).get("pid") == proc.pid:  # this job's record, not an old one
+                break
+            if code is not None:
+                tail = _tail(run_dir / CONSOLE, 15)
+                error = UsageError if code == 2 else JobError
+                raise error(f"the job did not start (distcomp run exited with code {code}):\n{tail}")
+            time.sleep(0.05)
+        notify(f"started {spec.ref} in the background (pid {proc.pid}); its console: {run_dir / CONSOLE}")
+        return str(run_dir)
+
+    def status(self, job: str) -> JobOutcome:
+        run_dir = run_folder(job)
+        data = _read(run_dir)
+        state = JobState.parse(str(data.get("state", "unknown")))
+        message = str(data.get("message") or "")
+        if state is JobState.RUNNING and not _alive(data):
+            state, message = JobState.UNKNOWN, (f"status.json says running, but its `distcomp run` is gone; "
+                                                f"`distcomp reap {run_dir}` closes it")
+        mlflow = data.get("mlflow") or {}
+        tracking = TrackingRef(mlflow["run_id"], str(mlflow.get("tracking_uri", "")),
+                               str(mlflow.get("experiment_id", ""))) if mlflow.get("run_id") else None
+        cause = data.get("root_cause") or {}
+        return JobOutcome(job_id(run_dir), state, data.get("exit_code"),
+                          root_cause=_describe_cause(cause) if cause else "", message=message,
+                          outputs=data.get("outputs") or {}, started=data.get("started_at"),
+                          wall_s=data.get("wall_s") if state.terminal else None, tracking=tracking, details=data)
+
+    def logs(self, job: str, rank: int | None, follow: bool) -> Iterator[str]:
+        """The lines of one rank's log (``rank``), or of every log with its ``[name]`` prefix;
+        ``follow``: go on until the job has ended and its logs are read to the end."""
+        run_dir = run_folder(job)
+        logs = run_dir / "logs"
+        if rank is not None:
+            chosen = [logs / f"rank{rank}.log"]
+            if not chosen[0].exists() and not follow:
+                have = sorted(p.stem for p in logs.glob("*.log")) if logs.is_dir() else []
+                raise UsageError(f"{run_dir}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
+        offsets: dict[Path, int] = {}
+        partial: dict[Path, str] = {}
+        while True:
+            ended = JobState.parse(str(_read(run_dir).get("state", "running"))).terminal or not _alive(_read(run_dir))
+            files = chosen if rank is not None else sorted(logs.glob("*.log")) if logs.is_dir() else []
+            for path in files:
+                for line in _new_lines(path, offsets, partial, final=ended or not follow):
+                    yield line if rank is not None else f"[{path.stem}] {line}"
+            if not follow or ended:
+                return
+            time.sleep(0.2)
+
+    def cancel(self, job: str) -> JobOutcome:
+        """SIGTERM to the job's ``distcomp run``, which stops every rank and ends its MLflow run;
+        an ended job is left as it is."""
+        run_dir = run_folder(job)
+        data = _read(run_dir)
+        if data.get("state") != "running" or not _alive(data):
+            return self.status(job)
+        pid = int(data["supervisor"]["pid"])
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return self.status(job)
+        deadline = time.monotonic() + CANCEL_WAIT
+        while time.monotonic() < deadline and _read(run_dir).get("state") == "running" and _alive(_read(run_dir)):
+            time.sleep(0.1)
+        return self.status(job)
+
+
+def _read(run_dir: Path) -> dict[str, Any]:
+    from ._status import NAME, read
+
+    return read(run_dir / NAME) or {}
+
+
+def _alive(data: Mapping[str, Any]) -> bool:
+    """Whether the job's ``distcomp run`` still runs (the pid, with the start time it had)."""
+    from ._reap import supervisor_alive
+
+    sup = data.get("supervisor")
+    return isinstance(sup, dict) and supervisor_alive(sup)
+
+
+def _describe_cause(cause: Mapping[str, Any]) -> str:
+    from ._records import describe_exit
+
+    lines = [f"{cause.get('name')} ({cause.get('role')}, node {cause.get('node')}) "
+             f"{describe_exit(int(cause.get('returncode') or 0))}"]
+    if cause.get("detail"):
+        lines.append(f"  {cause['detail']}")
+    lines += [f"    {line}" for line in cause.get("tail") or ()]
+    return "\n".join(lines)
+
+
+def _new_lines(path: Path, offsets: dict[Path, int], partial: dict[Path, str], final: bool) -> list[str]:
+    """Whole lines added to ``path`` since the last call (the last unfinished one when ``final``)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offsets.get(path, 0))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    offsets[path] = offsets.get(path, 0) + len(data)
+    text = partial.pop(path, "") + data.decode("utf-8", "replace")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        if final:
+            lines[-1] += "\n"
+        else:
+            partial[path] = lines.pop()
+    return lines
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
+    except OSError:
+        return "  (no console output)"
+    return "\n".join("  " + line for line in lines) or "  (no console output)"
