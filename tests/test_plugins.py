@@ -697,7 +697,7 @@ def example_module(hook: str) -> types.ModuleType:
 
 def test_the_contract_has_the_launchers_and_the_target_hooks() -> None:
     assert hook_names() == ["distcomp_azureml_distributions", "distcomp_kubeflow_jobs", "distcomp_launchers",
-                            "distcomp_registry_stores"]
+                            "distcomp_registry_stores", "distcomp_targets"]
     assert set(hook_names()) == {h for h in dir(PluginManager().hook) if h.startswith("distcomp_")}
 
 
@@ -926,7 +926,7 @@ def test_an_unknown_hook_far_from_any_lists_the_known_ones(pm: PluginManager) ->
     pm.check_hooks()
     assert len(pm.failures) == 1
     assert pm.failures[0].error.startswith("PluginError: unknown hook 'zzz_something' (known hooks: "
-                                           "distcomp_launchers, distcomp_kubeflow_jobs")
+                                           "distcomp_launchers, distcomp_targets, distcomp_kubeflow_jobs")
 
 
 def test_cli_reports_a_misspelled_hook_and_goes_on(tmp_path: Path, site: Path, work: Path) -> None:

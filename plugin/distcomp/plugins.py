@@ -192,15 +192,13 @@ class PluginManager(pluggy.PluginManager):
     def _records(self, hook: str, kind: type[R]) -> Iterable[tuple[R, str]]:
         """Every record a hook yields, with its provider; a plugin whose hook raises or yields
         something else is reported and skipped whole (never half its records). Each plugin is
-        called through pluggy (its hook caller, with tracing and wrappers), one at a time, so
-        that one plugin's error does not take the others' records with it."""
-        impls = getattr(self.hook, hook).get_hookimpls()
-        plugins = [impl.plugin for impl in impls]
-        for impl in impls:
+        called through pluggy's hook executor, one at a time, so
+        that one plugin's error does not take the others' records with it (a plugin object need
+        not be hashable, which rules out ``subset_hook_caller``)."""
+        for impl in getattr(self.hook, hook).get_hookimpls():
             provider = self._providers.get(id(impl.plugin), impl.plugin_name)
-            caller = self.subset_hook_caller(hook, remove_plugins=[p for p in plugins if p is not impl.plugin])
-            try:
-                results: list[Any] = caller()  # a plugin may return anything: checked below
+            try:  # pluggy's own executor (its tracing and monitoring), on this plugin's implementation
+                results: list[Any] = self._hookexec(hook, [impl], {}, False)  # type: ignore[assignment]
                 items = [x for returned in results for x in (returned or ())]
                 bad = [x for x in items if not isinstance(x, kind)]
                 if bad:

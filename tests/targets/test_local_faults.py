@@ -159,7 +159,7 @@ def test_signal_to_distcomp_stops_every_rank(tmp_path: Path, sig: signal.Signals
     assert "Traceback" not in run.stderr
     status = run.status
     assert (status["state"], status["exit_code"], status["signal"], status["message"]) == \
-        ("interrupted", code, int(sig), message)
+        ("cancelled", code, int(sig), message)
     for r in (0, 1):
         assert "slept 60 s" not in run.log(f"rank{r}")
     assert_no_survivors(state_dir, 2)
@@ -182,7 +182,7 @@ def test_second_sigint_skips_the_grace_period(tmp_path: Path) -> None:
     assert time.monotonic() - second < 8, run.explain()
     for r in (0, 1):
         assert f"rank {r} got SIGTERM and ignores it" in run.log(f"rank{r}")
-    assert run.status["state"] == "interrupted"
+    assert run.status["state"] == "cancelled"
     assert_no_survivors(state_dir, 2)
 
 

@@ -132,7 +132,7 @@ def test_reap_closes_a_job_whose_supervisor_and_watchdog_died(sqlite_uri: str, t
     live.send_signal(signal.SIGINT)
     ended = finish(live, live_dir, live_state, time.monotonic())
     assert ended.returncode == 130, ended.explain()
-    assert status(live_dir)["state"] == "interrupted"
+    assert status(live_dir)["state"] == "cancelled"
     assert mlflow_run(sqlite_uri, status(live_dir)["mlflow"]["run_id"]).info.status == "KILLED"
     assert survivors(rank_pids(live_state)) == []
 

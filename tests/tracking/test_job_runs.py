@@ -75,7 +75,7 @@ def test_ctrl_c_marks_the_run_killed(store: str, tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     run = only_run(store, experiment)
-    assert run.info.status == "KILLED" and run.data.tags["distcomp.state"] == "interrupted"
+    assert run.info.status == "KILLED" and run.data.tags["distcomp.state"] == "cancelled"
     assert len(MlflowClient(store).get_metric_history(run.info.run_id, "loss")) == 5
     assert {f"logs/rank{r}.log" for r in range(4)} <= artifacts(store, run.info.run_id)
 

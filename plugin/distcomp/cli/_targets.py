@@ -97,8 +97,9 @@ def foreign_flags(extras: Sequence[str], target: str) -> None:
         owners = [t.name for t in types.values() if t.name != target
                   for o in t.options if flag in (o.cli_flag, o.short)]
         if owners:
-            raise _Usage(f"{flag} is an option of --target {' and --target '.join(owners)}, not of --target "
-                         f"{target}; `distcomp compile --target {target} --help` lists its options")
+            raise _Usage(f"{flag} does not apply to --target {target}: it is an option of --target "
+                         f"{' and --target '.join(owners)}; `distcomp compile --target {target} --help` lists "
+                         "the options it takes")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

@@ -345,7 +345,7 @@ def test_cli_compile_writes_a_component_azure_loads(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--input", "epochs=3"], "--input does not apply to --target azureml"),
+    (["--input", "epochs=3"], "--input does not apply to --target azureml: it is an option of --target local and --target kubeflow"),
     (["--trainer-v2"], "--trainer-v2 does not apply to --target azureml"),
     (["--environment", "azureml:e:1", "--image", "x"], "give --environment or --image, not both"),
 ])
@@ -380,7 +380,7 @@ def test_cli_without_environment_says_what_to_give(tmp_path: Path) -> None:
 def test_environment_flag_is_only_for_azureml(tmp_path: Path) -> None:
     proc = distcomp("compile", "--target", "kubeflow", str(REPO / "examples/pytorch-ddp"), "--environment",
                     "azureml:e:1", cwd=tmp_path)
-    assert proc.returncode == 2 and "--environment is for --target azureml" in proc.stderr
+    assert proc.returncode == 2 and "--environment does not apply to --target kubeflow: it is an option of --target azureml" in proc.stderr
 
 
 def test_readme_pipeline_example_validates(monkeypatch: pytest.MonkeyPatch) -> None:

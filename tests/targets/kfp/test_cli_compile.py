@@ -40,7 +40,7 @@ def test_several_nodes_or_kubeflow_flags_are_refused_cleanly(tmp_path: Path) -> 
         assert not out.exists()
     proc = compile_kfp("-o", str(tmp_path / "component.txt"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "give -o a FILE ending in .yaml (got " in proc.stderr and not (tmp_path / "component.txt").exists()
+    assert "KFP component is written to a file ending in .yaml or .yml (got " in proc.stderr and not (tmp_path / "component.txt").exists()
 
 
 def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> None:

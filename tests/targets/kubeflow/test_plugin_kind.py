@@ -98,7 +98,7 @@ def test_an_inline_plugin_kind_is_submitted_through_the_api() -> None:
     assert job_type_of(manifest, pm).plural == "solojobs"
     with FakeApi([[condition("Complete", "SoloDone")]], job=SOLO, name="solo", leader=LEADER) as api:
         outcome = submit_and_wait(manifest, api.client(), "ml", poll=0, sleep=lambda s: None, pm=pm)
-    assert (outcome.kind, outcome.state) == ("SoloJob", "Succeeded")
+    assert (outcome.kind, outcome.state) == ("SoloJob", "succeeded")
     assert outcome.log.endswith("boom\n")  # the leader's log, found by the record's selector
     assert [p for m, p, _ in api.requests if m == "POST"] == [SOLO]
 
