@@ -91,10 +91,12 @@ class TargetOption:
             if not all(isinstance(v, str) for v in items):
                 raise UsageError(f"{where} takes strings")
             return tuple(items)
-        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, (str, int, float))
                                                      for k, v in value.items()):
-            raise UsageError(f"{where} takes a mapping of strings to strings")
-        return MappingProxyType(dict(value))
+            raise UsageError(f"{where} takes a mapping of names to values (text, numbers or booleans)")
+        # a value as the command line gives it: True -> "true", as YAML writes it
+        return MappingProxyType({k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+                                 for k, v in value.items()})
 
 
 @dataclass(frozen=True)
