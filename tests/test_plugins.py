@@ -29,6 +29,8 @@ from distcomp.spec import (BUILTIN_LAUNCHERS, ComponentSpec, SpecError, builtin_
                            json_schema, load, loads)
 from distcomp.targets.local import prepare
 
+from ._dists import install
+
 BUILTINS = ("torch.distributed", "mpi", "tensorflow.distributed", "deepspeed")
 KNOWN = "deepspeed, mpi, tensorflow.distributed, torch.distributed"
 FAKE_MODULES = ("fakelauncher", "brokenlauncher", "dupelauncher", "factorylauncher", "typolauncher")
@@ -401,18 +403,6 @@ def topology(spec):
 def distcomp_launchers():
     yield LauncherType(name="fake", aliases=("fk",), factory=topology, description="a fake launcher")
 '''
-
-
-def install(site: Path, dist: str, module: str, source: str, entry_points: str, version: str = "0.1") -> None:
-    """A real installed distribution, as pip leaves it: the package and its .dist-info."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / module).mkdir()
-    (site / module / "__init__.py").write_text(source, encoding="utf-8")
-    info = site / f"{dist}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
-    (info / "top_level.txt").write_text(f"{module}\n", encoding="utf-8")
 
 
 def install_fake(site: Path) -> None:

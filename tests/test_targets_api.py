@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ._dists import install as install_dist
+
 ROOT = Path(__file__).resolve().parents[1]
 DDP = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
 TIMEOUT = 120
@@ -126,13 +128,7 @@ def distcomp_targets():
 
 
 def install(site: Path) -> None:
-    """A real installed distribution, as pip leaves it: the module and its .dist-info."""
-    (site / "shelljob_plugin").mkdir(parents=True)
-    (site / "shelljob_plugin" / "__init__.py").write_text(PLUGIN, encoding="utf-8")
-    info = site / "shelljob_dist-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shelljob-dist\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[distcomp]\nshelljob = shelljob_plugin\n", encoding="utf-8")
+    install_dist(site, "shelljob-dist", "shelljob_plugin", PLUGIN, "[distcomp]\nshelljob = shelljob_plugin\n", "1.0")
 
 
 def spec_file(folder: Path, name: str, code: str) -> Path:

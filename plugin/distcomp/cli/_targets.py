@@ -10,7 +10,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, load_spec, number, pairs, positive,
                       speaker)
@@ -223,39 +223,34 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from ..plugins import PluginError, get_plugin_manager
-
-    try:
-        targets = get_plugin_manager().targets()
-    except PluginError as exc:
-        raise _Usage(str(exc)) from None
-    if args.json:
-        print(json.dumps([{"name": t.type.name, "provider": t.provider, "description": t.type.description,
-                           "submits": t.type.submits, "job_ids": t.type.job_ids,
-                           "options": [o.cli_flag for o in t.type.options]} for t in targets.values()], indent=2))
-        return EXIT_OK
-    width = max(len(n) for n in targets)
-    for name, t in targets.items():
-        what = f"compile and submit (job ids: {t.type.job_ids})" if t.type.submits else "compile"
-        print(f"{name:<{width}}  provider: {t.provider}; {what}\n{'':<{width}}  {t.type.description}")
-    return EXIT_OK
+    return _list_plugins(args.json, "targets", lambda t: {
+        "description": t.type.description, "submits": t.type.submits, "job_ids": t.type.job_ids,
+        "options": [o.cli_flag for o in t.type.options],
+        "line": f"compile and submit (job ids: {t.type.job_ids})" if t.type.submits else "compile"})
 
 
 def cmd_launchers(args: argparse.Namespace) -> int:
+    return _list_plugins(args.json, "launchers", lambda item: {
+        "aliases": list(item.type.aliases), "description": item.type.description,
+        "line": f"aliases: {', '.join(item.type.aliases) or '-'}"})
+
+
+def _list_plugins(as_json: bool, what: str, facts: Callable[[Any], dict[str, Any]]) -> int:
+    """``distcomp targets|launchers``: each installed record with its provider, as text or JSON
+    (``facts``: a record's JSON fields, and ``line``, what the text says after its provider)."""
     from ..plugins import PluginError, get_plugin_manager
 
     try:
-        launchers = get_plugin_manager().launchers()
+        records = getattr(get_plugin_manager(), what)()
     except PluginError as exc:
         raise _Usage(str(exc)) from None
-    if args.json:
-        print(json.dumps([{"name": item.type.name, "aliases": list(item.type.aliases), "provider": item.provider,
-                           "description": item.type.description} for item in launchers.values()], indent=2))
+    if as_json:
+        rows = [{"name": name, "provider": r.provider, **facts(r)} for name, r in records.items()]
+        print(json.dumps([{k: v for k, v in row.items() if k != "line"} for row in rows], indent=2))
         return EXIT_OK
-    width = max(len(n) for n in launchers)
-    for name, item in launchers.items():
-        aliases = ", ".join(item.type.aliases) or "-"
-        print(f"{name:<{width}}  provider: {item.provider}; aliases: {aliases}\n{'':<{width}}  {item.type.description}")
+    width = max(len(n) for n in records)
+    for name, r in records.items():
+        print(f"{name:<{width}}  provider: {r.provider}; {facts(r)['line']}\n{'':<{width}}  {r.type.description}")
     return EXIT_OK
 
 

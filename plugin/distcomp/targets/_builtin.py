@@ -6,6 +6,7 @@ heavy; each factory imports its target's module when a target is used.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 from ..hookspec import hookimpl
@@ -14,6 +15,13 @@ from ..target import Target, TargetOption, TargetType
 INPUTS = TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
                       help="an input value (repeatable)")
 IMAGE = TargetOption("image", metavar="IMAGE", help="container image (default: the spec's environment image)")
+# what every submitting target takes, each saying what it means there
+TIMEOUT = TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
+                       help="stop the job after this long (restarts included)")
+TRACKING = TargetOption("tracking", "bool", default=True, submit_only=True,
+                        help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+EXPERIMENT = TargetOption("experiment", metavar="NAME", submit_only=True,
+                          help="MLflow experiment of the run (default: the component name)")
 
 
 def _local() -> Target:
@@ -56,16 +64,13 @@ LOCAL = TargetType(
                      help="where an output goes (default RUN_DIR/outputs/NAME)"),
         TargetOption("run_dir", metavar="DIR", submit_only=True,
                      help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)"),
-        TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
-                     help="stop the job after this long (restarts included)"),
+        TIMEOUT,
         TargetOption("max_restarts", "int", default=0, metavar="K", submit_only=True, minimum=0,
                      help="restart every rank up to K times after a failure"),
         TargetOption("grace", "float", default=5.0, metavar="SECONDS", submit_only=True, minimum=0,
                      help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)"),
-        TargetOption("tracking", "bool", default=True, submit_only=True,
-                     help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db"),
-        TargetOption("experiment", metavar="NAME", submit_only=True,
-                     help="MLflow experiment of the run (default: the component name)"),
+        TRACKING,
+        EXPERIMENT,
         TargetOption("system_metrics", "bool", default=False, submit_only=True,
                      help="log CPU, memory (and GPU) metrics of every node to the run"),
     ))
@@ -75,8 +80,7 @@ KUBEFLOW = TargetType(
     description="a Kubeflow training job: PyTorchJob (torch.distributed, deepspeed), MPIJob v2beta1 (mpi), "
                 "TFJob (tensorflow), or a Trainer v2 TrainJob",
     options=(
-        TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
-                     help="an input value (repeatable); a port input is a path inside the pod"),
+        replace(INPUTS, help="an input value (repeatable); a port input is a path inside the pod"),
         TargetOption("output_paths", "pairs", flag="--output-path", metavar="NAME=PATH",
                      help="where an output goes inside the pod (default /outputs/NAME)"),
         IMAGE,
@@ -90,14 +94,11 @@ KUBEFLOW = TargetType(
         TargetOption("trainer_v2", "bool", default=False, help="a Kubeflow Trainer v2 TrainJob instead"),
         TargetOption("kubeconfig", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),
-        TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
-                     help="delete the job after this long (default 24 h)"),
+        replace(TIMEOUT, help="delete the job after this long (default 24 h)"),
         TargetOption("poll", "float", default=10.0, metavar="SECONDS", submit_only=True, minimum=0,
                      help="status poll interval (10)"),
-        TargetOption("tracking", "bool", default=True, submit_only=True,
-                     help="one MLflow run for the job (needs MLFLOW_TRACKING_URI=http://...)"),
-        TargetOption("experiment", metavar="NAME", submit_only=True,
-                     help="MLflow experiment (default: the component name)"),
+        replace(TRACKING, help="one MLflow run for the job (needs MLFLOW_TRACKING_URI=http://...)"),
+        EXPERIMENT,
     ))
 
 KFP = TargetType(

@@ -16,6 +16,7 @@ from distcomp.plugins import PluginManager, get_plugin_manager
 from distcomp.spec import loads
 from distcomp.targets.kubeflow import compile_job, job_type_of, submit_and_wait
 
+from ..._dists import install as install_dist
 from .test_submit import FakeApi, condition, kubeconfig
 
 SOLO = "/apis/example.org/v1/namespaces/ml/solojobs"
@@ -52,13 +53,7 @@ SPEC = "name: solo\ntype: DistributedComponent\nlauncher:\n  type: solo\n  proce
 
 
 def install(site: Path) -> None:
-    """A real installed distribution, as pip leaves it: the module and its .dist-info."""
-    (site / "solokind").mkdir(parents=True)
-    (site / "solokind" / "__init__.py").write_text(PLUGIN, encoding="utf-8")
-    info = site / "solokind-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: solokind\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[distcomp]\nsolo = solokind\n", encoding="utf-8")
+    install_dist(site, "solokind", "solokind", PLUGIN, "[distcomp]\nsolo = solokind\n", "1.0")
 
 
 def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path: Path) -> None:
