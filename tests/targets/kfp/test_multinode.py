@@ -155,7 +155,9 @@ def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp
     assert [(r["pod"], r["node_rank"]) for r in records] == [
         (f"{name}-master-0", "0"), (f"{name}-master-0", "0"), (f"{name}-worker-0", "1"), (f"{name}-worker-0", "1")]
     assert re.fullmatch(r"kfp-allreduce-[0-9a-f]{6}", name) and out.metadata["distcomp.job"] == name
-    assert "Succeeded" in out.metadata["distcomp.outcome"]
+    # the step learnt the outcome from `submit --status-file`'s JSON record: id, state, condition
+    assert re.fullmatch(rf"kubeflow:[a-z0-9-]+/PyTorchJob/{name} succeeded Succeeded: .*",
+                        out.metadata["distcomp.outcome"])
     pod = cluster.manifests[name]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert pod["volumes"] == [{"name": "distcomp-pvc-0", "persistentVolumeClaim": {"claimName": CLAIM}}]
     container = pod["containers"][0]
@@ -179,6 +181,7 @@ def test_a_failed_pod_fails_the_step_with_the_reason(cluster: FakeCluster, tmp_p
     assert cluster.finished[name].codes[f"{name}-worker-0"] not in (0, None)
     assert f"is failed because pod {name}-worker-0 exited with code" in text
     assert "distcomp submit exited with code 1" in text
+    assert re.search(rf"kubeflow:[a-z0-9-]+/PyTorchJob/{name} failed Failed: ", text)  # from the JSON record
     assert (mount / "distcomp" / name / "component.yaml").exists()  # kept, with what the pods wrote
 
 

@@ -43,6 +43,7 @@ class FakeApi:
                  name: str = "ddp", leader: str = "replica-type=master") -> None:
         self.statuses, self.create_status = statuses, create_status
         self.requests: list[tuple[str, str, Any]] = []
+        self.created: dict[str, Any] = MANIFEST  # what GET answers with: the last object created
         api = self
 
         class Handler(JsonHandler):
@@ -59,14 +60,15 @@ class FakeApi:
                                                    "message": "spec.pytorchReplicaSpecs: Required value",
                                                    "code": api.create_status})
                     return
-                self._send(201, {**body, "metadata": {**body["metadata"], "uid": "1234"}})
+                api.created = {**body, "metadata": {**body["metadata"], "uid": "1234"}}
+                self._send(201, api.created)
 
             def do_GET(self) -> None:
                 self._record()
                 path = urlsplit(self.path)
                 if path.path == f"{job}/{name}":
                     conditions = api.statuses.pop(0) if len(api.statuses) > 1 else api.statuses[0]
-                    self._send(200, {**MANIFEST, "status": {"conditions": conditions}})
+                    self._send(200, {**api.created, "status": {"conditions": conditions}})
                 elif path.path == "/api/v1/namespaces/ml/pods":
                     selector = parse_qs(path.query)["labelSelector"][0]
                     pods = [{"metadata": {"name": "ddp-master-0", "namespace": "ml"}}] \
@@ -234,3 +236,104 @@ def test_sigterm_while_waiting_deletes_the_job(tmp_path: Path) -> None:
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert [r[1] for r in api.requests if r[0] == "DELETE"] == [f"{JOB}/ddp?propagationPolicy=Foreground"]
     assert "cancelled" in err and "the job was deleted" in err and "Traceback" not in err
+
+
+# -- a detached job: `distcomp status|logs|cancel` on its id, in other processes ----------------
+
+JOB_ID = "kubeflow:ml/PyTorchJob/ddp"
+
+
+def distcomp(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "distcomp", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def job_env(tmp_path: Path, api: FakeApi, uri: str) -> dict[str, str]:
+    """The environment of a later shell: the cluster from $KUBECONFIG, the store from the job."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
+    return {**env, "KUBECONFIG": str(kubeconfig(tmp_path, api)), "MLFLOW_TRACKING_URI": uri,
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+def detach(tmp_path: Path, api: FakeApi, env: dict[str, str]) -> str:
+    proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
+                    "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--detach",
+                    "--experiment", f"detached-{tmp_path.name}", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def the_run(uri: str, tmp_path: Path) -> Any:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name(f"detached-{tmp_path.name}").experiment_id])
+    return run
+
+
+def test_detached_job_status_logs_and_cancel(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
+    with FakeApi([[condition("Running", "PyTorchJobRunning", "PyTorchJob ddp is running.")]]) as api:
+        env = job_env(tmp_path, api, mlflow_server)
+        assert detach(tmp_path, api, env) == JOB_ID
+        run_id = api.created["metadata"]["annotations"]["distcomp.io/mlflow-run-id"]
+        assert the_run(mlflow_server, tmp_path).info.run_id == run_id
+        assert the_run(mlflow_server, tmp_path).info.status == "RUNNING"  # --detach leaves it to whoever sees the end
+
+        status = distcomp("status", JOB_ID, "--json", env=env)
+        assert status.returncode == 0, status.stderr
+        record = json.loads(status.stdout)
+        assert record["state"] == "running" and "is running" in record["message"]
+        assert record["tracking"]["run_id"] == run_id
+
+        logs = distcomp("logs", JOB_ID, env=env)
+        assert logs.returncode == 0 and logs.stdout == "[rank0]: epoch 1 loss 0.07\n[rank0]: boom\n"
+        (pods,) = [r[1] for r in api.requests if r[1].startswith("/api/v1/namespaces/ml/pods?")][-1:]
+        assert "replica-type%3Dmaster" in pods or "replica-type=master" in pods  # the leading pod, rank 0
+        other = distcomp("logs", JOB_ID, "--rank", "1", env=env)
+        assert other.returncode == 2 and "leading pod's log" in other.stderr and "Traceback" not in other.stderr
+
+        cancel = distcomp("cancel", JOB_ID, env=env)
+        assert cancel.returncode == 0, cancel.stderr
+        assert "cancelled" in cancel.stdout
+    assert [r[1] for r in api.requests if r[0] == "DELETE"] == [f"{JOB}/ddp?propagationPolicy=Foreground"]
+    run = the_run(mlflow_server, tmp_path)
+    assert run.info.status == "KILLED" and run.data.tags["distcomp.state"] == "cancelled"
+
+
+def test_status_of_an_ended_detached_job_ends_its_run(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
+    why = "PyTorchJob ml/ddp is failed because 1 Worker replica(s) failed."
+    with FakeApi([[condition("Failed", "PyTorchJobFailed", why)]]) as api:
+        env = job_env(tmp_path, api, mlflow_server)
+        job_id = detach(tmp_path, api, env)
+        status = distcomp("status", job_id, env=env)
+    assert status.returncode == 0 and "failed" in status.stdout and why in status.stdout
+    assert "[rank0]: boom" in status.stdout  # the root cause carries the leading pod's last lines
+    run = the_run(mlflow_server, tmp_path)
+    assert run.info.status == "FAILED" and why in run.data.tags["distcomp.message"]
+
+
+def test_a_store_that_is_gone_leaves_the_run_and_says_so(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
+    """The job's state stands when its MLflow run cannot be ended; the user is told which run
+    was left and how to end it (not silence)."""
+    with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
+        env = job_env(tmp_path, api, mlflow_server)
+        detach(tmp_path, api, env)
+        run_id = api.created["metadata"]["annotations"]["distcomp.io/mlflow-run-id"]
+        api.created["metadata"]["annotations"]["distcomp.io/mlflow-tracking-uri"] = "http://127.0.0.1:9"
+        status = distcomp("status", JOB_ID, env=env)
+    assert status.returncode == 0 and "succeeded" in status.stdout, status.stderr
+    assert f"warning: MLflow run {run_id} at http://127.0.0.1:9 is left as it was" in status.stderr
+    assert "Traceback" not in status.stderr
+    assert the_run(mlflow_server, tmp_path).info.status == "RUNNING"
+
+
+def test_unknown_and_malformed_kubeflow_job_ids(tmp_path: Path) -> None:
+    with FakeApi([[]]) as api:
+        env = job_env(tmp_path, api, "http://127.0.0.1:9")
+        gone = distcomp("status", "kubeflow:ml/PyTorchJob/other", env=env)
+        bad = distcomp("status", "kubeflow:ddp", env=env)
+        kind = distcomp("cancel", "kubeflow:ml/NoSuchJob/ddp", env=env)
+    assert gone.returncode == 0 and "unknown" in gone.stdout and "not in the cluster" in gone.stdout
+    assert bad.returncode == 2 and "expected NAMESPACE/KIND/NAME" in bad.stderr
+    assert kind.returncode == 2 and "Kubeflow kind 'NoSuchJob'" in kind.stderr
+    assert not [r for r in api.requests if r[0] == "DELETE"]

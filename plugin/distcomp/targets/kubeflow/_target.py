@@ -9,6 +9,7 @@ The cluster is found as kubectl finds it: in a pod its service account, else the
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -234,7 +235,9 @@ class KubeflowTarget:
             return TrackingRef(run.run.run_id, run.uri, run.run.experiment_id)
         ref = _tracking_ref(notes or {})
         if ref is not None and ended is not None:
-            _settle(ref, state, error)
+            problem = _settle(ref, state, error)
+            if problem:
+                (say if notify is not None else _stderr)(f"warning: {problem}")
         return ref
 
 
@@ -243,8 +246,9 @@ def _tracking_ref(notes: Mapping[str, str]) -> TrackingRef | None:
     return TrackingRef(run_id, notes.get(TRACKING_URI, "")) if run_id else None
 
 
-def _settle(ref: TrackingRef, state: JobState, error: str) -> None:
-    """End a run nobody ended (the job was submitted with --detach) with the job's state."""
+def _settle(ref: TrackingRef, state: JobState, error: str) -> str:
+    """End a run nobody ended (the job was submitted with --detach) with the job's state; the
+    problem, when the store cannot be reached (the job's own state stands, the run stays open)."""
     from mlflow import MlflowClient
 
     client = MlflowClient(ref.tracking_uri)
@@ -254,5 +258,12 @@ def _settle(ref: TrackingRef, state: JobState, error: str) -> None:
             if error:
                 client.set_tag(ref.run_id, "distcomp.message", error[:5000])
             client.set_terminated(ref.run_id, state.mlflow_status)
-    except Exception:  # the store is down: the job's own state stands, the run stays as it is
-        pass
+    except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        return (f"MLflow run {ref.run_id} at {ref.tracking_uri} is left as it was ({first}); `distcomp "
+                f"status` ends it once the store is back (while the job is still in the cluster)")
+    return ""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
