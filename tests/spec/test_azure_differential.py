@@ -63,6 +63,8 @@ DISAGREEMENTS: dict[str, tuple[str, str, str]] = {
                              "distcomp loads only distributed components"),
     "nul-byte.yaml": ("valid", "invalid", f"{V1} takes any string as a default, enum value, environment variable "
                       "or command; a NUL byte in one can never reach the program (exec refuses it)"),
+    "pipeline.yml": ("valid", "invalid", "a pipeline job (type: pipeline, jobs:) is valid for azure's load_job; "
+                     "distcomp loads one component, and names the pipeline's distributed steps to point at instead"),
     "v2-no-distribution.yml": ("valid", "invalid", "distribution: is optional in azure's CommandComponentSchema "
                                "(a single-node command); distcomp requires it, as it loads distributed components"),
     # azure is stricter for reasons distcomp does not share

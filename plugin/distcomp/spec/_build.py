@@ -4,7 +4,7 @@ a schema cannot express (defaults vs types, min <= max, template references)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -72,9 +72,13 @@ def read_parts(ctx: Context, data: dict[str, Any], *, dialect: _template.Dialect
     """Inputs (declarations, or a job's literal values), outputs, the checked command, code."""
     raw_inputs, raw_outputs = as_map(data.get("inputs")), as_map(data.get("outputs"))
     inputs: dict[str, InputSpec] = {}
+    component = _is_component(data)
     for name, value in raw_inputs.items():
-        spec = (make_input(ctx, name, value, ("inputs", name)) if isinstance(value, dict)
-                else literal_input(name, value))
+        if isinstance(value, dict) and "type" not in value and dialect == "v2":
+            spec = untyped_input(ctx, name, value, ("inputs", name), component)
+        else:
+            spec = (make_input(ctx, name, value, ("inputs", name)) if isinstance(value, dict)
+                    else literal_input(name, value))
         if spec is not None:
             inputs[name] = spec
     outputs = {n: make_output(n, v, output_type) for n, v in raw_outputs.items()}
@@ -114,11 +118,48 @@ def assemble(data: dict[str, Any], parts: Parts, name: str, distribution: Distri
     )
 
 
+def _is_component(data: dict[str, Any]) -> bool:
+    """Whether the file says it is a component (its $schema); a job file may leave out an input's type."""
+    schema = data.get("$schema")
+    return isinstance(schema, str) and schema.lower().endswith("component.schema.json")
+
+
+def untyped_input(ctx: Context, name: str, raw: dict[str, Any], path: DocPath, component: bool) -> InputSpec | None:
+    """A job's input without ``type:``, as azure-ai-ml reads it: ``{value: 3}`` is the literal 3,
+    anything else (``{path: ..., mode: ...}``) a ``uri_folder`` (its ``Input``'s default type)."""
+    if component:
+        ctx.problems.add(path, "missing required key 'type'", expected="type: uri_folder, uri_file, string, ...",
+                         hint="a component's input must say its type (only a job's input may leave it out, "
+                              "and Azure ML then takes uri_folder)")
+        return None
+    if "value" in raw:
+        others = sorted(k for k in raw if k != "value")
+        if others:  # azure-ai-ml's literal input schema has value: and nothing else
+            ctx.problems.add(path + (others[0],), f"a literal input ({{value: ...}}) takes no '{others[0]}'",
+                             expected="value: alone, or type: with default:", at_key=True,
+                             hint="write it as {type: ..., default: ...} to describe it")
+            return None
+        return literal_input(name, raw["value"])
+    return make_input(ctx, name, {**raw, "type": "uri_folder"}, path)
+
+
+def _port_list(written: list[Any]) -> str | None:
+    """``[AnyFile, AnyDirectory]``: the one port type that holds what every listed one holds
+    (``path`` takes either), or None if one is not a port type (the schema reported it)."""
+    kinds = [w for w in written if isinstance(w, str) and w.lower() in PORT_TYPES]
+    if not kinds or len(kinds) != len(written):
+        return None
+    holds = {PORT_TYPES[k.lower()] for k in kinds}
+    return kinds[0] if len(holds) == 1 else "path"
+
+
 def make_input(ctx: Context, name: str, raw: Any, path: DocPath) -> InputSpec | None:
     """An InputSpec from a declaration ``{type: ..., default: ...}``, checking its values."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+    if not isinstance(raw, dict):
         return None
-    written = raw["type"]
+    written = _port_list(raw["type"]) if isinstance(raw.get("type"), list) else raw.get("type")
+    if not isinstance(written, str):
+        return None
     low = written.lower()
     optional = raw.get("optional") is True
     description = as_str(raw.get("description"))
@@ -194,9 +235,18 @@ def make_output(name: str, raw: Any, default_type: str) -> OutputSpec:
                       description=as_str(raw.get("description")))
 
 
+@dataclass(frozen=True)
+class BuiltEnvironment(EnvironmentSpec):
+    """An environment built from a Docker context: ``build`` is azure-ai-ml's
+    ``{path, dockerfile_path}``, ``path`` relative to the spec (or a URL). A subclass only
+    until EnvironmentSpec itself carries ``build`` (its module is not this one's to change)."""
+
+    build: Mapping[str, Any] = field(default_factory=lambda: frozen_map(None))
+
+
 def make_environment(raw: Any) -> EnvironmentSpec | None:
-    """Every shape people write: ``azureml:Name:1``, ``{name: ...}``, ``{image: ...}``,
-    ``{docker: {image: ...}, conda: {...}}``."""
+    """Every shape people write: ``azureml:Name:1``, ``file:env.yml``, ``{name: ...}``,
+    ``{image: ...}``, ``{build: {path: ...}}``, ``{docker: {image | build: ...}, conda: {...}}``."""
     if isinstance(raw, str):
         name, version = _split_reference(raw)
         return EnvironmentSpec(name=name, version=version, reference=raw)
@@ -206,12 +256,30 @@ def make_environment(raw: Any) -> EnvironmentSpec | None:
     conda = as_map(raw.get("conda"))
     conda_file = raw.get("conda_file") or conda.get("conda_dependencies_file")
     inline = conda.get("conda_dependencies")
-    return EnvironmentSpec(
+    fields: dict[str, Any] = dict(
         name=as_str(raw.get("name")), version=as_str(raw.get("version")),
         image=as_str(raw.get("image")) or as_str(docker.get("image")),
         conda_file=as_str(conda_file) if isinstance(conda_file, str) else None,
         conda=frozen_map(inline if isinstance(inline, dict) else None),
     )
+    build = _build_context(as_map(raw.get("build")), as_map(docker.get("build")))
+    return BuiltEnvironment(**fields, build=frozen_map(build)) if build else EnvironmentSpec(**fields)
+
+
+def _build_context(v2: dict[str, Any], v1: dict[str, Any]) -> dict[str, str]:
+    """azure-ai-ml's ``build: {path, dockerfile_path}`` from the v2 ``build:`` or the Component
+    SDK's ``docker: {build: {dockerfile: file:PATH}}`` (its folder is the context)."""
+    if isinstance(v2.get("path"), str):
+        out = {"path": v2["path"]}
+        if isinstance(v2.get("dockerfile_path"), str):
+            out["dockerfile_path"] = v2["dockerfile_path"]
+        return out
+    dockerfile = v1.get("dockerfile")
+    if isinstance(dockerfile, str) and dockerfile.strip():
+        local = dockerfile[len("file:"):] if dockerfile.startswith("file:") else dockerfile
+        folder, _, base = local.rpartition("/")
+        return {"path": folder or ".", "dockerfile_path": base}
+    return {}
 
 
 def _split_reference(ref: str) -> tuple[str | None, str | None]:

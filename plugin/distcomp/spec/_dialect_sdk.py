@@ -17,6 +17,8 @@ from ._schema import NAME_RE, Bool, Int, ListOf, MapOf, Node, Num, Obj, Scalar, 
 from ._types import V1_PORT_NAMES, canonical_launcher, describe_launchers
 
 TYPE = "DistributedComponent"
+# azure-ai-ml reads ``NAME@LABEL`` as the type NAME with a label; 1-legacy is the v1 command mode
+TYPES = (TYPE, f"{TYPE}@1-legacy")
 SCHEMA_URL = "https://componentsdk.azureedge.net/jsonschema/DistributedComponent.json"
 
 _PARAM_COMMON = {"description": TEXT, "optional": Bool("Whether the input may be left unset."),
@@ -37,10 +39,11 @@ def _inputs() -> Tagged:
         "Enum": _param("Enum", {"enum": ListOf(Scalar(), "The allowed values."), **_PARAM_COMMON}, ("enum",)),
     }
     port = Obj(ports(V1_PORT_NAMES, {"description": TEXT, "optional": Bool(), "display_name": TEXT,
-                                     "is_resource": Bool(), "datastore_mode": Str()}))
+                                     "is_resource": Bool(), "datastore_mode": Str()}, lists=True))
     variants.update({name: port for name in V1_PORT_NAMES})
-    return Tagged("type", variants, "An input: a parameter (String, Integer, Float, Boolean, Enum) or a port (path, AnyDirectory, AnyFile, ...).",
-                  what="input type")
+    return Tagged("type", variants, "An input: a parameter (String, Integer, Float, Boolean, Enum) or a port (path, "
+                  "AnyDirectory, AnyFile, ..., or a list of them such as [AnyFile, AnyDirectory]).",
+                  what="input type", lists="port types such as [AnyFile, AnyDirectory]")
 
 
 def schema(launchers: Mapping[str, str]) -> Obj:
@@ -61,7 +64,8 @@ def schema(launchers: Mapping[str, str]) -> Obj:
         "name": COMPONENT_NAME,
         "version": VERSION,
         "display_name": TEXT,
-        "type": Str("Must be DistributedComponent.", enum=(TYPE,), case_insensitive=True, what="component type"),
+        "type": Str("DistributedComponent (or DistributedComponent@1-legacy).", enum=TYPES, case_insensitive=True,
+                    what="component type"),
         "description": TEXT,
         "tags": TAGS,
         "is_deterministic": Bool("Whether the same inputs always give the same outputs."),

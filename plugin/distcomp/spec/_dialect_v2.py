@@ -29,7 +29,10 @@ def _inputs() -> Union:
         variants[name] = Obj({"type": Str(enum=(name,), case_insensitive=True), **fields})
     port = Obj(ports(V2_PORT_NAMES, _PORT))
     variants.update({name: port for name in V2_PORT_NAMES})
-    declared = Tagged("type", variants, "An input declaration.", what="input type")
+    # azure-ai-ml: a job's input without type: is a literal ({value: 3}) or a uri_folder ({path: ...})
+    untyped = Obj({**_PORT, "value": Scalar("A job's literal input value.")},
+                  description="A job's input without type: a uri_folder, or a literal value: (azure-ai-ml's defaults).")
+    declared = Tagged("type", variants, "An input declaration.", what="input type", untagged=untyped)
     return Union((Scalar("A job's literal input value."), declared), "An input: a declaration or a job's literal value.",
                  expected="a value or a mapping with type:")
 

@@ -51,6 +51,9 @@ CODE = Union((Str(), Obj({"path": Str("The code folder, relative to the spec.")}
              expected="a folder path")
 
 
-def ports(names: tuple[str, ...], extra: dict[str, Node]) -> dict[str, Node]:
-    """The type field of a port variant."""
-    return {"type": Str(enum=names, case_insensitive=True, what="port type"), **extra}
+def ports(names: tuple[str, ...], extra: dict[str, Node], *, lists: bool = False) -> dict[str, Node]:
+    """The type field of a port variant; ``lists``: also a list of them (the Component SDK's
+    ``type: [AnyFile, AnyDirectory]``, a port that takes either)."""
+    one = Str(enum=names, case_insensitive=True, what="port type")
+    kind: Node = Union((one, ListOf(one)), expected="a port type or a list of port types") if lists else one
+    return {"type": kind, **extra}

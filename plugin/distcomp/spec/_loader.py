@@ -56,7 +56,7 @@ def detect(data: dict[str, Any]) -> str | None:
     """Which dialect a document is written in, from its keys."""
     kind = data.get("type")
     kind = kind.lower() if isinstance(kind, str) else None
-    if kind == "distributedcomponent" or (kind is None and "launcher" in data):
+    if kind in ("distributedcomponent", "distributedcomponent@1-legacy") or (kind is None and "launcher" in data):
         return "sdk"
     if "distributed" in data and kind is None:
         return "draft"
@@ -89,6 +89,9 @@ def _check_text(text: str, file: str, base_dir: Path, launchers: Mapping[str, st
                      got=show(doc.data))
         return LoadResult(None, tuple(problems.items))
     key = detect(doc.data)
+    if key is None and _is_pipeline(doc.data):
+        _pipeline_problem(doc.data, problems)
+        return LoadResult(None, tuple(problems.items))
     if key is None:
         kind = doc.data.get("type")
         problems.add(("type",) if "type" in doc.data else (),
@@ -110,6 +113,44 @@ def _check_text(text: str, file: str, base_dir: Path, launchers: Mapping[str, st
     if spec is not None and problems.errors:
         spec = None
     return LoadResult(spec, tuple(_sorted(problems.items)), key)
+
+
+def _is_pipeline(data: dict[str, Any]) -> bool:
+    kind = data.get("type")
+    return (isinstance(kind, str) and kind.lower() == "pipeline") or (kind is None and isinstance(data.get("jobs"), dict))
+
+
+def _pipeline_problem(data: dict[str, Any], problems: Problems) -> None:
+    """An Azure ML pipeline is not a component: name its distributed steps and how to load one."""
+    jobs: dict[str, Any] = data["jobs"] if isinstance(data.get("jobs"), dict) else {}
+    steps: list[tuple[Any, Any, str | None, str]] = []
+    for name, step in jobs.items():
+        if not isinstance(step, dict) or not isinstance(step.get("distribution"), dict):
+            continue
+        kind = step["distribution"].get("type")
+        component = step.get("component")
+        where = (f"component {component}" if isinstance(component, str) and not component.startswith("azureml:")
+                 else f"registered component {component}" if isinstance(component, str) else "inline command")
+        steps.append((name, kind, component if isinstance(component, str) else None, where))
+    if not steps:
+        found = f"its steps ({', '.join(map(str, jobs)) or 'none'}) have no distribution:"
+        problems.add(("type",) if "type" in data else (), "this is an Azure ML pipeline, not a component",
+                     expected="one distributed component or command job", got=found,
+                     hint="point distcomp at the component file of a step that runs distributed")
+        return
+    listed = "; ".join(f"jobs.{n} ({k if isinstance(k, str) else '?'} distribution, {w})" for n, k, _c, w in steps)
+    name, _kind, component, _where = steps[0]
+    if component is None:
+        hint = (f"copy the step jobs.{name} into a file of its own (a command job with its command, "
+                "environment, distribution and resources) and point distcomp at it")
+    elif component.startswith("azureml:"):
+        hint = f"download the registered component of jobs.{name} ({component}) and point distcomp at its file"
+    else:
+        hint = (f"point distcomp at the step's component file (jobs.{name}.component: {component}, relative to "
+                "the pipeline's folder); give the step's own settings with --nodes, --nproc-per-node and --input")
+    problems.add(("type",) if "type" in data else ("jobs",), "this is an Azure ML pipeline, not a component",
+                 expected="one distributed component or command job", got=f"its distributed steps: {listed}",
+                 hint=hint)
 
 
 def check_file(path: str | os.PathLike[str], launchers: Mapping[str, str] | None = None) -> LoadResult:

@@ -293,12 +293,19 @@ class Union(Node):
 
 @dataclass(frozen=True)
 class Tagged(Node):
-    """A mapping whose ``tag`` key (e.g. ``type``) picks which fields the rest may have."""
+    """A mapping whose ``tag`` key (e.g. ``type``) picks which fields the rest may have.
+
+    ``untagged``: the shape of a mapping without the tag (Azure gives a job's input without
+    ``type:`` a default one); None makes the tag required. ``lists``: when set (what such a
+    list holds, for messages), a list of tags that all name one shape picks it (a Component
+    SDK port typed ``[AnyFile, AnyDirectory]``)."""
 
     tag: str
     variants: Mapping[str, Obj]  # tag value (matched case-insensitively) -> shape
     description: str = ""
     what: str = "type"
+    untagged: Obj | None = None
+    lists: str = ""
     _lower: dict[str, Obj] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -309,6 +316,9 @@ class Tagged(Node):
 
     def variant(self, value: Any) -> Obj | None:
         tag = value.get(self.tag) if isinstance(value, dict) else None
+        if isinstance(tag, list) and self.lists:
+            shapes = [self._lower.get(t.lower()) if isinstance(t, str) else None for t in tag]
+            return shapes[0] if shapes and shapes[0] is not None and all(s is shapes[0] for s in shapes) else None
         return self._lower.get(tag.lower()) if isinstance(tag, str) else None
 
     def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
@@ -316,6 +326,8 @@ class Tagged(Node):
             problems.add(path, "wrong type", expected=f"a mapping with '{self.tag}:'", got=show(value))
             return False
         if self.tag not in value:
+            if self.untagged is not None:
+                return self.untagged.check(value, path, problems)
             problems.add(path, f"missing required key '{self.tag}'", expected=one_of(self.variants))
             return False
         tag = value[self.tag]
@@ -325,6 +337,15 @@ class Tagged(Node):
             if isinstance(tag, str):
                 problems.add(where, f"unknown {self.what} {show(tag)}", expected=one_of(self.variants),
                              hint=did_you_mean(tag, self.variants))
+            elif isinstance(tag, list) and self.lists:
+                unknown = [t for t in tag if not isinstance(t, str) or t.lower() not in self._lower]
+                if unknown:
+                    problems.add(where, f"unknown {self.what} {show(unknown[0])}", expected=one_of(self.variants),
+                                 hint=did_you_mean(unknown[0], self.variants) if isinstance(unknown[0], str) else None)
+                else:
+                    problems.add(where, f"a list of {self.what}s that {'is empty' if not tag else 'mixes kinds'}",
+                                 expected=f"a list of {self.lists}",
+                                 got=", ".join(tag) if tag else None)
             else:
                 problems.add(where, "wrong type", expected="a string naming the " + self.what, got=show(tag))
             return False
@@ -334,18 +355,23 @@ class Tagged(Node):
         groups: dict[int, tuple[Obj, list[str]]] = {}
         for name, shape in self.variants.items():
             groups.setdefault(id(shape), (shape, []))[1].append(name)
-        branches = []
-        for shape, names in groups.values():
-            branches.append({
-                "if": {"properties": {self.tag: {"type": "string", "pattern": _ci_pattern(names)}}},
-                "then": shape.json(),
-            })
-        return self._doc({
-            "type": "object",
-            "required": [self.tag],
-            "properties": {self.tag: {"type": "string", "pattern": _ci_pattern(list(self.variants))}},
-            "allOf": branches,
-        })
+        names: dict[str, Any] = {"type": "string", "pattern": _ci_pattern(list(self.variants))}
+        branches: list[dict[str, Any]] = []
+        for shape, group in groups.values():
+            one: dict[str, Any] = {"type": "string", "pattern": _ci_pattern(group)}
+            if self.lists and len(group) > 1:
+                one = {"anyOf": [one, {"type": "array", "minItems": 1, "items": one}]}
+            branches.append({"if": {"required": [self.tag], "properties": {self.tag: one}}, "then": shape.json()})
+        if self.lists:  # a list names types of one shape (one group)
+            names = {"anyOf": [names] + [{"type": "array", "minItems": 1,
+                                          "items": {"type": "string", "pattern": _ci_pattern(group)}}
+                                         for _shape, group in groups.values() if len(group) > 1]}
+        out: dict[str, Any] = {"type": "object", "properties": {self.tag: names}, "allOf": branches}
+        if self.untagged is None:
+            out["required"] = [self.tag]
+        else:
+            branches.append({"if": {"not": {"required": [self.tag]}}, "then": self.untagged.json()})
+        return self._doc(out)
 
 
 @dataclass(frozen=True)
