@@ -97,8 +97,12 @@ def test_render_prints_shell_quoted_argv() -> None:
 
 def test_render_defaults_outputs_under_cwd_and_fills_env(tmp_path: Path) -> None:
     spec = CORPUS / "valid" / "sdk-horovod.yaml"
+    proc = distcomp("render", str(spec), "--json", cwd=tmp_path)  # what each rank executes: its shell reads $VAR
+    assert json.loads(proc.stdout) == ["/bin/sh", "-c", "python src/train.py --hostfile $AZUREML_MPI_HOSTFILE"]
+    proc = distcomp("render", str(spec), "--env", "AZUREML_MPI_HOSTFILE=/tmp/my hosts", cwd=tmp_path)
+    assert proc.stdout == "python src/train.py --hostfile '/tmp/my hosts'\n"  # as one rank with that value
     proc = distcomp("render", str(spec), "--json", "--env", "AZUREML_MPI_HOSTFILE=/tmp/hosts", cwd=tmp_path)
-    assert json.loads(proc.stdout) == ["python", "src/train.py", "--hostfile", "/tmp/hosts"]
+    assert json.loads(proc.stdout) == ["/bin/sh", "-c", "python src/train.py --hostfile /tmp/hosts"]
     proc = distcomp("render", str(CORPUS / "valid" / "v2-component.yml"), "--json", "-i", "data=d", cwd=tmp_path)
     argv = json.loads(proc.stdout)
     assert argv[argv.index("--model") + 1] == str(tmp_path / "outputs" / "model")

@@ -292,9 +292,10 @@ def check_spec(spec: ComponentSpec, data: st.DataObject | None, base_dir: Path |
     except InputError:
         pass
     else:
+        argv = spec.render(bound, outputs)
+        assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
         for env in (None, {}, {"RANK": "0"}):
-            argv = spec.render(bound, outputs, env)
-            assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
+            assert isinstance(spec.shell_line(bound, outputs, env), str)
     if data is None:
         return
     given = data.draw(st.fixed_dictionaries({name: values for name in spec.inputs}), label="given")
@@ -305,8 +306,9 @@ def check_spec(spec: ComponentSpec, data: st.DataObject | None, base_dir: Path |
         bound = bind_inputs(spec, given, base_dir)
     except InputError:
         return
-    argv = spec.render(bound, outputs, env)
+    argv = spec.render(bound, outputs)
     assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
+    assert isinstance(spec.shell_line(bound, outputs, env), str)
 
 
 def dump(data: st.DataObject, doc: Any) -> str:
@@ -676,5 +678,30 @@ def test_value_is_one_argv_element(source: str, value: str, env: dict[str, str] 
         with pytest.raises(InputError, match=r"input 'name': the value holds a NUL byte"):
             bind_inputs(spec, {"name": value})
         return
-    argv = spec.render(bind_inputs(spec, {"name": value}), {}, env)
-    assert argv == ["python", "train.py", "--name", value]
+    argv = spec.render(bind_inputs(spec, {"name": value}), {})
+    assert argv == ["python", "train.py", "--name", value]  # no shell syntax: exec'd as its words
+
+
+INJECT_SHELL = """\
+type: command
+name: inject
+inputs:
+  name: {type: string}
+command: >-
+  cd / && printf '%s\\0' ${{inputs.name}} "dq ${{inputs.name}} $VAR" 'sq ${{inputs.name}}' $VAR
+distribution: {type: pytorch}
+"""
+
+
+@settings(FUZZ, max_examples=150)
+@given(value=nasty)
+def test_value_is_one_word_of_the_shell_line(value: str) -> None:
+    """Through the real /bin/sh: whatever the value holds, the program gets it whole, once per
+    place it is used, and the author's own $VAR still expands."""
+    if "\x00" in value:
+        return
+    spec = loads(INJECT_SHELL, "inject.yaml")
+    argv = spec.render(bind_inputs(spec, {"name": value}), {})
+    assert argv[:2] == ["/bin/sh", "-c"]
+    out = subprocess.run(argv, capture_output=True, env={"VAR": "v", "PATH": "/usr/bin:/bin"}, check=True).stdout
+    assert out.decode().split("\0")[:-1] == [value, f"dq {value} v", f"sq {value}", "v"]

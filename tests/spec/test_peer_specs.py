@@ -1,5 +1,6 @@
 """Specs written by others (Azure ML's examples and SDK tests) load; missing code is a warning."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -50,16 +51,19 @@ def test_v2_pytorch_component_expands_rank_env_late() -> None:
         "torch.distributed", 2, 2)
     assert spec.environment is not None and spec.environment.reference.startswith("azureml://registries/")
     env = {"RANK": "3", "LOCAL_RANK": "1", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
-    argv = spec.render({}, {}, env)
-    assert argv[0] == "echo" and len(argv) == 2  # one quoted argument, filled from the rank's env
-    assert "RANK: 3" in argv[1] and "MASTER_ADDR: 10.0.0.1" in argv[1]
+    argv = spec.render({}, {})
+    assert argv[:2] == ["/bin/sh", "-c"]  # $RANK is the rank's shell's to fill, as on Azure ML
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
+    assert "RANK: 3" in out and "MASTER_ADDR: 10.0.0.1" in out
 
 
 def test_v2_tensorflow_component() -> None:
     spec = load(REFERENCE / "peer-specs" / "azureml-v2-component-tensorflow.yml")
     assert spec.name == "TF-hello-world"
     assert (spec.distribution.worker_count, spec.distribution.nodes) == (2, 2)
-    assert spec.render({}, {}, {"TF_CONFIG": '{"cluster": {}}'}) == ["echo", '{"cluster": {}}']
+    assert spec.shell_line({}, {}) == "echo $TF_CONFIG"
+    assert subprocess.run(spec.render({}, {}), capture_output=True, text=True, env={"TF_CONFIG": '{"cluster": {}}'},
+                          check=True).stdout == '{"cluster": {}}\n'
     assert spec.environment is not None and (spec.environment.name, spec.environment.version) == (
         "AzureML-tensorflow-2.4-ubuntu18.04-py37-cuda11-gpu", "14")
 

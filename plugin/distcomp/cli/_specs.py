@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -54,6 +53,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..spec import InputError, RenderError, bind_inputs
+    from ..spec._template import SHELL
 
     try:
         spec = load_spec(args.spec)
@@ -70,11 +70,15 @@ def cmd_render(args: argparse.Namespace) -> int:
         values = bind_inputs(spec, given, Path.cwd())
         paths = {n: str(Path(outs.get(n, Path("outputs") / n)).absolute()) for n in spec.outputs}
         env = pairs(args.env, "--env") if args.env else None
-        argv = spec.render(values, paths, env)
+        argv = spec.render(values, paths)
+        line = spec.shell_line(values, paths, env)
+        if env and argv[:2] == list(SHELL):  # --env: as one rank with those values runs it
+            argv = [*SHELL, line]
     except (InputError, RenderError) as exc:
         print(f"{args.spec}: {exc}".replace("\n", f"\n{args.spec}: "), file=sys.stderr)
         return EXIT_USAGE
-    print(json.dumps(argv) if args.json else shlex.join(argv))
+    # the line as the shell gets it; --json: the argv each rank executes (words, or sh -c LINE)
+    print(json.dumps(argv) if args.json else line)
     return EXIT_OK
 
 
@@ -96,12 +100,17 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("render", help="print the argv a rank would run, for debugging templates")
+    p = sub.add_parser("render", help="print the command line a rank runs (each value one quoted word), for "
+                                      "debugging templates",
+                       description="Print the component's command line as the shell on each rank gets it: the "
+                                   "author's text, each input and output value put in as one shell-quoted word. "
+                                   "$NAME references are left to the rank's shell unless --env fills them. "
+                                   "--json prints the argv each rank executes instead.")
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
     p.add_argument("--output", "-o", action="append", metavar="NAME=PATH", help="an output path (default ./outputs/NAME)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
-                   help="fill $NAME references (without --env they are shown as ${NAME})")
+                   help="show $NAME as one rank with this value would get it (repeatable)")
     p.add_argument("--json", action="store_true", help="print the argv as a JSON list")
     p.set_defaults(func=cmd_render)
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from ._template import CommandTemplate, Ref
 from ._values import render_value
@@ -121,13 +121,24 @@ class ComponentSpec:
             dist = dataclasses.replace(dist, processes_per_node=processes_per_node)
         return dataclasses.replace(self, distribution=dist)
 
-    def render(self, values: Mapping[str, Any], outputs: Mapping[str, str | Path],
-               env: Mapping[str, str] | None = None) -> list[str]:
-        """The argv for ``values`` (already typed, see ``bind_inputs``) and output paths."""
+    def render(self, values: Mapping[str, Any], outputs: Mapping[str, str | Path]) -> list[str]:
+        """What every rank executes for ``values`` (already typed, see ``bind_inputs``) and output
+        paths: the command's words, or ``/bin/sh -c LINE`` when it uses the shell (``&&``,
+        ``$RANK``, ...); the shell then fills ``$NAME`` from the rank's own environment."""
+        return self.command.argv(self._lookup(values, outputs))
+
+    def shell_line(self, values: Mapping[str, Any], outputs: Mapping[str, str | Path],
+                   env: Mapping[str, str] | None = None) -> str:
+        """The command line as the shell gets it, each value one quoted word (``env``: also
+        fill those ``$NAME`` references, to show what one rank runs)."""
+        return self.command.shell_line(self._lookup(values, outputs), env)
+
+    @staticmethod
+    def _lookup(values: Mapping[str, Any], outputs: Mapping[str, str | Path]) -> Callable[[Ref], str | None]:
         def lookup(ref: Ref) -> str | None:
             if ref.kind == "outputs":
                 path = outputs.get(ref.name)
                 return None if path is None else str(path)
             value = values.get(ref.name)
             return None if value is None else render_value(value)
-        return self.command.render(lookup, env)
+        return lookup

@@ -1,15 +1,16 @@
-"""Command templates: parsed once into words, rendered to an argv list, never through a shell.
+"""Command templates: the component author's shell command line, with typed holes for values.
 
 Both dialects parse into the same items:
 
 * v1 (Component SDK): ``{inputs.x}``, ``{outputs.y}``, optional blocks ``[ ... ]``
 * v2 (azure-ai-ml):   ``${{inputs.x}}``, ``${{outputs.y}}``, optional blocks ``$[[ ... ]]``
 
-Words are split by unquoted whitespace *before* any value is substituted, so a value such
-as ``a b; rm -rf /`` stays one argument. Shell quoting (``'...'``, ``"..."``, ``\\``) groups
-words as a shell would. ``$NAME`` / ``${NAME}`` outside single quotes are environment
-references, filled at the last moment from the rank's environment (``$RANK``,
-``$AZUREML_MPI_HOSTFILE``...), again as part of one word, never re-split.
+As Azure ML does, the command runs through a shell on every rank (``cd src && python
+train.py --rank $RANK``): ``shell_line`` is the author's text with each value put in as ONE
+shell-quoted word, whatever it holds (``a b; rm -rf /`` is still one argument and runs
+nothing), so the shell expands only what the author wrote. A command with no shell syntax at
+all is exec'd as its words (``words``), which is the same program with the same argv, one
+process fewer. ``$NAME`` references are filled by the shell from the rank's own environment.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class CommandTemplate:
 
     source: str
     items: tuple[Item, ...]
+    dialect: Dialect = "v2"
 
     def references(self) -> Iterator[tuple[Ref, bool]]:
         """Every ``(ref, inside_optional_block)`` in order."""
@@ -94,9 +96,30 @@ class CommandTemplate:
                     yield from walk(item.items, True)
         return walk(self.items, False)
 
+    @property
+    def needs_shell(self) -> bool:
+        """Whether the command uses anything only a shell does: operators, ``$VAR``, globs,
+        redirections, several lines. Without any, its words are exec'd directly."""
+        return _needs_shell(self.source, self.dialect)
+
+    def argv(self, lookup: ValueLookup) -> list[str]:
+        """What each rank executes: the words, or ``/bin/sh -c LINE`` when the command needs a shell."""
+        if self.needs_shell:
+            return [*SHELL, self.shell_line(lookup)]
+        return self.render(lookup)
+
+    def shell_line(self, lookup: ValueLookup, env: Mapping[str, str] | None = None) -> str:
+        """The command line as the shell gets it: the author's text, each value one quoted word
+        (``env``: also fill these ``$NAME`` references, to show what one rank would run)."""
+        return _ShellLine(self.source, self.dialect, lookup, env or {}).run()
+
+    def as_v2(self) -> str:
+        """The same shell line in azure-ai-ml's syntax (``${{inputs.x}}``, ``$[[ ... ]]``)."""
+        return _ShellLine(self.source, self.dialect, lambda ref: None, {}, v2=True).run()
+
     def render(self, lookup: ValueLookup, env: Mapping[str, str] | None = None) -> list[str]:
-        """The argv. ``lookup`` answers a value or None for an unset optional input;
-        ``env`` fills ``$VAR`` references (None keeps them as written, for display)."""
+        """The words, split as a shell would split them. ``lookup`` answers a value or None for
+        an unset optional input; ``env`` fills ``$VAR`` references (None keeps them as written)."""
         words: list[str] = []
         state = _Word()
 
@@ -158,14 +181,20 @@ _V1_NEAR_REF = re.compile(r"\{([A-Za-z_]+)\.([A-Za-z0-9_]+)\}")  # {inptus.x}: p
 _V2_EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _V2_REF = re.compile(r"\s*(inputs|outputs)\.([A-Za-z0-9_]*)\s*")
 _ENV = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
-SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "2>&1", "&"})
+SHELL = ("/bin/sh", "-c")  # POSIX sh: in every image, as on every node
+# outside quotes, what makes a line more than words (v1's [ ] are its optional blocks)
+_SHELL_CHARS = {"v1": set("$;&|<>()`*?~#!\n{}"), "v2": set("$;&|<>()`*?~#!\n{}[]")}
+# a first word the shell itself acts on (builtins, keywords, NAME=value assignments)
+_SHELL_WORDS = frozenset({"cd", "export", "exec", "if", "for", "while", "until", "case", "set", "source", ".",
+                          "eval", "ulimit", "umask", "unset", "trap", "{", "!", "alias", "type", "wait", "read"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def parse(source: str, dialect: Dialect) -> tuple[CommandTemplate, list[TemplateIssue]]:
     """Parse ``source``; structural problems come back as issues, never exceptions."""
     p = _Parser(source, dialect)
     items = p.run()
-    return CommandTemplate(source, items), p.issues
+    return CommandTemplate(source, items, dialect), p.issues
 
 
 class _Chars(list[str]):
@@ -249,7 +278,6 @@ class _Parser:
             self.issue(f"unbalanced '{opener}': the optional block is never closed", opener, start,
                        hint=f"close it with '{closer}'")
             self.out.append(Block(_joined(items), s[start:]))
-        self.check_shell_operators()
         return _joined(self.out)
 
     def try_ref(self, quote: str | None) -> bool:
@@ -319,10 +347,96 @@ class _Parser:
         self.i = m.end()
         return True
 
-    def check_shell_operators(self) -> None:
-        # A lone unquoted '&&' or '|' would reach the program as a literal argument.
-        words = re.findall(r"(?:(?<=\s)|^)(\S+)(?=\s|$)", self.s)
-        for word in dict.fromkeys(w for w in words if w in SHELL_OPERATORS):
-            self.issue(f"shell operator '{word}' is passed to the program as a literal argument",
-                       word, self.s.find(word), severity="warning",
-                       hint="distcomp never runs commands through a shell; put the steps in a script")
+
+def _needs_shell(source: str, dialect: Dialect) -> bool:
+    line = _ShellLine(source, dialect, lambda ref: "x", {})
+    text = line.run()
+    first = text.split(None, 1)[0] if text.split() else ""
+    return line.special or first in _SHELL_WORDS or bool(_ASSIGNMENT.match(first))
+
+
+class _ShellLine:
+    """Copies the author's text as written, putting each value in as one quoted word that
+    closes and reopens the quote it stands in (``"a ${{inputs.x}}"`` -> ``"a "'VALUE'""``)
+    and keeping or dropping optional blocks. ``special``: whether anything outside quotes
+    needs a shell."""
+
+    def __init__(self, source: str, dialect: Dialect, lookup: ValueLookup, env: Mapping[str, str],
+                 v2: bool = False) -> None:
+        self.s, self.dialect, self.lookup, self.env = source.strip(), dialect, lookup, env
+        self.v2 = v2  # write references and blocks back in azure-ai-ml's syntax instead of values
+        self.special = False
+
+    def run(self) -> str:
+        out, _ = self._until(0, None)
+        return "".join(out).strip()
+
+    def _value(self, value: str, quote: str | None) -> str:
+        import shlex
+
+        word = shlex.quote(value)
+        return word if quote is None else f"{quote}{word}{quote}"  # close, the word, reopen
+
+    def _until(self, i: int, closer: str | None) -> tuple[list[str], int]:
+        """Render from ``i`` to the end, or to ``closer`` (an optional block's end) outside quotes."""
+        s, out, quote = self.s, [], None  # type: ignore[var-annotated]
+        opener_v1 = self.dialect == "v1"
+        while i < len(s):
+            c = s[i]
+            if quote is None and closer is not None and s.startswith(closer, i):
+                return out, i + len(closer)
+            ref = (_V1_REF.match(s, i) if opener_v1 else _V2_EXPR.match(s, i)) if c in "{$" else None
+            if ref is not None and (opener_v1 or _V2_REF.fullmatch(ref.group(1))):
+                kind, name = (ref.group(1), ref.group(2)) if opener_v1 else _V2_REF.fullmatch(ref.group(1)).groups()  # type: ignore[union-attr]
+                if self.v2:
+                    out.append(f"${{{{{kind}.{name}}}}}")
+                    i = ref.end()
+                    continue
+                value = self.lookup(Ref(kind, name, ref.group(0)))  # type: ignore[arg-type]
+                if value is None:
+                    raise RenderError(f"no value for {kind[:-1]} '{name}' used outside an optional block")
+                out.append(self._value(value, quote))
+                i = ref.end()
+                continue
+            block = "[" if opener_v1 and quote is None and c == "[" else \
+                "$[[" if not opener_v1 and s.startswith("$[[", i) else None
+            if block is not None:
+                outer, missing = self.lookup, []
+
+                def inside(ref: Ref) -> str:  # a block with an unset value is left out, whole
+                    value = outer(ref)
+                    if value is None:
+                        missing.append(ref)
+                    return value or ""
+                self.lookup = inside
+                inner, i = self._until(i + len(block), "]" if opener_v1 else "]]")
+                self.lookup = outer
+                if self.v2:
+                    out.append("$[[" + "".join(inner).strip() + "]]")
+                elif not missing:
+                    out.extend(inner)
+                continue
+            if quote == "'":
+                quote = None if c == "'" else quote
+            elif c == "$" and (m := _ENV.match(s, i)) and (m.group(1) or m.group(2)) in self.env:
+                out.append(self._value(self.env[m.group(1) or m.group(2)], quote))
+                i = m.end()
+                continue
+            elif c == "\\" and quote is None and i + 1 < len(s):  # an escaped char (or a line joined)
+                out.append(s[i:i + 2])
+                i += 2
+                continue
+            elif quote == '"':
+                if c == "\\" and i + 1 < len(s):
+                    out.append(s[i:i + 2])
+                    i += 2
+                    continue
+                quote = None if c == '"' else quote
+                self.special = self.special or c in "$`"
+            elif c in "'\"":
+                quote = c
+            elif c in _SHELL_CHARS[self.dialect]:
+                self.special = True
+            out.append(c)
+            i += 1
+        return out, i

@@ -11,6 +11,7 @@ for, in the layout the operator promises, and that the all-reduce is right.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,35 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 IMAGE = "test:1"
 
 
-def compiled(job: str, nodes: int, per_node: int, tmp_path: Path) -> tuple[dict[str, Any], list[str], Path]:
+def compiled(job: str, nodes: int, per_node: int, tmp_path: Path,
+             shell_var: str | None = None) -> tuple[dict[str, Any], list[str], Path]:
     """The manifest of jobs/JOB for ``nodes`` x ``per_node``, the user's argv in it (as
-    rendered from the spec), and the folder the ranks write to."""
-    spec = load(str(JOBS / job / "component.yaml")).with_overrides(nodes=nodes, processes_per_node=per_node)
+    rendered from the spec), and the folder the ranks write to. ``shell_var``: the command is
+    a public-style shell line instead (``cd . && python rank.py ... --tag VALUE"/$VAR"``),
+    which the shell of each rank must run with the rank's own $VAR."""
+    source = JOBS / job / "component.yaml"
+    if shell_var:
+        text = source.read_text().replace("python rank.py", "cd . && python rank.py")
+        source = tmp_path / "component.yaml"
+        source.write_text(text.replace("--tag {inputs.tag}", f'--tag {{inputs.tag}}"/${shell_var}"'))
+    spec = load(str(source)).with_overrides(nodes=nodes, processes_per_node=per_node)
     values = bind_inputs(spec, {"world": str(nodes * per_node)}, Path("/"))
     out = tmp_path / "result"
     outputs = {"result": str(out)}
     manifest = compile_job(spec, values, outputs, pm=get_plugin_manager(), image=IMAGE)
     return manifest, list(spec.render(values, outputs)), out
+
+
+def rank_argv(user: list[str], seen: str | None) -> list[str]:
+    """The arguments a rank's program gets: the user's words after ``python rank.py``; for the
+    shell line, the words of its plain twin with the tag ending in the rank's own $VAR."""
+    if seen is None:
+        return user[2:]
+    words = shlex.split(user[2])  # the line's words before any expansion ($ stays as written)
+    words = words[words.index("rank.py") + 1:]
+    at = words.index("--tag") + 1
+    words[at] = words[at].rsplit("/$", 1)[0] + "/" + seen  # the value as written ("$(...)" is not run)
+    return words
 
 
 def user_part(argv: list[str], user: list[str]) -> list[str]:
@@ -90,10 +111,12 @@ def test_escaped_user_words_survive_the_kubelet(word: str) -> None:
 
 
 @pytest.mark.slow
-def test_pytorchjob_pods_all_reduce(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shell", [False, True], ids=["words", "shell-line"])
+def test_pytorchjob_pods_all_reduce(tmp_path: Path, shell: bool) -> None:
     """2 pods (Master, Worker) x nprocPerNode 2: each pod's torchrun, with the operator's env,
-    starts 2 ranks; the 4 ranks form one world, numbered node by node."""
-    manifest, user, out = compiled("pytorchjob", 2, 2, tmp_path)
+    starts 2 ranks; the 4 ranks form one world, numbered node by node. As a shell line, each
+    rank's shell fills $RANK after torchrun has set it."""
+    manifest, user, out = compiled("pytorchjob", 2, 2, tmp_path, "RANK" if shell else None)
     job = manifest["metadata"]["name"]
     pods = pytorchjob_pods(manifest)
     assert [p.name for p in pods] == [f"{job}-master-0", f"{job}-worker-0"]
@@ -127,7 +150,8 @@ def test_pytorchjob_pods_all_reduce(tmp_path: Path) -> None:
                                     "node_rank": node, "master_addr": LOCALHOST, "master_port": port,
                                     "source": "torch", "role": "worker"}
         assert rec["peers"] == [{"rank": r, "pod": local[r // 2].name, "group_rank": str(r // 2)} for r in range(4)]
-        assert rec["argv"] == user[2:]  # python rank.py ARGS: the user's words, "$(MASTER_ADDR)" unexpanded
+        # python rank.py ARGS: the user's words, "$(MASTER_ADDR)" unexpanded (by Kubernetes or a shell)
+        assert rec["argv"] == rank_argv(user, str(rank) if shell else None)
         assert rec["cwd"] == str(JOBS / "pytorchjob")
 
 
@@ -135,9 +159,11 @@ def test_pytorchjob_pods_all_reduce(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_tfjob_pods_all_reduce(tmp_path: Path) -> None:
-    """2 Worker pods, each running the user's command with the operator's TF_CONFIG."""
-    manifest, user, out = compiled("tfjob", 2, 1, tmp_path)
+@pytest.mark.parametrize("shell", [False, True], ids=["words", "shell-line"])
+def test_tfjob_pods_all_reduce(tmp_path: Path, shell: bool) -> None:
+    """2 Worker pods, each running the user's command with the operator's TF_CONFIG (as a shell
+    line: the pod's shell reads $TF_CONFIG)."""
+    manifest, user, out = compiled("tfjob", 2, 1, tmp_path, "TF_CONFIG" if shell else None)
     job = manifest["metadata"]["name"]
     pods = tfjob_pods(manifest)
     assert [p.name for p in pods] == [f"{job}-worker-0", f"{job}-worker-1"]
@@ -167,15 +193,16 @@ def test_tfjob_pods_all_reduce(tmp_path: Path) -> None:
         info = rec["rank_info"]
         assert (info["rank"], info["world_size"], info["master_addr"], info["master_port"], info["source"],
                 info["role"]) == (index, 2, LOCALHOST, chief_port, "tensorflow", "worker")
-        assert rec["argv"] == user[2:]  # "$(TF_CONFIG)" reached the program as written
+        seen = local[index].env["TF_CONFIG"] if shell else None
+        assert rec["argv"] == rank_argv(user, seen)  # "$(MASTER_ADDR)" reached the program as written
         assert rec["cwd"] == str(JOBS / "tfjob")
 
 
 # --- MPIJob ------------------------------------------------------------------------------
 
 
-def _mpi_job(tmp_path: Path, drop_forward: str | None = None) -> tuple[Any, ...]:
-    manifest, user, out = compiled("mpijob", 2, 2, tmp_path)
+def _mpi_job(tmp_path: Path, drop_forward: str | None = None, shell_var: str | None = None) -> tuple[Any, ...]:
+    manifest, user, out = compiled("mpijob", 2, 2, tmp_path, shell_var)
     job = manifest["metadata"]["name"]
     if drop_forward:  # a broken manifest: one variable no longer forwarded with -x
         c = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
@@ -194,11 +221,13 @@ def _mpi_job(tmp_path: Path, drop_forward: str | None = None) -> tuple[Any, ...]
 
 
 @pytest.mark.slow
-def test_mpijob_launcher_all_reduces_over_the_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shell", [False, True], ids=["words", "shell-line"])
+def test_mpijob_launcher_all_reduces_over_the_workers(tmp_path: Path, shell: bool) -> None:
     """The Launcher's mpirun over the operator's hostfile (2 workers x slotsPerWorker 2);
     the workers' sshd is replaced by distcomp's node agent in a fresh env, so the ranks
-    see only what mpirun forwards, as over ssh."""
-    done, user, out, nodes, local = _mpi_job(tmp_path)
+    see only what mpirun forwards, as over ssh. As a shell line, each rank's shell (started by
+    mpirun on its worker) reads the rank's own $OMPI_COMM_WORLD_RANK."""
+    done, user, out, nodes, local = _mpi_job(tmp_path, shell_var="OMPI_COMM_WORLD_RANK" if shell else None)
     assert user_part(local.argv, user) == user
     assert done.codes == {local.name: 0}, done.explain()
 
@@ -217,7 +246,7 @@ def test_mpijob_launcher_all_reduces_over_the_workers(tmp_path: Path) -> None:
                                     "node_rank": node, "master_addr": None, "master_port": None,
                                     "source": "openmpi", "role": "worker"}
         assert rec["peers"] == [{"rank": r, "node": nodes[r // 2]} for r in range(4)]
-        assert rec["argv"] == user[2:]  # "$(K_MPI_JOB_ROLE)" reached the program as written
+        assert rec["argv"] == rank_argv(user, str(rank) if shell else None)  # "$(...)" reached it as written
         assert rec["cwd"] == str(JOBS / "mpijob")
 
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import UsageError
 from ...records import JobOptions
-from ...spec._template import Block, Env
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
@@ -37,16 +36,6 @@ def job_name(name: str | None, spec: "ComponentSpec") -> str:
     return name
 
 
-def _env_refs(items: tuple[Any, ...]) -> list[str]:
-    found = []
-    for item in items:
-        if isinstance(item, Env):
-            found.append(item.name)
-        elif isinstance(item, Block):
-            found += _env_refs(item.items)
-    return found
-
-
 def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mapping[str, str], *,
                 pm: "PluginManager", image: str | None = None, name: str | None = None,
                 namespace: str | None = None, env: Mapping[str, str] | None = None,
@@ -59,10 +48,6 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
     if not image:
         raise CompileError(f"{spec.ref}: its environment names no image; pass --image IMAGE "
                            "(an image holding the component's code and its dependencies)")
-    refs = _env_refs(spec.command.items)
-    if refs:
-        raise CompileError(f"{spec.ref}: the command reads ${refs[0]} from each rank's environment, which a "
-                           "Kubeflow pod cannot fill in before its ranks start; read it in the program instead")
     for claim, path in (volumes or {}).items():
         if not _CLAIM.match(claim) or not path.startswith("/"):
             raise CompileError(f"volume {claim}:{path}: give a PersistentVolumeClaim's name and an absolute mount "

@@ -74,7 +74,7 @@ def prepare(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], 
     launches = []
     for replica in topology.replicas:
         env = {**common, **{k: bind(v, binding) for k, v in replica.env.items()}}
-        command = spec.render(values, outputs, env)
+        command = spec.render(values, outputs)  # a shell, when used, fills $NAME from env
         argv: list[str] = []
         for item in replica.argv:
             if item == COMMAND:
