@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
-from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec
+from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec, is_uri
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
 
@@ -148,7 +148,8 @@ def _code(spec: ComponentSpec, base_dir: Path, notes: list[str]) -> str | None:
 
 def _environment(env: EnvironmentSpec | None, environment: str | None, image: str | None,
                  base_dir: Path, spec_dir: Path, notes: list[str]) -> str | dict[str, Any]:
-    """A registered environment as ``azureml:NAME:VERSION``, an image as an inline one."""
+    """A registered environment as ``azureml:NAME:VERSION``, an environment file as ``file:PATH``,
+    a Docker context as ``build:``, an image as an inline one; local paths relative to ``base_dir``."""
     if environment:
         return environment if environment.startswith("azureml:") else f"azureml:{environment}"
     if image:
@@ -157,8 +158,20 @@ def _environment(env: EnvironmentSpec | None, environment: str | None, image: st
         raise AzureMLTargetError("the spec names no environment, and an Azure ML component needs one: add "
                                  "environment: to the spec, or give --environment azureml:NAME:VERSION or "
                                  "--image IMAGE")
+    if env.reference and env.reference.startswith("file:"):  # an environment YAML beside the spec
+        return "file:" + _local(env.reference[len("file:"):], "environment file", base_dir, spec_dir, file=True)
     if env.reference:
         return env.reference
+    build = getattr(env, "build", None)  # a Docker build context (see spec._build.BuiltEnvironment)
+    if build:
+        context = dict(build)
+        if not is_uri(context["path"]):
+            context["path"] = _local(context["path"], "environment build context", base_dir, spec_dir, file=False)
+        dropped = [k for k, v in (("image", env.image), ("conda_file", env.conda_file or env.conda)) if v]
+        if dropped:
+            notes.append(f"the environment builds its image from {build['path']!r}: its {' and '.join(dropped)} "
+                         "were left out (Azure ML takes build: or image:, and the Dockerfile installs the rest)")
+        return {"build": context}
     if env.name and not env.image:
         return f"azureml:{env.name}:{env.version}" if env.version and env.version != "latest" \
             else f"azureml:{env.name}@latest"
@@ -170,3 +183,13 @@ def _environment(env: EnvironmentSpec | None, environment: str | None, image: st
     elif env.conda:
         inline["conda_file"] = dict(env.conda)
     return inline
+
+
+def _local(written: str, what: str, base_dir: Path, spec_dir: Path, *, file: bool) -> str:
+    """``written`` (relative to the spec) relative to the compiled file's folder; it must exist,
+    as azure-ai-ml refuses a local path that does not."""
+    path = spec_dir / written
+    if not (path.is_file() if file else path.is_dir()):
+        raise AzureMLTargetError(f"the {what} {written!r} does not exist (resolved to {path}): "
+                                 f"create it beside the spec, or give --environment azureml:NAME:VERSION or --image IMAGE")
+    return os.path.relpath(path, base_dir)
