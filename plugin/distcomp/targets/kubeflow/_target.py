@@ -34,14 +34,17 @@ def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
     from ...plugins import get_plugin_manager
     from ...spec import InputError, bind_inputs
     from ._compile import compile_job
+    from ._uris import check_pod_paths
 
     outs = dict(options.get("output_paths") or {})
     unknown = [n for n in outs if n not in spec.outputs]
     if unknown:
         raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
     # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
-    values = bind_inputs(spec, dict(options.get("inputs") or {}), Path("/"))
+    given = dict(options.get("inputs") or {})
+    values = bind_inputs(spec, given, Path("/"))
     paths = {n: outs.get(n, f"/outputs/{n}") for n in spec.outputs}
+    check_pod_paths(spec, values, given, paths)  # an azureml:/https:// value is no path in a pod
     try:
         return compile_job(spec, values, paths, pm=get_plugin_manager(), image=options.get("image"),
                            name=options.get("name"), namespace=options.get("namespace"),
