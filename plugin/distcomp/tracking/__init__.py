@@ -7,12 +7,12 @@ how a rank tells the launcher what it could not deliver.
 """
 
 from ._delivery import REPORTS_ENV, Counts, Report, describe as describe_loss, read_reports, write_report
-from ._job import JobRun, describe, job_params, job_tags, start_run
+from ._job import EXPERIMENT_KIND, RANK_SITE, JobRun, describe, job_params, job_tags, run_name, start_run
 from ._records import Metric, RunRef, StoreUnavailable, TrackingError
 from ._retry import Retry
 from ._store import open_store
 from ._uri import DEFAULT_URI, resolve_uri
 
-__all__ = ["DEFAULT_URI", "REPORTS_ENV", "Counts", "JobRun", "Metric", "Report", "Retry", "RunRef", "StoreUnavailable",
+__all__ = ["DEFAULT_URI", "EXPERIMENT_KIND", "RANK_SITE", "REPORTS_ENV", "Counts", "JobRun", "Metric", "Report", "Retry", "RunRef", "StoreUnavailable",
            "TrackingError", "describe", "describe_loss", "job_params", "job_tags", "open_store", "read_reports",
-           "resolve_uri", "start_run", "write_report"]
+           "resolve_uri", "run_name", "start_run", "write_report"]

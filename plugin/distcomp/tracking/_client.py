@@ -9,8 +9,8 @@ from typing import Any, Mapping, Sequence
 import mlflow  # noqa: F401  (ImportError here tells open_store that MLflow is missing)
 
 from ._params import KnownParams, log_new
-from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoreUnavailable,
-                       TrackingError)
+from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoredRun,
+                       StoreUnavailable, TrackingError)
 from ._retry import TRANSIENT_HTTP
 
 REFUSED = object()  # what _do answers for an error code the caller expects
@@ -54,11 +54,11 @@ class ClientStore:
             raise error(f"MLflow could not {what} in {self.uri} ({type(exc).__module__}.{type(exc).__name__}"
                         f"{'; try again later' if transient else ''})") from None
 
-    def experiment(self, name: str) -> str:
+    def experiment(self, name: str, tags: Mapping[str, str] = {}) -> str:
         exp = self._do("look up the experiment", self.client.get_experiment_by_name, name)
         if exp is None:
             try:
-                return str(self._do("create the experiment", self.client.create_experiment, name))
+                return str(self._do("create the experiment", self.client.create_experiment, name, tags=dict(tags)))
             except TrackingError:  # a job starting beside this one may have made it meanwhile
                 exp = self._do("look up the experiment", self.client.get_experiment_by_name, name)
                 if exp is None:
@@ -83,6 +83,13 @@ class ClientStore:
         if run.info.lifecycle_stage != "active":
             raise TrackingError(f"MLflow run {run_id} is deleted in {self.uri}")
         return RunRef(run_id, str(run.info.experiment_id), run.info.artifact_uri, run.info.run_name or "")
+
+    def runs_since(self, experiment_id: str, since_ms: int) -> list[StoredRun]:
+        runs = self._do("search the experiment's runs", self.client.search_runs, [experiment_id],
+                        f"attributes.start_time >= {int(since_ms)}", max_results=1000,
+                        order_by=["attributes.start_time ASC"])
+        return [StoredRun(r.info.run_id, r.info.run_name or "", str(r.info.experiment_id), int(r.info.start_time or 0),
+                          dict(r.data.tags)) for r in runs]
 
     def run_data(self, run_id: str) -> RunData:
         run = self._do("find the run", self.client.get_run, run_id)

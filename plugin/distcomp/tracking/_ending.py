@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..outcome import JobState
 from ._delivery import Counts, add_to_status, describe as describe_loss, read_reports
+from ._extra import EXTRA_RUNS_TAG, describe as describe_extra, extra_runs
 from ._records import MAX_TAG_VALUE, RunRef, StoreUnavailable, TrackingError, truncate
 
 if TYPE_CHECKING:
@@ -52,8 +53,10 @@ def undelivered(run_dir: Path, run: RunRef) -> tuple[Counts, list[str]]:
 
 
 def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, error: str,
-        state: str) -> tuple[str, list[str]]:
-    """Attach the logs, tag the outcome, end the run; returns (the status the store holds, problems)."""
+        state: str, started_ms: int = 0) -> tuple[str, list[str]]:
+    """Attach the logs, tag the outcome and the runs rank code made beside the job's (those made
+    since ``started_ms``; 0: only those the ranks recorded), end the run; returns (the status the
+    store holds, problems)."""
     state = result.state if result is not None else state
     state = JobState.parse(str(state))
     status = state.mlflow_status
@@ -63,6 +66,12 @@ def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, 
     if lost.total:
         tags["distcomp.undelivered"] = str(lost.total)
         tags.update({f"distcomp.undelivered.{k}": str(v) for k, v in lost.as_dict().items()})
+    extra, more = extra_runs(store, run, run_dir / REPORTS_DIR, started_ms)
+    problems += more
+    if extra:
+        warning = describe_extra(run, extra)
+        problems.append(warning)
+        tags[EXTRA_RUNS_TAG] = truncate(warning, MAX_TAG_VALUE)
     status_json = run_dir / "status.json"
     section: dict[str, object] = {"run_id": run.run_id, "undelivered": lost.as_dict()}
     add_to_status(status_json, "tracking", section)  # before it is attached: the copy in MLflow says it too

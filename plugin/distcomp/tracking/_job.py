@@ -5,7 +5,14 @@ The ranks get ``MLFLOW_RUN_ID`` (and a copy, ``DISTCOMP_MLFLOW_RUN_ID``, which s
 ``MLFLOW_EXPERIMENT_ID``: ``distcomp.runtime`` logs into that run from rank 0, and a script
 calling ``mlflow.start_run()`` resumes it instead of making one run per rank. They also get
 ``DISTCOMP_TRACKING_DIR`` (``RUN_DIR/tracking``): where rank 0 keeps, on disk, what a store
-away for a while has not taken yet, and reports what it could not deliver in the end.
+away for a while has not taken yet, and reports what it could not deliver in the end. Ranks on
+this machine also get distcomp's MLflow hook first on their PYTHONPATH (``RANK_SITE``): every
+``mlflow.start_run()`` of the script, on any rank, then lands in the job's run
+(``distcomp.runtime._mlflow_hook``).
+
+The run is named after what it is (``COMPONENT@VERSION JOB``), and an experiment distcomp
+creates is marked as a model-training one, so the MLflow UI opens it on its runs, not in its
+GenAI view.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import importlib.util
 import json
 import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -34,6 +42,11 @@ if TYPE_CHECKING:
 
 Notify = Callable[[str], None]
 
+# a folder holding only sitecustomize.py: first on a rank's PYTHONPATH, it shadows nothing else
+RANK_SITE = Path(__file__).resolve().parent.parent / "runtime" / "_site"
+# the tag the MLflow UI (3.x) reads to pick an experiment's view; its values' "model training" one
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
 
 @dataclass(frozen=True)
 class JobRun:
@@ -45,6 +58,8 @@ class JobRun:
     experiment: str  # its name ("" when attached to a run given by MLFLOW_RUN_ID)
     attached: bool = False
     run_dir: Path | None = None  # the job's folder, when the ranks can write it (not in a cluster's pods)
+    pythonpath: str | None = None  # the ranks' PYTHONPATH, the hook first; None: ranks elsewhere, left alone
+    started_ms: int = 0  # when the job began, by this machine's clock: runs made since are the job's
 
     def env(self) -> dict[str, str]:
         """What every rank needs to log into this run."""
@@ -54,6 +69,8 @@ class JobRun:
             env["MLFLOW_EXPERIMENT_NAME"] = self.experiment
         if self.run_dir is not None:
             env[REPORTS_ENV] = str(self.run_dir / REPORTS_DIR)
+        if self.pythonpath is not None:
+            env["PYTHONPATH"] = self.pythonpath
         return env
 
     def finish(self, result: "RunResult | None", log_dir: Path, error: str = "",
@@ -63,7 +80,31 @@ class JobRun:
         when it did not accept the end) and the problems.
 
         ``result`` is None when the job did not run to an end (``error`` and ``state`` say why)."""
-        return end(self.store, self.run, result, log_dir, error, state)
+        return end(self.store, self.run, result, log_dir, error, state, self.started_ms)
+
+
+def run_name(job: "Job") -> str:
+    """``COMPONENT@VERSION JOB``: what ran, and which time (the job id less the component's name,
+    which the default run folder repeats)."""
+    spec = job.spec
+    short = job.job_id.removeprefix(f"{spec.name}-") or job.job_id
+    return truncate(f"{spec.name}@{spec.version}" if spec.version else spec.name, MAX_KEY - 40) + \
+        (f" {truncate(short, 32)}" if short else "")
+
+
+def rank_pythonpath(job: "Job", topology: "Topology", environ: Mapping[str, str]) -> str | None:
+    """The PYTHONPATH a local rank gets (as the local target builds its env: this process's, the
+    launcher's local default, the spec's), with distcomp's MLflow hook first; None when the ranks
+    do not run on this machine (their job's folder is not held by a supervisor here)."""
+    from ..targets.local._claim import LOCK_NAME
+
+    if not (job.run_dir / LOCK_NAME).is_file():  # a Kubeflow job's pods: their image's PYTHONPATH stays
+        return None
+    spec_env = job.spec.environment_variables
+    user = spec_env["PYTHONPATH"] if "PYTHONPATH" in spec_env else environ.get(
+        "PYTHONPATH", topology.local_env.get("PYTHONPATH", ""))
+    rest = [p for p in user.split(os.pathsep) if p and p != str(RANK_SITE)]
+    return os.pathsep.join([str(RANK_SITE), *rest])
 
 
 def spec_sha256(source: Path | None) -> str:
@@ -136,6 +177,7 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
             return None
         say(f"creating the MLflow database {db} (first use: a few seconds)")
     store = open_store(uri, environ)
+    started = int(time.time() * 1000)
     tags, params = job_tags(job, topology), job_params(job.values)
     existing = environ.get("MLFLOW_RUN_ID", "").strip()
     if existing:  # MLflow's convention: the run to resume (an MLflow Project, a pipeline step)
@@ -143,10 +185,12 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
         tags, params = _additions(store.run_data(run.run_id), tags, params)
         for problem in store.log(run.run_id, tags, params):
             say(f"warning: {problem}")
-        return JobRun(store, run, uri, "", attached=True, run_dir=job.run_dir)
+        return JobRun(store, run, uri, "", attached=True, run_dir=job.run_dir,
+                      pythonpath=rank_pythonpath(job, topology, environ), started_ms=started)
     name = experiment or job.spec.name
-    run = store.create_run(store.experiment(name), job.job_id, tags, params)
-    return JobRun(store, run, uri, name, run_dir=job.run_dir)
+    run = store.create_run(store.experiment(name, EXPERIMENT_KIND), run_name(job), tags, params)
+    return JobRun(store, run, uri, name, run_dir=job.run_dir, pythonpath=rank_pythonpath(job, topology, environ),
+                  started_ms=started)
 
 
 def describe(run: JobRun) -> str:
@@ -156,4 +200,5 @@ def describe(run: JobRun) -> str:
     return f"MLflow run {run.run.run_id} ({how}) in {run.uri}{view}"
 
 
-__all__ = ["DEFAULT_URI", "JobRun", "describe", "job_params", "job_tags", "start_run"]
+__all__ = ["DEFAULT_URI", "EXPERIMENT_KIND", "RANK_SITE", "JobRun", "describe", "job_params", "job_tags", "run_name",
+           "start_run"]

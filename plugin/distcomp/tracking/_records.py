@@ -48,6 +48,17 @@ class RunData:
 
 
 @dataclass(frozen=True)
+class StoredRun:
+    """A run as a search of an experiment finds it: enough to tell whose it is."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    start_ms: int
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Metric:
     """One metric point, as MLflow stores it (timestamp in ms since the epoch)."""
 

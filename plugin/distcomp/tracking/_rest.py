@@ -23,8 +23,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ._artifacts import copy_files, local_root, safe_artifact_path, upload_with_mlflow
 from ._params import KnownParams, log_new
-from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoreUnavailable,
-                       TrackingError)
+from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoredRun,
+                       StoreUnavailable, TrackingError)
 from ._retry import TRANSIENT_HTTP, Retry
 
 _UNSUPPORTED = ("MLFLOW_TRACKING_CLIENT_CERT_PATH", "MLFLOW_TRACKING_AUTH", "MLFLOW_TRACKING_AWS_SIGV4",
@@ -118,7 +118,7 @@ class RestStore:
                                 f"JSON: {raw[:200]!r} (is {self.base} an MLflow server?)") from None
 
     # -- the Store protocol ------------------------------------------------------------------
-    def experiment(self, name: str) -> str:
+    def experiment(self, name: str, tags: Mapping[str, str] = {}) -> str:
         for _ in range(2):  # a concurrent job may create it between our get and create
             got = self._call("GET", "/api/2.0/mlflow/experiments/get-by-name", query={"experiment_name": name},
                              ok_codes=("RESOURCE_DOES_NOT_EXIST",))
@@ -128,7 +128,8 @@ class RestStore:
                     raise TrackingError(f"experiment {name!r} is deleted on {self.base}; restore it or pick "
                                         "another with --experiment")
                 return str(exp["experiment_id"])
-            made = self._call("POST", "/api/2.0/mlflow/experiments/create", {"name": name},
+            made = self._call("POST", "/api/2.0/mlflow/experiments/create",
+                              {"name": name, "tags": [{"key": k, "value": v} for k, v in tags.items()]},
                               ok_codes=("RESOURCE_ALREADY_EXISTS",))
             if "experiment_id" in made:
                 return str(made["experiment_id"])
@@ -155,6 +156,17 @@ class RestStore:
             raise TrackingError(f"MLflow run {run_id} does not exist (or is deleted) on {self.base}")
         info = got["run"]["info"]
         return RunRef(run_id, str(info["experiment_id"]), info.get("artifact_uri", ""), info.get("run_name", ""))
+
+    def runs_since(self, experiment_id: str, since_ms: int) -> list[StoredRun]:
+        got = self._call("POST", "/api/2.0/mlflow/runs/search",
+                         {"experiment_ids": [experiment_id], "filter": f"attributes.start_time >= {int(since_ms)}",
+                          "run_view_type": "ACTIVE_ONLY", "max_results": 1000, "order_by": ["attributes.start_time ASC"]})
+        found = []
+        for run in got.get("runs", []):
+            info, tags = run.get("info", {}), run.get("data", {}).get("tags", [])
+            found.append(StoredRun(info["run_id"], info.get("run_name", ""), str(info.get("experiment_id", "")),
+                                   int(info.get("start_time", 0)), {t["key"]: t.get("value", "") for t in tags}))
+        return found
 
     def run_data(self, run_id: str) -> RunData:
         data = self._call("GET", "/api/2.0/mlflow/runs/get", query={"run_id": run_id})["run"].get("data", {})

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 
 from ._artifacts import copy_files, local_root, upload_with_mlflow
 from ._params import conflict
-from ._records import MAX_PARAM_VALUE, Metric, RunData, RunRef, StoreUnavailable, TrackingError, user as _user
+from ._records import (MAX_PARAM_VALUE, Metric, RunData, RunRef, StoredRun, StoreUnavailable, TrackingError,
+                       user as _user)
 from ._uri import sqlite_path
 
 # table -> the columns written here; a database whose tables differ (another MLflow schema)
@@ -30,6 +31,7 @@ _COLUMNS = {
              "start_time", "end_time", "source_version", "lifecycle_stage", "artifact_uri", "experiment_id",
              "deleted_time"},
     "tags": {"key", "value", "run_uuid"},
+    "experiment_tags": {"key", "value", "experiment_id"},
     "params": {"key", "value", "run_uuid"},
     "metrics": {"key", "value", "timestamp", "run_uuid", "step", "is_nan"},
     "latest_metrics": {"key", "value", "timestamp", "step", "is_nan", "run_uuid"},
@@ -103,7 +105,7 @@ class SqliteStore:
     def _has_workspace(self, db: sqlite3.Connection) -> bool:
         return any(row[1] == "workspace" for row in db.execute("PRAGMA table_info(experiments)"))
 
-    def experiment(self, name: str) -> str:
+    def experiment(self, name: str, tags: Mapping[str, str] = {}) -> str:
         with self._write() as db:
             ws = self._has_workspace(db)
             query = "SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ?"
@@ -126,6 +128,8 @@ class SqliteStore:
             root = Path.cwd() / _ARTIFACT_ROOT  # where MLflow's store puts it: resolved from the cwd
             db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
                        (f"{root}/{experiment_id}", experiment_id))
+            db.executemany("INSERT INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, ?)",
+                           [(k, v, experiment_id) for k, v in tags.items()])
             return str(experiment_id)
 
     def create_run(self, experiment_id: str, name: str, tags: Mapping[str, str],
@@ -157,6 +161,17 @@ class SqliteStore:
         if row is None or row[3] != "active":
             raise TrackingError(f"MLflow run {run_id} does not exist (or is deleted) in {self.uri}")
         return RunRef(run_id, str(row[0]), row[1], row[2] or "")
+
+    def runs_since(self, experiment_id: str, since_ms: int) -> list[StoredRun]:
+        with self._write() as db:
+            rows = db.execute("SELECT run_uuid, name, start_time FROM runs WHERE experiment_id = ? AND "
+                              "start_time >= ? AND lifecycle_stage = 'active' ORDER BY start_time LIMIT 1000",
+                              (int(experiment_id), since_ms)).fetchall()
+            found = []
+            for run_id, name, start in rows:
+                tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (run_id,)).fetchall())
+                found.append(StoredRun(run_id, name or "", experiment_id, int(start or 0), tags))
+        return found
 
     def run_data(self, run_id: str) -> RunData:
         with self._write() as db:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
-from ._records import Metric, RunData, RunRef, TrackingError
+from ._records import Metric, RunData, RunRef, StoredRun, TrackingError
 from ._uri import sqlite_path
 
 if TYPE_CHECKING:
@@ -30,8 +30,9 @@ __all__ = ["Store", "open_store"]
 class Store(Protocol):
     uri: str
 
-    def experiment(self, name: str) -> str:
-        """The id of the active experiment ``name``, created when missing."""
+    def experiment(self, name: str, tags: Mapping[str, str] = {}) -> str:
+        """The id of the active experiment ``name``, created (with ``tags``) when missing; an
+        experiment that exists keeps its tags."""
 
     def create_run(self, experiment_id: str, name: str, tags: Mapping[str, str],
                    params: Mapping[str, str]) -> RunRef: ...
@@ -52,6 +53,9 @@ class Store(Protocol):
         """Copy each local file to its artifact path (``logs/rank0.log``) in the run."""
 
     def terminate(self, run_id: str, status: str) -> None: ...
+
+    def runs_since(self, experiment_id: str, since_ms: int) -> list[StoredRun]:
+        """The active runs of the experiment started at or after ``since_ms`` (at most 1000)."""
 
 
 def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | None" = None) -> Store:

@@ -1,0 +1,188 @@
+"""One MLflow run per job, whatever the training script does with MLflow.
+
+Installed into every rank's Python by ``_site/sitecustomize.py`` (on the rank's PYTHONPATH
+only when the job is tracked), and only when the script imports the modules patched here:
+a rank that never imports mlflow pays for none of it.
+
+MLflow's fluent API resumes the run named by ``MLFLOW_RUN_ID`` once, then deletes the variable:
+a second ``with mlflow.start_run():`` (HF Trainer's ``train()`` then ``evaluate()``) makes a
+new run, and every rank makes its own. Patched here:
+
+- a top-level ``mlflow.start_run()`` (no ``run_id``) resumes the job's run, on every rank,
+  keeping the run's name; ``start_run(nested=True)`` with no active run makes a child of it;
+- ending such a run (a ``with`` block's end, ``mlflow.end_run()``, Lightning's ``finalize``)
+  leaves the job's run RUNNING: the launcher ends it with the job's state;
+- on ranks other than the main one, nothing is written to the job's run and no run is made
+  by ``start_run``: MLflow's convention under DDP is that rank 0 logs (as ``distcomp.runtime``
+  does); N copies of each metric in one run would interleave, and a param logged with another
+  value by another rank (its rank, its seed) would fail that rank;
+- Lightning's ``MLFlowLogger`` without a ``run_id`` logs into the job's run;
+- a run rank code still makes itself (``MlflowClient().create_run``) is tagged with the job's
+  run and recorded for the launcher, which tells the user at the end (``_made_runs``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from ._made_runs import JOB_RUN_TAG, PARENT_TAG, RANK_TAG, MadeRun, record
+
+RUN_ENV = "DISTCOMP_MLFLOW_RUN_ID"  # the job's run; MLflow deletes MLFLOW_RUN_ID, not this one
+REPORTS_ENV = "DISTCOMP_TRACKING_DIR"  # tracking/_delivery.REPORTS_ENV, not imported: ranks stay light
+PATCHED = "__distcomp_patched__"
+
+# MlflowClient methods that write to the run given as their first argument
+WRITES = ("log_metric", "log_param", "set_tag", "delete_tag", "update_run", "log_batch", "log_inputs",
+          "log_outputs", "log_artifact", "log_artifacts", "log_text", "log_dict", "log_stream", "log_figure",
+          "log_image", "log_table")
+LIGHTNING = ("lightning.pytorch.loggers.mlflow", "pytorch_lightning.loggers.mlflow")
+MODULES = ("mlflow.tracking.client", "mlflow.tracking.fluent", *LIGHTNING)
+
+
+def job_run_id() -> str | None:
+    if os.environ.get("DISTCOMP_TRACKING") == "off":
+        return None
+    return os.environ.get(RUN_ENV) or None
+
+
+@functools.cache
+def _rank() -> tuple[int, bool]:
+    """(rank, whether it is the main one); a rank whose launcher variables are malformed
+    counts as the main one: its logging is then MLflow's as usual."""
+    from ._rankinfo import RankInfoError, rank_info
+
+    try:
+        info = rank_info()
+    except RankInfoError:
+        return 0, True
+    return info.rank, info.is_main
+
+
+def patch(module: ModuleType) -> None:
+    """Patch ``module`` (one of MODULES) right after it was executed; once."""
+    if getattr(module, PATCHED, False) or job_run_id() is None:
+        return
+    name = module.__name__
+    if name == "mlflow.tracking.client":
+        _patch_client(module.MlflowClient)
+    elif name == "mlflow.tracking.fluent":
+        _patch_fluent(module)
+    elif name in LIGHTNING:
+        _patch_lightning(module.MLFlowLogger)
+    setattr(module, PATCHED, True)
+
+
+def _run_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[0] if args else kwargs.get("run_id")
+
+
+def _patch_client(client: type) -> None:
+    def guard_end(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def set_terminated(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _run_of(args, kwargs) == job_run_id():
+                return None  # the job's run: the launcher ends it, with the job's state
+            return original(self, *args, **kwargs)
+        return set_terminated
+
+    def drop_elsewhere(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _run_of(args, kwargs) == job_run_id() and not _rank()[1]:
+                if kwargs.get("synchronous") is False:  # the caller may wait() on what it gets
+                    from mlflow.utils.async_logging.run_operations import RunOperations
+
+                    return RunOperations([])
+                return None
+            return original(self, *args, **kwargs)
+        return write
+
+    def tell_made(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def create_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            job = job_run_id()
+            bound = signature.bind(self, *args, **kwargs)
+            rank = _rank()[0]
+            tags = dict(bound.arguments.get("tags") or {})
+            tags.setdefault(JOB_RUN_TAG, job)
+            tags.setdefault(RANK_TAG, str(rank))
+            bound.arguments["tags"] = tags
+            run = original(*bound.args, **bound.kwargs)
+            folder = os.environ.get(REPORTS_ENV)
+            if job and folder:
+                try:
+                    record(Path(folder), MadeRun(run.info.run_id, run.info.run_name or "",
+                                                 str(run.info.experiment_id), str(tags.get(PARENT_TAG) or ""), rank,
+                                                 job))
+                except OSError as exc:  # the run folder is gone or full: the end-of-job search still looks
+                    print(f"distcomp: cannot record MLflow run {run.info.run_id} in {folder}: {exc}", file=sys.stderr)
+            return run
+        return create_run
+
+    client.set_terminated = guard_end(client.set_terminated)  # type: ignore[attr-defined]
+    for name in WRITES:
+        if hasattr(client, name):
+            setattr(client, name, drop_elsewhere(getattr(client, name)))
+    client.create_run = tell_made(client.create_run)  # type: ignore[attr-defined]
+
+
+def _patch_fluent(fluent: ModuleType) -> None:
+    original = fluent.start_run
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def start_run(*args: Any, **kwargs: Any) -> Any:
+        job = job_run_id()
+        bound = signature.bind(*args, **kwargs)
+        given = bound.arguments
+        named = os.environ.get("MLFLOW_RUN_ID")
+        if job is None or given.get("run_id") or given.get("parent_run_id") or (named and named != job):
+            return original(*bound.args, **bound.kwargs)  # the script names its run: MLflow's way
+        # as MLflow does at its first start_run; else a nested start_run would resume the job's run
+        os.environ.pop("MLFLOW_RUN_ID", None)
+        active = fluent.active_run() is not None
+        nested = bool(given.get("nested"))
+        if active and not nested:
+            return original(*bound.args, **bound.kwargs)  # MLflow's "already active" error, on every rank
+        if _rank()[1] and nested:
+            if not active:
+                given["parent_run_id"] = job  # the job's run is the outermost run
+            return original(*bound.args, **bound.kwargs)
+        # resume the job's run: its name stays the job's; on other ranks nothing is written
+        given.update(run_id=job, run_name=None)
+        if not _rank()[1]:
+            given.update(tags=None, description=None, log_system_metrics=False)
+        # mlflow.set_experiment("x") makes MLflow refuse to resume a run of another experiment; the
+        # job's run wins (its experiment is the one distcomp was given)
+        experiment = getattr(fluent, "_active_experiment_id", None)
+        setattr(fluent, "_active_experiment_id", None)
+        try:
+            return original(*bound.args, **bound.kwargs)
+        finally:
+            setattr(fluent, "_active_experiment_id", experiment)
+
+    fluent.start_run = start_run  # type: ignore[attr-defined]
+
+
+def _patch_lightning(logger: type) -> None:
+    original = logger.__init__  # type: ignore[misc]
+    signature = inspect.signature(original)
+    if "run_id" not in signature.parameters:
+        return
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        if not bound.arguments.get("run_id"):
+            bound.arguments["run_id"] = job_run_id()  # its default makes a run in its own experiment
+        original(*bound.args, **bound.kwargs)
+
+    logger.__init__ = __init__  # type: ignore[misc]
