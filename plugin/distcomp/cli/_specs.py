@@ -30,6 +30,8 @@ def _expand(paths: Sequence[str]) -> list[str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ..launchers.own import find as find_own_launcher
+    from ..launchers.own import problems as own_problems
     from ..spec import check_file
 
     bad = 0
@@ -42,11 +44,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
             bad += 1
             n = len(result.errors)
             print(f"{file}: invalid ({n} error{'s' * (n != 1)})", file=sys.stderr)
-        elif not args.quiet:
+        else:
             spec, dist = result.spec, result.spec.distribution
+            own = find_own_launcher(spec)
+            for problem in own_problems(spec, own) if own is not None else ():
+                print(f"{file}: warning: {problem}", file=sys.stderr)
+            if args.quiet:
+                continue
             ppn = dist.processes_per_node or 1
+            if own is not None and not own.once:  # what really runs: the user's launcher's count
+                ppn = own.processes_per_node or ppn
+            how = f"; {own.describe()}" if own is not None else ""
             print(f"{file}: ok: {spec.ref} ({dist.launcher}, {dist.nodes} node{'s' * (dist.nodes != 1)}"
-                  f" x {ppn} process{'es' * (ppn != 1)})")
+                  f" x {ppn} process{'es' * (ppn != 1)}{how})")
     return EXIT_USAGE if bad else EXIT_OK
 
 

@@ -49,8 +49,14 @@ def rank_topology(spec: "ComponentSpec", launcher: str = NAME) -> Topology:
 
 
 def azureml_pytorch(spec: "ComponentSpec") -> dict[str, object]:
-    """Azure ML starts the ranks of each node with the same torchrun env (DeepSpeed too)."""
-    return {"type": "pytorch", "process_count_per_instance": spec.distribution.processes_per_node or 1}
+    """Azure ML starts the ranks of each node with the same torchrun env (DeepSpeed too); a
+    command that brings its own torchrun (or torch.distributed.launch, ...) is started once per
+    node, as Azure's documentation has it: one process per instance, the launcher does the rest."""
+    from .own import find
+
+    own = find(spec)
+    per_node = 1 if own is not None and not own.once else spec.distribution.processes_per_node or 1
+    return {"type": "pytorch", "process_count_per_instance": per_node}
 
 
 @hookimpl

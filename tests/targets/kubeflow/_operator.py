@@ -303,11 +303,15 @@ def mpi_on_this_machine(launcher: Pod, workers: Sequence[Pod], hostfile: str, fo
     session.write_text(SSH_SESSION.format(home=os.environ.get("HOME", "/root"),
                                           path=os.pathsep.join([BINDIR, "/usr/bin", "/bin"]), agent=NODE_AGENT),
                        encoding="utf-8")
-    # the only change to the launcher's argv: /etc/mpi/hostfile (the mounted ConfigMap) is the file above
+    # the only change to the launcher: /etc/mpi/hostfile (the mounted ConfigMap) is the file above,
+    # in distcomp's mpirun argv or, for the user's own mpirun, in $AZUREML_MPI_HOSTFILE
     command = list(launcher.command)
     at = [i for i, w in enumerate(command[:-1]) if w == "--hostfile" and command[i + 1] == MPI_HOSTFILE]
-    assert len(at) == 1, f"the launcher's mpirun does not read {MPI_HOSTFILE} once: {command}"
-    command[at[0] + 1] = str(path)
+    if launcher.env.get("AZUREML_MPI_HOSTFILE") == MPI_HOSTFILE and not at:
+        launcher = launcher.with_env(AZUREML_MPI_HOSTFILE=str(path))
+    else:
+        assert len(at) == 1, f"the launcher's mpirun does not read {MPI_HOSTFILE} once: {command}"
+        command[at[0] + 1] = str(path)
     local = replace(launcher, command=tuple(command)).with_env(OMPI_MCA_orte_default_hostfile=str(path))
     # what distcomp's local target sets for simulated nodes (plugin/distcomp/launchers/mpi.py)
     extra = {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {session}", "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_coll": "^han"}

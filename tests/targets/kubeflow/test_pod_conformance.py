@@ -260,3 +260,51 @@ def test_mpijob_emulation_catches_a_missing_forward(tmp_path: Path) -> None:
     records = rank_records(out)
     assert sorted(records) == [0, 1, 2, 3], done.explain()
     assert {rec["env"]["DISTCOMP_TEST_MARK"] for rec in records.values()} == {None}
+
+
+# --- the user's own launcher in the command (seed 003's job style) -----------------------
+
+OWN = Path(__file__).resolve().parents[2] / "launchers" / "jobs" / "own"
+
+
+def _own(name: str, tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    spec = load(str(OWN / f"{name}.yaml"))
+    out = tmp_path / "out"
+    return compile_job(spec, {}, {"out": str(out)}, pm=get_plugin_manager(), image=IMAGE), out
+
+
+def _one_world(out: Path, world: int) -> list[dict[str, Any]]:
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+    assert [r["rank"] for r in records] == list(range(world)), records
+    assert {(r["world"], r["sum"]) for r in records} == {(world, world * (world + 1) / 2)}
+    return records
+
+
+@pytest.mark.slow
+def test_the_users_torchrun_runs_once_in_each_pod(tmp_path: Path) -> None:
+    """No torchrun of distcomp's around the user's: each pod runs the user's line, whose
+    $NODE_RANK is the operator's PET_NODE_RANK; 2 pods x 2 processes make one world."""
+    manifest, out = _own("torchrun", tmp_path)
+    assert manifest["spec"]["nprocPerNode"] == "2"
+    pods = pytorchjob_pods(manifest)
+    port = free_ports(1)[0]
+    local = [p.with_env(MASTER_ADDR=LOCALHOST, MASTER_PORT=str(port)) for p in pods]
+    assert all(p.argv[:2] == ["/bin/sh", "-c"] and "torchrun --nnodes 2" in p.argv[2] for p in local)
+    done = run_pods(local, OWN, tmp_path / "logs", timeout=150)
+    assert set(done.codes.values()) == {0}, done.explain()
+    records = _one_world(out, 4)
+    assert [(r["group_rank"], r["node_rank"]) for r in records] == [(0, "0"), (0, "0"), (1, "1"), (1, "1")]
+
+
+@pytest.mark.slow
+def test_the_users_mpirun_runs_once_in_the_launcher_pod(tmp_path: Path) -> None:
+    """The Launcher runs the user's own mpirun (no mpirun of distcomp's around it) over the
+    operator's hostfile, named by $AZUREML_MPI_HOSTFILE, as root: one world over 2 workers."""
+    manifest, out = _own("mpirun", tmp_path)
+    launcher, workers, hostfile = mpijob_pods(manifest)
+    assert launcher.argv[:2] == ["/bin/sh", "-c"] and launcher.argv[2].startswith("mpirun -np 4 --hostfile ")
+    assert launcher.env["AZUREML_MPI_HOSTFILE"] == "/etc/mpi/hostfile"
+    local = mpi_on_this_machine(launcher, workers, hostfile, tmp_path)
+    done = run_pods([local], OWN, tmp_path / "logs", timeout=90)
+    assert done.codes == {local.name: 0}, done.explain()
+    assert [r["local_rank"] for r in _one_world(out, 4)] == [0, 1, 0, 1]

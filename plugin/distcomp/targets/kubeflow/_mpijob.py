@@ -26,9 +26,17 @@ def mpirun(world: int, forward: list[str], hostfile: str = HOSTFILE) -> list[str
 
 
 def mpijob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
+    from ...launchers.own import find
+
     env = {**spec.environment_variables, **options.env}
     world = options.nodes * options.processes_per_node
-    launcher = container("launcher", options, [*mpirun(world, sorted(env)), *escape(options.command)], env)
+    own = find(spec)
+    if own is not None and own.once:  # the user's mpirun (or horovodrun): it runs once, as on Azure ML
+        env = {"AZUREML_MPI_HOSTFILE": HOSTFILE, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+               **env}
+        launcher = container("launcher", options, escape(options.command), env)
+    else:
+        launcher = container("launcher", options, [*mpirun(world, sorted(env)), *escape(options.command)], env)
     worker = container("worker", options, SSHD, env)
     return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": metadata(options, spec.name),
             # the launcher starts once every worker's sshd is up, so a failed mpirun is a real

@@ -22,12 +22,23 @@ TORCHRUN = ("torchrun", "--nnodes", "$(PET_NNODES)", "--nproc-per-node", "$(PET_
 
 
 def pytorchjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
+    from ...launchers.own import find, shell_line
+    from ...spec._template import SHELL
+
     env = {**spec.environment_variables, **options.env}
+    own = find(spec)
+    per_node = options.processes_per_node
+    if own is not None and not own.once:  # the user's torchrun (or launch, ...) once per pod, as on Azure ML:
+        # it reads NODE_RANK, which the operator names PET_NODE_RANK; no torchrun of ours around it
+        command = [*SHELL, 'export NODE_RANK="${NODE_RANK:-$PET_NODE_RANK}"; ' + shell_line(options.command)]
+        argv, per_node = escape(command), own.processes_per_node or per_node
+    else:
+        argv = [*TORCHRUN, *escape(options.command)]
     # the operator reads the master port from the container named "pytorch", port "pytorchjob-port"
-    c = container("pytorch", options, [*TORCHRUN, *escape(options.command)], env, [("pytorchjob-port", PORT)])
+    c = container("pytorch", options, argv, env, [("pytorchjob-port", PORT)])
     replicas = {"Master": replica(1, c, options=options)}
     if options.nodes > 1:
         replicas["Worker"] = replica(options.nodes - 1, c, options=options)
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata(options, spec.name),
-            "spec": {"nprocPerNode": str(options.processes_per_node), "runPolicy": dict(RUN_POLICY),
+            "spec": {"nprocPerNode": str(per_node), "runPolicy": dict(RUN_POLICY),
                      "pytorchReplicaSpecs": replicas}}

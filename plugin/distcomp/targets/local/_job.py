@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from ...errors import JobError, UsageError
+from ...launchers.own import find as find_own_launcher
+from ...launchers.own import problems as own_problems
+from ...launchers.own import topology as own_topology
 from ...outcome import JobOutcome, JobState, TrackingRef
 
 if TYPE_CHECKING:
@@ -76,6 +79,11 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     except Exception as exc:  # a plugin's factory: name it, do not crash
         raise JobError(f"launcher {launcher.type.name!r} from {launcher.provider} could not lay out the job: "
                        f"{type(exc).__name__}: {exc}") from None
+    own = find_own_launcher(spec)
+    if own is not None:  # the command starts its own launcher: it takes the place of the spec's
+        topology = own_topology(spec, own, topology)
+        for problem in own_problems(spec, own):
+            notify(f"warning: {problem}")
     try:  # one job per run folder, held before anything of the job exists (its MLflow run, its logs)
         held = claim(job.run_dir, job.job_id, request.grace)
     except RunDirBusy as exc:
@@ -84,7 +92,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     with held:  # released at the end; undone if the job never started (a tracking store out of reach)
         roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
         notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
-               f"process(es), world size {topology.world_size} ({roles})")
+               f"process(es), world size {topology.world_size} ({roles})"
+               + (f"; {own.describe()}" if own is not None else ""))
         tracking = _start_tracking(job, topology, cwd, request.experiment, notify) if request.tracking else None
         ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
         record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,

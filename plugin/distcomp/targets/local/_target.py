@@ -4,7 +4,6 @@ starts ``distcomp run`` in the background, and a job is its run folder (status.j
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -40,6 +39,7 @@ class LocalTarget:
         Addresses and ports stay placeholders (``{{port:master}}``): they are picked at start."""
         import yaml
 
+        from ...launchers.own import layout
         from ...plugins import get_plugin_manager
         from ...records import COMMAND
         from ...redact import mask, secret_values
@@ -53,9 +53,10 @@ class LocalTarget:
             values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
             outputs = {n: given_out.get(n, f"RUN_DIR/outputs/{n}") for n in spec.outputs}
             command = spec.render(values, outputs)
+            line = spec.shell_line(values, outputs)
         except (InputError, RenderError) as exc:
             raise UsageError(str(exc)) from None
-        topology = get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec)
+        topology = layout(spec, get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec))
         secrets = secret_values(values)
         processes = []
         for r in topology.replicas:
@@ -64,7 +65,7 @@ class LocalTarget:
                               "argv": [mask(a, secrets) for a in argv], "env": dict(r.env)})
         plan = {"component": spec.ref, "launcher": topology.launcher, "nodes": topology.nodes,
                 "processes_per_node": topology.processes_per_node, "world_size": topology.world_size,
-                "command": mask(shlex.join(command), secrets), "processes": processes}
+                "command": mask(line, secrets), "processes": processes}
         return Compiled(kind=f"local plan of {spec.ref}", text=yaml.safe_dump(plan, sort_keys=False), data=plan)
 
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:

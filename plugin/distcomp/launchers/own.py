@@ -1,0 +1,183 @@
+"""A command that brings its own launcher (seed 003's job style), run the way Azure ML runs it.
+
+``torchrun``, ``python -m torch.distributed.launch|run``, ``deepspeed`` and ``accelerate
+launch`` start a node's processes themselves: they run once per node, with ``NODE_RANK``,
+``MASTER_ADDR`` and ``MASTER_PORT`` to meet at. ``mpirun``, ``mpiexec`` and ``horovodrun``
+start every rank themselves: they run once, on the first node, with ``AZUREML_MPI_HOSTFILE``
+listing every node and its slots (simulated nodes are reached as distcomp's own MPI launcher
+reaches them, and root may run them, as Azure's images allow). Either way distcomp must not
+add a launcher of its own around the user's: that made two worlds, or an mpirun inside an
+mpirun. The flags the user wrote say how many processes run; where they contradict the spec,
+``problems`` says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from ..records import COMMAND, JOB_DIR, Replica, Topology, host, port
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
+
+OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
+_SKIP = frozenset({"exec", "env", "time", "nohup"})  # words that run the next one
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
+_MPI = ("mpirun", "mpiexec", "horovodrun", "orterun", "prterun")
+
+
+@dataclass(frozen=True)
+class OwnLauncher:
+    """The launcher a command starts, and what its flags say of the job's shape."""
+
+    program: str  # as a person would name it: "torchrun", "python -m torch.distributed.launch", "mpirun"
+    once: bool  # MPI-style: once on the first node; else once per node
+    processes_per_node: int | None = None  # torch-style: --nproc-per-node (None: not a number)
+    nodes: int | None = None  # torch-style: --nnodes
+    processes: int | None = None  # MPI-style: -np, every rank of the job
+
+    def describe(self) -> str:
+        return f"the command's own {self.program}, " + ("once on the first node" if self.once else "once per node")
+
+
+def find(spec: "ComponentSpec") -> OwnLauncher | None:
+    """The launcher ``spec``'s command starts, if any (the first, in a line of several commands)."""
+    words = spec.command.render(lambda ref: "VALUE")  # values cannot start a launcher: the author's words can
+    for segment in _segments(words):
+        found = _launcher(segment)
+        if found is not None:
+            return found
+    return None
+
+
+def _segments(words: Sequence[str]) -> Iterator[list[str]]:
+    segment: list[str] = []
+    for word in words:
+        if word in OPERATORS:
+            yield segment
+            segment = []
+        elif word.endswith(";") and word != ";":
+            segment.append(word[:-1])
+            yield segment
+            segment = []
+        else:
+            segment.append(word)
+    yield segment
+
+
+def _launcher(words: list[str]) -> OwnLauncher | None:
+    while words and (words[0] in _SKIP or re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[0])):
+        words = words[1:]
+    if not words:
+        return None
+    program, rest = words[0].rsplit("/", 1)[-1], words[1:]
+    if program == "torchrun":
+        return OwnLauncher("torchrun", False, _int(rest, "--nproc-per-node", "--nproc_per_node"),
+                           _nodes(rest, "--nnodes"))
+    if _PYTHON.match(program) and rest[:1] == ["-m"] and rest[1:2] in (["torch.distributed.launch"],
+                                                                         ["torch.distributed.run"]):
+        return OwnLauncher(f"python -m {rest[1]}", False, _int(rest, "--nproc-per-node", "--nproc_per_node"),
+                           _nodes(rest, "--nnodes"))
+    if program == "deepspeed":
+        return OwnLauncher("deepspeed", False, _int(rest, "--num_gpus", "--num-gpus"), _int(rest, "--num_nodes"))
+    if program == "accelerate" and rest[:1] == ["launch"]:
+        total, machines = _int(rest, "--num_processes", "--num-processes"), _int(rest, "--num_machines",
+                                                                                  "--num-machines")
+        per_node = total // (machines or 1) if total is not None else None
+        return OwnLauncher("accelerate launch", False, per_node, machines)
+    if program in _MPI:
+        return OwnLauncher(program, True, processes=_int(rest, "-np", "-n", "--np", "-c"))
+    return None
+
+
+def _value(words: list[str], *flags: str) -> str | None:
+    """The value given to the first of ``flags`` (``--f V`` or ``--f=V``), stopping at the program."""
+    for i, word in enumerate(words):
+        name, eq, val = word.partition("=")
+        if name in flags:
+            return val if eq else (words[i + 1] if i + 1 < len(words) else None)
+    return None
+
+
+def _int(words: list[str], *flags: str) -> int | None:
+    text = _value(words, *flags)
+    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
+
+
+def _nodes(words: list[str], flag: str) -> int | None:
+    """``--nnodes 2`` or an elastic ``1:4`` (its maximum)."""
+    text = _value(words, flag)
+    if text is None:
+        return None
+    top = text.rpartition(":")[2]
+    return int(top) if top.isdigit() and int(top) > 0 else None
+
+
+def topology(spec: "ComponentSpec", own: OwnLauncher, base: Topology) -> Topology:
+    """The job with the user's launcher in the place of the spec's: one process per node, or one
+    on the first node; ``base`` (the spec's launcher's own topology) lends its per-machine env."""
+    d = spec.distribution
+    nodes, per_node = d.nodes, d.processes_per_node or 1
+    if own.once:
+        from .mpi import HOSTFILE, mpi_topology, openmpi_failure
+
+        mpi = mpi_topology(spec)
+        world = own.processes or nodes * per_node
+        env = {**mpi.replicas[0].env,
+               # Azure's images let root run mpirun; Open MPI refuses unless told
+               "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+               # an mpirun without --hostfile still finds every node, as in the MPI Operator's pods
+               "PRTE_MCA_prte_default_hostfile": f"{JOB_DIR}/{HOSTFILE}",
+               "OMPI_MCA_orte_default_hostfile": f"{JOB_DIR}/{HOSTFILE}"}
+        launcher = Replica(role="launcher", index=0, node=0, argv=(COMMAND,), env=env, ranks=world,
+                           failure=openmpi_failure)  # the user's mpirun reports a failed rank as ours does
+        return replace(mpi, launcher=base.launcher, world_size=world, replicas=(launcher,),
+                       processes_per_node=max(1, world // nodes))
+    procs = own.processes_per_node or per_node
+    replicas = tuple(
+        Replica(role="node", index=n, node=n, argv=(COMMAND,), ranks=procs,
+                env={"MASTER_ADDR": host(0), "MASTER_PORT": port("master"), "NODE_RANK": str(n)})
+        for n in range(nodes))
+    # each node's launcher sets OMP_NUM_THREADS for its own processes, as torchrun does
+    local_env = {k: v for k, v in base.local_env.items() if k != "OMP_NUM_THREADS"}
+    return Topology(launcher=base.launcher, nodes=nodes, processes_per_node=procs, world_size=nodes * procs,
+                    replicas=replicas, ports=("master",), local_env=local_env)
+
+
+def problems(spec: "ComponentSpec", own: OwnLauncher) -> list[str]:
+    """Where the user's launcher contradicts the spec (what runs follows the launcher's flags)."""
+    d = spec.distribution
+    nodes, per_node = d.nodes, d.processes_per_node
+    out = []
+    if own.once:
+        slots = nodes * (per_node or 1)
+        if own.processes is not None and own.processes > slots:
+            out.append(f"{own.program} asks for {own.processes} processes, but the spec's {nodes} node(s) x "
+                       f"{per_node or 1} give {slots} slots in AZUREML_MPI_HOSTFILE; raise the process count "
+                       "per node or lower -np")
+        return out
+    if own.nodes is not None and own.nodes != nodes:
+        out.append(f"{own.program} says {own.nodes} node(s) (--nnodes), the spec {nodes}: it runs once on each "
+                   f"of the spec's {nodes} node(s), so they will not all meet; make them agree")
+    if own.processes_per_node is not None and per_node not in (None, 1, own.processes_per_node):
+        out.append(f"{own.program} starts {own.processes_per_node} process(es) per node, the spec says {per_node}: "
+                   f"distcomp runs {own.program} once per node (as Azure ML does with process_count_per_instance: "
+                   f"1), so {own.processes_per_node} run per node; make them agree")
+    return out
+
+
+def layout(spec: "ComponentSpec", base: Topology) -> Topology:
+    """What runs: ``base`` (the spec's launcher's topology), or the user's launcher in its place."""
+    own = find(spec)
+    return base if own is None else topology(spec, own, base)
+
+
+def shell_line(argv: Sequence[str]) -> str:
+    """A rendered command as one shell line (it is one already when it needs a shell)."""
+    import shlex
+
+    from ..spec._template import SHELL
+
+    return argv[2] if tuple(argv[:2]) == SHELL else shlex.join(argv)
