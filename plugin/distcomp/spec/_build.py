@@ -4,7 +4,7 @@ a schema cannot express (defaults vs types, min <= max, template references)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -235,15 +235,6 @@ def make_output(name: str, raw: Any, default_type: str) -> OutputSpec:
                       description=as_str(raw.get("description")))
 
 
-@dataclass(frozen=True)
-class BuiltEnvironment(EnvironmentSpec):
-    """An environment built from a Docker context: ``build`` is azure-ai-ml's
-    ``{path, dockerfile_path}``, ``path`` relative to the spec (or a URL). A subclass only
-    until EnvironmentSpec itself carries ``build`` (its module is not this one's to change)."""
-
-    build: Mapping[str, Any] = field(default_factory=lambda: frozen_map(None))
-
-
 def make_environment(raw: Any) -> EnvironmentSpec | None:
     """Every shape people write: ``azureml:Name:1``, ``file:env.yml``, ``{name: ...}``,
     ``{image: ...}``, ``{build: {path: ...}}``, ``{docker: {image | build: ...}, conda: {...}}``."""
@@ -263,7 +254,7 @@ def make_environment(raw: Any) -> EnvironmentSpec | None:
         conda=frozen_map(inline if isinstance(inline, dict) else None),
     )
     build = _build_context(as_map(raw.get("build")), as_map(docker.get("build")))
-    return BuiltEnvironment(**fields, build=frozen_map(build)) if build else EnvironmentSpec(**fields)
+    return EnvironmentSpec(**fields, build=frozen_map(build))
 
 
 def _build_context(v2: dict[str, Any], v1: dict[str, Any]) -> dict[str, str]:

@@ -57,6 +57,8 @@ class EnvironmentSpec:
     conda_file: str | None = None
     conda: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     reference: str | None = None  # e.g. "azureml:AzureML-Minimal:1" as written
+    # a Docker build context: azure-ai-ml's {path, dockerfile_path}, path relative to the spec (or a URL)
+    build: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ def _environment(env: EnvironmentSpec | None, environment: str | None, image: st
         return "file:" + _local(env.reference[len("file:"):], "environment file", base_dir, spec_dir, file=True)
     if env.reference:
         return env.reference
-    build = getattr(env, "build", None)  # a Docker build context (see spec._build.BuiltEnvironment)
+    build = env.build  # a Docker build context
     if build:
         context = dict(build)
         if not is_uri(context["path"]):
