@@ -196,3 +196,45 @@ def test_every_store_tags_only_an_experiment_it_creates_and_finds_runs_by_start(
     found = any_store.runs_since(exp, 2000)
     assert [(r.run_id, r.name, r.experiment_id, r.start_ms) for r in found] == [(after.info.run_id, "after", exp, 5000)]
     assert found[0].tags["mlflow.parentRunId"] == "p" and before.info.run_id not in {r.run_id for r in found}
+
+
+LIGHTNING = SPEC.parent.parent / "lightning" / "component.yaml"
+KERAS = SPEC.parent.parent / "keras" / "component.yaml"
+
+
+def _framework_job(tmp_path: Path, uri: str, spec: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "distcomp", "run", str(spec), "--quiet", "--run-dir", str(tmp_path / "run")]
+    env = clean_env(MLFLOW_TRACKING_URI=uri)
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=WAIT)
+
+
+@pytest.mark.slow
+def test_lightnings_mlflowlogger_logs_into_the_jobs_run(sqlite_uri: str, tmp_path: Path) -> None:
+    """``MLFlowLogger()`` at its defaults makes a run in an experiment "lightning_logs" of its own;
+    in a distcomp job it writes the job's run, and Lightning's end does not end it."""
+    proc = _framework_job(tmp_path, sqlite_uri, LIGHTNING)
+    assert proc.returncode == 0, explain(proc)
+    client = MlflowClient(sqlite_uri)
+    assert client.get_experiment_by_name("lightning_logs") is None
+    runs = runs_of(sqlite_uri, "lightning-mlflow")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    run = runs[0]
+    assert run.data.params["lr"] == "0.1"  # Lightning's hyperparameters
+    # 64 samples, batch 8, 2 ranks: 4 steps an epoch, 2 epochs, logged by rank 0 alone
+    assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 8
+    assert "distcomp.extra_runs" not in run.data.tags and "more MLflow run" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_keras_autolog_logs_into_the_jobs_run(sqlite_uri: str, tmp_path: Path) -> None:
+    """``mlflow.keras.autolog()`` starts and ends a run around ``fit`` on every rank: the job's run,
+    with rank 0's epochs only."""
+    proc = _framework_job(tmp_path, sqlite_uri, KERAS)
+    assert proc.returncode == 0, explain(proc)
+    runs = runs_of(sqlite_uri, "keras-autolog")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    run = runs[0]
+    losses = MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "loss")
+    assert sorted(m.step for m in losses) == [0, 1] and all(m.value < 50 for m in losses), losses  # rank 1's ~100
+    assert run.data.params["epochs"] == "2" and run.data.params["optimizer_name"] == "sgd"

@@ -86,8 +86,9 @@ def _patch_client(client: type) -> None:
     def guard_end(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def set_terminated(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if _run_of(args, kwargs) == job_run_id():
-                return None  # the job's run: the launcher ends it, with the job's state
+            if _run_of(args, kwargs) == job_run_id():  # the launcher ends it, with the job's state
+                _send_async(self)
+                return None
             return original(self, *args, **kwargs)
         return set_terminated
 
@@ -132,6 +133,16 @@ def _patch_client(client: type) -> None:
         if hasattr(client, name):
             setattr(client, name, drop_elsewhere(getattr(client, name)))
     client.create_run = tell_made(client.create_run)  # type: ignore[attr-defined]
+
+
+def _send_async(client: Any) -> None:
+    """What ``set_terminated`` does before it ends a run: send what MLflow's async logging holds
+    (``log_metrics(synchronous=False)``, as Keras autologging logs). Left to the exit, it is lost:
+    Python shuts the queue's thread pools before MLflow's exit handler drains it."""
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    shut_down = getattr(store, "shut_down_async_logging", None)
+    if shut_down is not None:
+        shut_down()
 
 
 def _patch_fluent(fluent: ModuleType) -> None:
