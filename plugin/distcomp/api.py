@@ -63,18 +63,18 @@ def _spec(spec: "SpecRef", nodes: int | None, nproc_per_node: int | None) -> "Co
 def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Mapping[str, str] | None = None,
         nodes: int | None = None, nproc_per_node: int | None = None, run_dir: "str | os.PathLike[str] | None" = None,
         tracking: bool = True, experiment: str | None = None, timeout: float | None = None, max_restarts: int = 0,
-        grace: float = 5.0, system_metrics: bool = False, console: Callable[[str], None] | None = None,
-        notify: "Notify | None" = None) -> JobOutcome:
+        grace: float = 5.0, system_metrics: bool = False, env: Mapping[str, str] | None = None,
+        console: Callable[[str], None] | None = None, notify: "Notify | None" = None) -> JobOutcome:
     """Run ``spec`` here with real ranks and wait for it (``distcomp run``). ``inputs``: values
     as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
     with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
-    the logs are in the run folder either way)."""
+    the logs are in the run folder either way); ``env``: variables for every rank."""
     from .targets.local._job import LocalRun, run_local
 
     request = LocalRun(inputs={k: _text(v) for k, v in (inputs or {}).items()}, outputs=dict(outputs or {}),
                        run_dir=os.fspath(run_dir) if run_dir is not None else None, timeout=timeout,
                        max_restarts=max_restarts, grace=grace, tracking=tracking, experiment=experiment,
-                       system_metrics=system_metrics, echo=console is not None)
+                       system_metrics=system_metrics, echo=console is not None, env=dict(env or {}))
     return run_local(_spec(spec, nodes, nproc_per_node), request, console, notify)
 
 

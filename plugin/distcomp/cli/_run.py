@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   nodes=args.nodes, nproc_per_node=args.nproc_per_node, run_dir=args.run_dir,
                   tracking=not args.no_tracking, experiment=args.experiment, timeout=args.timeout,
                   max_restarts=args.max_restarts, grace=args.grace, system_metrics=args.system_metrics,
-                  console=None if args.quiet else echo, notify=speaker("run"))
+                  env=pairs(args.env, "--env"), console=None if args.quiet else echo, notify=speaker("run"))
     if args.status_file:
         _write_status(args.status_file, outcome.to_json())
     return outcome.exit_code if outcome.exit_code is not None else 1
@@ -57,6 +57,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
                    help="like --input, but an empty VALUE means not given (for an optional input)")
     p.add_argument("--output", "-o", action="append", metavar="NAME=PATH",
                    help="where an output goes (default RUN_DIR/outputs/NAME)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="a variable for every rank (repeatable; over the spec's environment_variables)")
     p.add_argument("--nodes", type=positive, metavar="N", help="nodes to simulate on this machine (default: the spec's)")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
     p.add_argument("--run-dir", metavar="DIR", help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)")

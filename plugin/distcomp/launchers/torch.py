@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import (JOB_ID, MAX_RESTARTS, RESTART, AzureMLDistribution, LauncherType, Replica,
+from ..records import (JOB_DIR, JOB_ID, MAX_RESTARTS, RESTART, AzureMLDistribution, LauncherType, Replica,
                        Topology, host, port)
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ def torch_env(rank: int, local_rank: int, node: int, nodes: int, per_node: int) 
         "TORCHELASTIC_RESTART_COUNT": RESTART, "TORCHELASTIC_MAX_RESTARTS": MAX_RESTARTS,
         "TORCHELASTIC_RUN_ID": JOB_ID, "TORCHELASTIC_USE_AGENT_STORE": "False",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        # as torchrun: where @record writes a failing rank's exception (the root cause, when there)
+        "TORCHELASTIC_ERROR_FILE": f"{JOB_DIR}/rank{rank}.attempt{RESTART}.error.json",
+        "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
     }
 
 

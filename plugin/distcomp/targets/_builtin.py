@@ -64,6 +64,8 @@ LOCAL = TargetType(
                      help="where an output goes (default RUN_DIR/outputs/NAME)"),
         TargetOption("run_dir", metavar="DIR", submit_only=True,
                      help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)"),
+        TargetOption("env", "pairs", metavar="NAME=VALUE", submit_only=True,
+                     help="a variable for every rank (repeatable; over the spec's environment_variables)"),
         TIMEOUT,
         TargetOption("max_restarts", "int", default=0, metavar="K", submit_only=True, minimum=0,
                      help="restart every rank up to K times after a failure"),

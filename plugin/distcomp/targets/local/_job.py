@@ -9,6 +9,7 @@ comes back as a JobOutcome, whatever its end.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
@@ -45,6 +46,10 @@ class LocalRun:
     experiment: str | None = None
     system_metrics: bool = False
     echo: bool = False  # rank output to ``console`` too (it is always in the logs)
+    env: Mapping[str, str] = field(default_factory=dict)  # for every rank, over the spec's own variables
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def job_id(run_dir: Path) -> str:
@@ -63,6 +68,9 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     notify = say or (lambda _m: None)
     if not request.tracking and (request.system_metrics or request.experiment):
         raise UsageError("tracking is off; an experiment and system metrics need it on")
+    bad = [n for n in request.env if not _ENV_NAME.match(n)]
+    if bad:
+        raise UsageError(f"--env {bad[0]!r}: not a variable name (letters, digits and '_', not first a digit)")
     cwd = cwd or Path.cwd()
     try:
         launcher = get_plugin_manager().launcher(spec.distribution.launcher)
@@ -100,7 +108,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
                              "tracking_uri": ref.tracking_uri}} if ref else {}
         options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
                              request.echo and console is not None, job.job_id,
-                             env=tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"}, record=record)
+                             env={**request.env, **(tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})},
+                             record=record)
         notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
         create_outputs(job)
         monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None

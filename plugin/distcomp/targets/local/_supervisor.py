@@ -12,12 +12,14 @@ job's cookie and, orphaned, is re-parented to this process (a child subreaper, s
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from ...errors import JobError
@@ -292,13 +294,39 @@ class Supervisor:
         tail = tuple(self.logs.tails.get(name) or ())
         if name != r.name and not tail:
             tail = tuple(self.logs.tails.get(r.name) or ())
+        log = self.logs.path(name)
+        if not tail and r.output is not None:  # a silent wrapper (mpirun): its ranks' logs hold the error
+            tail = tuple(f"[{rank}] {line}" for rank, lines in sorted(self.logs.tails.items())
+                         if rank.startswith("rank") for line in list(lines)[-8:])
+            log = log.parent
+        error = _error_file(p.launch.env.get("TORCHELASTIC_ERROR_FILE", ""))
+        if error:  # the rank's own report (torch's @record), as torchrun shows it
+            detail = error[0] if not detail else f"{detail}; {error[0]}"
+            tail = tail or error[1]
         role, node = r.role, r.node
         if name != r.name:  # a rank the wrapper started: ranks fill the nodes in order
             role, node = "rank", int(name[4:]) // self.processes_per_node
-        return Failure(name, role, node, rc, self.logs.path(name), tail, pid, after, detail)
+        return Failure(name, role, node, rc, log, tail, pid, after, detail)
 
     def _log_text(self, p: _Proc) -> str:
         self.logs.flush()
         with open(self.logs.path(p.launch.replica.name), "rb") as f:
             f.seek(p.log_offset)
             return f.read().decode("utf-8", "replace")
+
+
+def _error_file(path: str) -> tuple[str, tuple[str, ...]] | None:
+    """The exception a rank's ``@record`` wrote to its TORCHELASTIC_ERROR_FILE: its message and
+    the last lines of its traceback; None when there is none (most scripts do not use @record)."""
+    if not path:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        message = data["message"]
+        if isinstance(message, dict):
+            text, stack = str(message.get("message", "")), str((message.get("extraInfo") or {}).get("py_callstack", ""))
+        else:
+            text, stack = str(message), ""
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return f"error file {path}: {text}", tuple(stack.rstrip().splitlines()[-12:])

@@ -85,7 +85,8 @@ class LocalTarget:
                 "--grace", str(options.get("grace", 5.0))]
         if spec.distribution.processes_per_node:
             argv += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
-        for flag, pairs in (("--input", options.get("inputs")), ("--output", options.get("outputs"))):
+        for flag, pairs in (("--input", options.get("inputs")), ("--output", options.get("outputs")),
+                            ("--env", options.get("env"))):
             argv += [a for name, value in (pairs or {}).items() for a in (flag, f"{name}={value}")]
         if options.get("timeout"):
             argv += ["--timeout", str(options["timeout"])]
