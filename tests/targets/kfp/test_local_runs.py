@@ -101,3 +101,17 @@ def _bundle_names(compiled: Path) -> list[str]:
     data = gzip.decompress(base64.b64decode("".join(chunks)))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         return tar.getnames()
+
+
+def test_a_shell_line_runs_in_the_step_as_on_azure_ml(kfp_local: Path) -> None:
+    """`cd sub && ... --seen "$RANK"`: the step's ranks run the author's shell line; the value
+    (shell syntax in it) is one argument and runs nothing."""
+    shell = Path(__file__).resolve().parents[1] / "jobs" / "shellline" / "torch.yaml"
+    out = load_component(shell)(value="x; touch pwned").outputs["out"]
+    records = [json.loads(p.read_text()) for p in sorted(Path(out.path).glob("*.json"))]
+    assert len(records) == 2
+    for rec in records:
+        argv = rec["argv"]
+        assert rec["cwd"].endswith("/sub") and argv[argv.index("--value") + 1] == "x; touch pwned"
+    assert sorted(r["argv"][r["argv"].index("--seen") + 1] for r in records) == ["0", "1"]
+    assert not list(Path(records[0]["cwd"]).parent.rglob("pwned"))
