@@ -145,3 +145,12 @@ def test_azure_ml_starts_the_users_torch_launcher_once_per_node(tmp_path: Path) 
     component = load_component(str(out))
     assert component.distribution.process_count_per_instance == 1 and component.resources.instance_count == 2
     assert component.command.startswith("torchrun --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK")
+
+
+def test_azure_ml_compile_says_its_mpi_distribution_wraps_the_users_mpirun(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "azureml",
+                           str(OWN / "mpirun.yaml"), "--environment", "azureml:x:1", "--out", str(tmp_path / "c.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "the command starts its own mpirun, and Azure ML's mpi distribution runs the command under an mpirun " \
+           "of its own" in " ".join(proc.stderr.split())

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
+from ...launchers.own import find as find_own_launcher
 from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec, is_uri
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
@@ -91,6 +92,14 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if spec.environment_variables:
         doc["environment_variables"] = dict(spec.environment_variables)
     doc["distribution"] = distribution
+    own = find_own_launcher(spec)
+    if own is not None and own.once and distribution["type"] == "mpi":
+        # Azure ML's MPI distribution starts its own mpirun around the command (its documentation:
+        # a head-node launcher such as mpirun cannot be given): the user's would run inside it
+        notes.append(f"the command starts its own {own.program}, and Azure ML's mpi distribution runs the "
+                     f"command under an mpirun of its own: each of its {distribution.get('process_count_per_instance')} "
+                     f"process(es) per node would start {own.program} again; drop {own.program} and its flags "
+                     "from the command (the distribution starts the ranks)")
     resources: dict[str, Any] = {"instance_count": spec.distribution.nodes}
     resources.update({k: spec.resources[k] for k in _RESOURCES if k in spec.resources})
     dropped = sorted(k for k in spec.resources if k not in _RESOURCES and k != "instance_count")
