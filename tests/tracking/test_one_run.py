@@ -101,6 +101,19 @@ def test_a_run_made_with_mlflowclient_is_told(sqlite_uri: str, tmp_path: Path) -
     assert job.data.metrics == {"train_loss": 1.0}
 
 
+def test_a_script_logging_to_its_own_store_keeps_it_and_is_told(sqlite_uri: str, tmp_path: Path) -> None:
+    """``mlflow.set_tracking_uri(...)`` in the script: its run goes there (the job's run is not in
+    that store: resuming it would fail the rank), and the end of the job says where it went."""
+    proc, seen = run_job(tmp_path, sqlite_uri, "elsewhere")
+    assert proc.returncode == 0, explain(proc)
+    own = f"sqlite:///{tmp_path / 'state' / 'own.db'}"
+    made = MlflowClient(own).get_run(seen[0]["side"])
+    assert made.data.metrics == {"x": 1.0} and made.data.tags["distcomp.job_run_id"] == job_run(
+        runs_of(sqlite_uri, "one-run")).info.run_id
+    assert f"rank code created 1 more MLflow run (ID, name): {made.info.run_id} 'mine' (rank 0, experiment " \
+           f"{made.info.experiment_id} of {own}, the script's own store)" in proc.stderr, explain(proc)
+
+
 def test_a_run_made_without_the_hook_is_found_in_the_experiment(mlflow_server: str, tmp_path: Path) -> None:
     """A Python that ignores PYTHONPATH (``-I``) has no hook: the search of the job's experiment
     at its end still finds the run it made (here through the server's REST API)."""

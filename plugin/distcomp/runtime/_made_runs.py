@@ -30,10 +30,11 @@ class MadeRun:
     parent: str = ""  # its mlflow.parentRunId: a child of the job's run is no second run
     rank: int | None = None  # None: found in the store, no rank told of it
     job_run_id: str = ""  # the job's run, when the run was made (a run folder may serve several jobs)
+    store: str = ""  # the tracking URI, when not the job's (``mlflow.set_tracking_uri`` in the script)
 
     def to_json(self) -> dict[str, object]:
         return {"run_id": self.run_id, "name": self.name, "experiment_id": self.experiment_id,
-                "parent": self.parent, "rank": self.rank, "job_run_id": self.job_run_id}
+                "parent": self.parent, "rank": self.rank, "job_run_id": self.job_run_id, "store": self.store}
 
 
 def record(folder: Path, run: MadeRun) -> None:
@@ -61,7 +62,8 @@ def read(folder: Path, job_run_id: str) -> list[MadeRun]:
                 rank = data.get("rank")
                 runs.append(MadeRun(str(data["run_id"]), str(data.get("name") or ""),
                                     str(data.get("experiment_id") or ""), str(data.get("parent") or ""),
-                                    int(rank) if rank is not None else None, job_run_id))
+                                    int(rank) if rank is not None else None, job_run_id,
+                                    str(data.get("store") or "")))
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
     return runs

@@ -34,6 +34,7 @@ from typing import Any, Callable
 from ._made_runs import JOB_RUN_TAG, PARENT_TAG, RANK_TAG, MadeRun, record
 
 RUN_ENV = "DISTCOMP_MLFLOW_RUN_ID"  # the job's run; MLflow deletes MLFLOW_RUN_ID, not this one
+URI_ENV = "DISTCOMP_MLFLOW_TRACKING_URI"  # its store; mlflow.set_tracking_uri() overwrites MLFLOW_TRACKING_URI
 REPORTS_ENV = "DISTCOMP_TRACKING_DIR"  # tracking/_delivery.REPORTS_ENV, not imported: ranks stay light
 PATCHED = "__distcomp_patched__"
 
@@ -49,6 +50,12 @@ def job_run_id() -> str | None:
     if os.environ.get("DISTCOMP_TRACKING") == "off":
         return None
     return os.environ.get(RUN_ENV) or None
+
+
+def _elsewhere(uri: str | None) -> bool:
+    """True when the script logs to another store than the job's (``set_tracking_uri``, a
+    logger's ``tracking_uri``): the job's run is not there, so MLflow's own way applies."""
+    return uri is not None and uri != os.environ.get(URI_ENV, os.environ.get("MLFLOW_TRACKING_URI"))
 
 
 @functools.cache
@@ -92,7 +99,7 @@ def _patch_client(client: type) -> None:
             return original(self, *args, **kwargs)
         return set_terminated
 
-    def drop_elsewhere(original: Callable[..., Any]) -> Callable[..., Any]:
+    def main_rank_only(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def write(self: Any, *args: Any, **kwargs: Any) -> Any:
             if _run_of(args, kwargs) == job_run_id() and not _rank()[1]:
@@ -119,10 +126,11 @@ def _patch_client(client: type) -> None:
             run = original(*bound.args, **bound.kwargs)
             folder = os.environ.get(REPORTS_ENV)
             if job and folder:
+                uri = getattr(getattr(self, "_tracking_client", None), "tracking_uri", None)
                 try:
                     record(Path(folder), MadeRun(run.info.run_id, run.info.run_name or "",
                                                  str(run.info.experiment_id), str(tags.get(PARENT_TAG) or ""), rank,
-                                                 job))
+                                                 job, str(uri) if _elsewhere(uri) else ""))
                 except OSError as exc:  # the run folder is gone or full: the end-of-job search still looks
                     print(f"distcomp: cannot record MLflow run {run.info.run_id} in {folder}: {exc}", file=sys.stderr)
             return run
@@ -131,7 +139,7 @@ def _patch_client(client: type) -> None:
     client.set_terminated = guard_end(client.set_terminated)  # type: ignore[attr-defined]
     for name in WRITES:
         if hasattr(client, name):
-            setattr(client, name, drop_elsewhere(getattr(client, name)))
+            setattr(client, name, main_rank_only(getattr(client, name)))
     client.create_run = tell_made(client.create_run)  # type: ignore[attr-defined]
 
 
@@ -157,8 +165,11 @@ def _patch_fluent(fluent: ModuleType) -> None:
         named = os.environ.get("MLFLOW_RUN_ID")
         if job is None or given.get("run_id") or given.get("parent_run_id") or (named and named != job):
             return original(*bound.args, **bound.kwargs)  # the script names its run: MLflow's way
-        # as MLflow does at its first start_run; else a nested start_run would resume the job's run
+        # as MLflow does at its first start_run; else a nested start_run would resume the job's run,
+        # and one in another store would look for the job's run there
         os.environ.pop("MLFLOW_RUN_ID", None)
+        if _elsewhere(_tracking_uri()):  # the script's own store: its runs are its own (and told)
+            return original(*bound.args, **bound.kwargs)
         active = fluent.active_run() is not None
         nested = bool(given.get("nested"))
         if active and not nested:
@@ -183,6 +194,12 @@ def _patch_fluent(fluent: ModuleType) -> None:
     fluent.start_run = start_run  # type: ignore[attr-defined]
 
 
+def _tracking_uri() -> str:
+    import mlflow.tracking
+
+    return str(mlflow.tracking.get_tracking_uri())
+
+
 def _patch_lightning(logger: type) -> None:
     original = logger.__init__  # type: ignore[misc]
     signature = inspect.signature(original)
@@ -192,7 +209,9 @@ def _patch_lightning(logger: type) -> None:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, *args, **kwargs)
-        if not bound.arguments.get("run_id"):
+        uri = bound.arguments.get("tracking_uri", signature.parameters["tracking_uri"].default
+                                  if "tracking_uri" in signature.parameters else None)
+        if not bound.arguments.get("run_id") and not _elsewhere(uri):
             bound.arguments["run_id"] = job_run_id()  # its default makes a run in its own experiment
         original(*bound.args, **bound.kwargs)
 

@@ -56,10 +56,13 @@ def extra_runs(store: "Store", run: RunRef, reports: Path, started_ms: int) -> t
 def describe(run: RunRef, extra: list[MadeRun]) -> str:
     """The warning: which runs, made where, and how to keep their metrics in the job's run."""
     n = len(extra)
-    listed = ", ".join(f"{m.run_id} {m.name!r} (" + (f"rank {m.rank}, " if m.rank is not None else "") +
-                       (f"experiment {m.experiment_id}" if m.experiment_id != run.experiment_id else
-                        "the job's experiment") + ("" if m.rank is not None else "; found there, made during the job")
-                       + ")" for m in extra)
+    def where(m: MadeRun) -> str:
+        if m.store:
+            return f"experiment {m.experiment_id} of {m.store}, the script's own store"
+        return f"experiment {m.experiment_id}" if m.experiment_id != run.experiment_id else "the job's experiment"
+
+    listed = ", ".join(f"{m.run_id} {m.name!r} (" + (f"rank {m.rank}, " if m.rank is not None else "") + where(m) +
+                       ("" if m.rank is not None else "; found there, made during the job") + ")" for m in extra)
     return (f"rank code created {n} more MLflow run{'s' if n != 1 else ''} (ID, name): {listed}; what "
             f"{'it' if n == 1 else 'they'} logged is not in the job's run {run.run_id}. Pass "
             "run_id=os.environ['DISTCOMP_MLFLOW_RUN_ID'] where it is made (MlflowClient's calls, Lightning's "

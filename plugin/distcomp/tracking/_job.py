@@ -64,7 +64,8 @@ class JobRun:
     def env(self) -> dict[str, str]:
         """What every rank needs to log into this run."""
         env = {"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_RUN_ID": self.run.run_id,
-               "DISTCOMP_MLFLOW_RUN_ID": self.run.run_id, "MLFLOW_EXPERIMENT_ID": self.run.experiment_id}
+               "DISTCOMP_MLFLOW_RUN_ID": self.run.run_id, "MLFLOW_EXPERIMENT_ID": self.run.experiment_id,
+               "DISTCOMP_MLFLOW_TRACKING_URI": self.uri}  # kept when the script sets another
         if self.experiment:
             env["MLFLOW_EXPERIMENT_NAME"] = self.experiment
         if self.run_dir is not None:

@@ -76,13 +76,14 @@ class _Watcher:
 
 def _chain() -> None:
     """Run the sitecustomize this module hides (a distribution's, a virtualenv's)."""
-    import importlib.machinery
-    import importlib.util
-
+    # the path finder Python already has (importing importlib.machinery for it costs more than this module)
+    finder = next((f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"), None)
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    spec = finder.find_spec("sitecustomize", rest) if finder is not None else None
     if spec is None or spec.loader is None:
         return
+    import importlib.util  # milliseconds: only when there is one to run
+
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)

@@ -4,6 +4,7 @@
 --mode client: rank 0 makes a run of its own with MlflowClient (distcomp cannot redirect that);
 --mode unhooked: rank 0 starts a Python that ignores PYTHONPATH (-I: no distcomp hook), which
 makes a run; only the end-of-job search of the experiment can find it;
+--mode elsewhere: rank 0 logs to a store of its own (mlflow.set_tracking_uri), which stays its own;
 --mode env: only writes what this Python was given (PYTHONPATH, sitecustomize, imports).
 STATE_DIR/rankN.json says what the rank saw."""
 
@@ -53,6 +54,13 @@ elif args.mode == "client":
         client.log_metric(side.info.run_id, "side_metric", 1.0)
         client.set_terminated(side.info.run_id)
         seen["side"] = side.info.run_id
+elif args.mode == "elsewhere" and rank == 0:
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{args.state_dir / 'own.db'}")
+    with mlflow.start_run(run_name="mine") as run:
+        mlflow.log_metric("x", 1.0)
+        seen["side"] = run.info.run_id
 elif args.mode == "unhooked" and rank == 0:
     code = ("import os, mlflow; c = mlflow.MlflowClient(); "
             "r = c.create_run(os.environ['MLFLOW_EXPERIMENT_ID'], run_name='unhooked'); print(r.info.run_id)")
