@@ -83,6 +83,7 @@ def test_two_runs_on_every_rank_are_the_jobs_one_run(sqlite_uri: str, tmp_path: 
     assert job.info.run_name == "one-run@0.3.0 run"
     assert "distcomp.extra_runs" not in job.data.tags and "more MLflow run" not in proc.stderr
     assert f"MLflow run {run_id}: FINISHED" in proc.stderr
+    assert runs_of(sqlite_uri, "scripts-own") == []  # set_experiment made it; the job's run stayed where it is
 
 
 def test_a_run_made_with_mlflowclient_is_told(sqlite_uri: str, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """A rank of the one-run test job, written for plain MLflow (no distcomp import).
 
---mode twice: two top-level runs on every rank, a nested one inside the first, metrics in each;
+--mode twice: two top-level runs on every rank (rank 0 sets another experiment before the second),
+a nested one inside the first, metrics in each;
 --mode client: rank 0 makes a run of its own with MlflowClient (distcomp cannot redirect that);
 --mode unhooked: rank 0 starts a Python that ignores PYTHONPATH (-I: no distcomp hook), which
 makes a run; only the end-of-job search of the experiment can find it;
@@ -36,6 +37,8 @@ if args.mode == "twice":
         with mlflow.start_run(nested=True) as child:
             seen["child"] = child.info.run_id
             mlflow.log_metric("fold_score", 0.5 + rank)
+    if rank == 0:  # another experiment: MLflow would refuse to resume the job's run in it
+        mlflow.set_experiment("scripts-own")
     with mlflow.start_run(run_name="evaluate") as run:  # then evaluate(): MLflow would make a second run
         seen["second"] = run.info.run_id
         mlflow.log_metric("eval_loss", 0.25 + rank)
