@@ -67,8 +67,8 @@ class Failure:
         if self.detail:
             lines.append(f"  {self.detail}")
         if self.tail:
-            where = self.log if self.log.suffix == ".log" else f"its ranks' logs in {self.log}"  # a silent wrapper
-            lines.append(f"  last lines of {where}:")
+            source = str(self.log) if self.log.suffix == ".log" else f"its ranks' logs in {self.log}"  # a silent wrapper
+            lines.append(f"  last lines of {source}:")
             lines += [f"    {line}" for line in self.tail]
         else:
             lines.append(f"  it printed nothing (log: {self.log})")
