@@ -93,14 +93,9 @@ def run_name(job: "Job") -> str:
         (f" {truncate(short, 32)}" if short else "")
 
 
-def rank_pythonpath(job: "Job", topology: "Topology", environ: Mapping[str, str]) -> str | None:
+def rank_pythonpath(job: "Job", topology: "Topology", environ: Mapping[str, str]) -> str:
     """The PYTHONPATH a local rank gets (as the local target builds its env: this process's, the
-    launcher's local default, the spec's), with distcomp's MLflow hook first; None when the ranks
-    do not run on this machine (their job's folder is not held by a supervisor here)."""
-    from ..targets.local._claim import LOCK_NAME
-
-    if not (job.run_dir / LOCK_NAME).is_file():  # a Kubeflow job's pods: their image's PYTHONPATH stays
-        return None
+    launcher's local default, the spec's), with distcomp's MLflow hook first."""
     spec_env = job.spec.environment_variables
     user = spec_env["PYTHONPATH"] if "PYTHONPATH" in spec_env else environ.get(
         "PYTHONPATH", topology.local_env.get("PYTHONPATH", ""))
@@ -161,8 +156,10 @@ def _additions(have: RunData, tags: Mapping[str, str],
 
 
 def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd: Path,
-              experiment: str | None = None, notify: Notify | None = None) -> JobRun | None:
-    """Create (or, given ``MLFLOW_RUN_ID``, resume) the job's run.
+              experiment: str | None = None, notify: Notify | None = None,
+              local_ranks: bool = False) -> JobRun | None:
+    """Create (or, given ``MLFLOW_RUN_ID``, resume) the job's run. ``local_ranks``: the ranks
+    run on this machine, so they get distcomp's MLflow hook on their PYTHONPATH.
 
     Returns None, after a notice, when tracking was not asked for explicitly and MLflow is not
     installed; raises TrackingError when the store cannot be used."""
@@ -187,11 +184,12 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
         for problem in store.log(run.run_id, tags, params):
             say(f"warning: {problem}")
         return JobRun(store, run, uri, "", attached=True, run_dir=job.run_dir,
-                      pythonpath=rank_pythonpath(job, topology, environ), started_ms=started)
+                      pythonpath=rank_pythonpath(job, topology, environ) if local_ranks else None,
+                      started_ms=started)
     name = experiment or job.spec.name
     run = store.create_run(store.experiment(name, EXPERIMENT_KIND), run_name(job), tags, params)
-    return JobRun(store, run, uri, name, run_dir=job.run_dir, pythonpath=rank_pythonpath(job, topology, environ),
-                  started_ms=started)
+    return JobRun(store, run, uri, name, run_dir=job.run_dir,
+                  pythonpath=rank_pythonpath(job, topology, environ) if local_ranks else None, started_ms=started)
 
 
 def describe(run: JobRun) -> str:

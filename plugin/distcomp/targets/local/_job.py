@@ -165,7 +165,7 @@ def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str
     from ...tracking import TrackingError, describe, start_run
 
     try:
-        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify)
+        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify, local_ranks=True)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
     if tracking is not None:
