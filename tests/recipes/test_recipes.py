@@ -1,0 +1,71 @@
+"""The recipes in examples/recipes run as a user runs them: ``distcomp run`` (a real subprocess,
+2 local ranks, a real SQLite MLflow store) and each leaves exactly one MLflow run, FINISHED,
+holding the metrics its library logged from rank 0 and the world size the library saw."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow import MlflowClient
+
+from ..launchers.conftest import JobRun, _explain, clean_env
+
+RECIPES = Path(__file__).resolve().parents[2] / "examples" / "recipes"
+
+
+@dataclass
+class RecipeRun(JobRun):
+    uri: str = ""
+
+    def only_run(self) -> Any:
+        """The one run in the whole store (a library's own experiment would show up here too)."""
+        client = MlflowClient(self.uri)
+        runs = [(e.name, r) for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+        assert len(runs) == 1, [(name, r.info.run_name, r.info.run_id) for name, r in runs]
+        name, run = runs[0]
+        assert name == self.run_dir.name and run.info.status == "FINISHED", (name, run.info)
+        return run
+
+    def history(self, run_id: str, key: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in MlflowClient(self.uri).get_metric_history(run_id, key))
+
+
+def run_recipe(name: str, tmp_path: Path, uri: str, *, timeout: float = 300, **inputs: object) -> RecipeRun:
+    """``distcomp run examples/recipes/NAME/component.yaml`` on its 2 local ranks; asserts exit 0."""
+    run_dir = tmp_path / name
+    argv = [sys.executable, "-m", "distcomp", "run", str(RECIPES / name / "component.yaml"), "--quiet",
+            "--run-dir", str(run_dir), "--experiment", name, "--timeout", str(timeout), "--grace", "3"]
+    for key, value in inputs.items():
+        argv += ["--input", f"{key}={value}"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout + 60,
+                          env={**clean_env(), "MLFLOW_TRACKING_URI": uri})
+    run = RecipeRun(proc, run_dir, world=2, uri=uri)
+    assert proc.returncode == 0, _explain(run)
+    run.status = json.loads((run_dir / "status.json").read_text(encoding="utf-8"))
+    assert run.status["state"] == "succeeded", run.status
+    return run
+
+
+def output_json(run: RecipeRun, output: str = "model") -> dict[str, Any]:
+    return json.loads((Path(run.status["outputs"][output]) / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_lightning_ddp(sqlite_uri: str, tmp_path: Path) -> None:
+    run = run_recipe("lightning-ddp", tmp_path, sqlite_uri, epochs=2)
+    mlflow_run = run.only_run()
+    params = mlflow_run.data.params
+    # Lightning joined distcomp's world (torchrun's env), it did not spawn 2 worlds of its own
+    assert (params["world_size"], params["num_nodes"], params["environment"]) == ("2", "1", "TorchElasticEnvironment")
+    assert params["global_rank"] == "0", params  # rank 1's MLFlowLogger wrote nothing
+    losses = run.history(mlflow_run.info.run_id, "train_loss")
+    assert len(losses) == 2 and losses[-1][1] < losses[0][1], losses  # one point per epoch, falling
+    seen = output_json(run)
+    assert seen["world_size"] == 2 and seen["metrics"]["train_loss"] == pytest.approx(losses[-1][1])
+    assert "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2" in run.log("rank1")
