@@ -109,6 +109,8 @@ start_munge() {
     id munge >/dev/null 2>&1 || cannot "there is no user munge (is the munge package installed?)"
     mkdir -p "$m"
     chown munge: "$m"
+    runuser -u munge -- test -x "$m" \
+        || cannot "user munge cannot reach $m (a parent folder is private): give a FOLDER others may enter"
     chmod 0700 "$m"
     if [[ ! -s $m/munge.key ]]; then  # the cluster's own key
         dd if=/dev/urandom of="$m/munge.key" bs=1024 count=1 status=none

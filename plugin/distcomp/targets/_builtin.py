@@ -48,6 +48,12 @@ def _azureml() -> Target:
     return AzureMLTarget()
 
 
+def _slurm() -> Target:
+    from .slurm._target import SlurmTarget
+
+    return SlurmTarget()
+
+
 def _mlflow() -> Target:
     from .mlflow._target import MlflowTarget
 
@@ -123,6 +129,30 @@ AZUREML = TargetType(
         IMAGE,
     ))
 
+SLURM = TargetType(
+    name="slurm", factory=_slurm, submits=True, job_ids="the Slurm job id",
+    description="an sbatch script run on a Slurm cluster (SLURM_CONF, else the system's): one srun task per "
+                "torch/deepspeed rank, mpirun in the allocation for mpi; code and logs in a job folder",
+    options=(
+        INPUTS,
+        TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
+                     help="where an output goes, on the shared file system (default JOB_FOLDER/outputs/NAME)"),
+        TargetOption("partition", metavar="NAME", help="Slurm partition (default: the cluster's)"),
+        TargetOption("account", metavar="NAME", help="Slurm account to charge"),
+        TargetOption("time", "int", metavar="MINUTES", minimum=1,
+                     help="the job's time limit (default: from --timeout, else the partition's)"),
+        TargetOption("gpus_per_node", "int", metavar="N", minimum=0, help="GPUs per node (default: the spec's)"),
+        TargetOption("mem", metavar="SIZE", help="memory per node, as sbatch --mem takes it (16G)"),
+        TargetOption("cpus_per_task", "int", metavar="N", minimum=1, help="CPUs per rank"),
+        TargetOption("sbatch", "list", metavar="OPTION",
+                     help="an extra #SBATCH line, e.g. --sbatch=--qos=high (repeatable)"),
+        TargetOption("job_dir", metavar="DIR",
+                     help="shared folder for job folders (default $DISTCOMP_SLURM_DIR, else ~/distcomp-slurm)"),
+        replace(TIMEOUT, help="the job's time limit in seconds (rounded up to minutes) when --time is not given"),
+        replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///JOB_DIR/mlflow.db"),
+        EXPERIMENT,
+    ))
+
 MLFLOW = TargetType(
     name="mlflow", factory=_mlflow,
     description="an MLflow project folder (MLproject, the spec, its code) that `mlflow run DIR -b distcomp` "
@@ -131,4 +161,4 @@ MLFLOW = TargetType(
 
 @hookimpl
 def distcomp_targets() -> Iterator[TargetType]:
-    yield from (LOCAL, KUBEFLOW, KFP, AZUREML, MLFLOW)
+    yield from (LOCAL, KUBEFLOW, KFP, AZUREML, MLFLOW, SLURM)

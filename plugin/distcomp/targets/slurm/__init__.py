@@ -1,0 +1,1 @@
+"""The slurm target: sbatch scripts on a Slurm cluster (see _target.py)."""

@@ -1,0 +1,214 @@
+"""The sbatch script of a job: ``#SBATCH`` lines, then one launch per launcher contract.
+
+Pure: it is text for a job folder (``FOLDER/code`` the code snapshot, ``FOLDER/logs`` the
+ranks' logs, ``FOLDER/exits`` one line per rank that ended), written by ``submit`` and shown
+by ``compile``. Each rank is wrapped in a small ``sh -c`` that sets its launcher's env from
+Slurm's task variables, sends its output to its own log and records its exit code, so the
+first failing rank can be named after Slurm has killed the others (``--kill-on-bad-exit``).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence, cast
+
+from ...errors import UsageError
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+
+TORCH_LIKE = ("torch.distributed", "deepspeed")
+MPI = "mpi"
+TENSORFLOW = "tensorflow.distributed"
+# the first node's address, as its slurmd registered it (NodeAddr: 127.0.0.1 on the dev cluster)
+FIRST_NODE = ('MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)\n'
+              'MASTER_ADDR=$(scontrol show node "$MASTER_NODE" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')\n'
+              'export MASTER_ADDR=${MASTER_ADDR:-$MASTER_NODE}\n')
+# a port nothing listens on at the first node (the batch script runs there)
+FREE_PORT = ('free_port() {\n'
+             '    local p\n'
+             '    while :; do\n'
+             '        p=$((20000 + RANDOM % 30000))\n'
+             '        (exec 3<>"/dev/tcp/$MASTER_ADDR/$p") 2>/dev/null || { echo "$p"; return; }\n'
+             '    done\n'
+             '}\n')
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the job asks Slurm for, beyond its nodes and tasks."""
+
+    time_minutes: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    gpus_per_node: int | None = None
+    mem: str | None = None
+    cpus_per_task: int | None = None
+    extra: tuple[str, ...] = ()
+
+
+def resources_of(spec: "ComponentSpec", options: Mapping[str, object], timeout: float | None) -> Resources:
+    """The options, else the spec's resources (``gpu_count``/``gpus``, ``memory``, ``cpu``);
+    a deadline in seconds (``timeout``) becomes the time limit when ``time`` is not given."""
+    res = spec.resources or {}
+    time_opt = options.get("time")
+    minutes = int(time_opt) if isinstance(time_opt, int) else None
+    if minutes is None and timeout:
+        minutes = max(1, math.ceil(timeout / 60))
+    gpus = options.get("gpus_per_node")
+    if gpus is None:
+        for key in ("gpus_per_node", "gpu_count", "gpus", "gpu"):
+            if isinstance(res.get(key), int) and not isinstance(res.get(key), bool):
+                gpus = res[key]
+                break
+    mem = options.get("mem") or res.get("memory") or res.get("mem")
+    cpus = options.get("cpus_per_task") or res.get("cpus_per_task")
+    extra = tuple(str(x) for x in cast("tuple[str, ...]", options.get("sbatch") or ()))
+    for line in extra:
+        if "\n" in line or not line.strip().startswith("-"):
+            raise UsageError(f"--sbatch {line!r}: give one sbatch option per flag, as in --sbatch=--qos=high "
+                             "(it becomes an #SBATCH line)")
+    return Resources(minutes, _word(options.get("partition")), _word(options.get("account")),
+                     int(gpus) if isinstance(gpus, int) else None, str(mem) if mem else None,
+                     int(cpus) if isinstance(cpus, int) else None, extra)
+
+
+def _word(value: object) -> str | None:
+    return str(value) if value else None
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def sbatch_lines(name: str, nodes: int, tasks_per_node: int, folder: Path, res: Resources) -> list[str]:
+    lines = [f"--job-name={name}", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}"]
+    if res.time_minutes:
+        lines.append(f"--time={res.time_minutes}")
+    if res.partition:
+        lines.append(f"--partition={res.partition}")
+    if res.account:
+        lines.append(f"--account={res.account}")
+    if res.gpus_per_node:
+        lines.append(f"--gpus-per-node={res.gpus_per_node}")
+    if res.mem:
+        lines.append(f"--mem={res.mem}")
+    if res.cpus_per_task:
+        lines.append(f"--cpus-per-task={res.cpus_per_task}")
+    lines += [f"--chdir={folder}", f"--output={folder}/slurm-%j.out", f"--error={folder}/slurm-%j.out"]
+    lines += [line.strip() for line in res.extra]
+    return ["#SBATCH " + line for line in lines]
+
+
+def rank_wrapper(env: Mapping[str, str], rank_var: str, node_var: str = "$SLURMD_NODENAME") -> str:
+    """``/bin/sh -c BODY rank``: a rank's env (values may name ``$SLURM_*``), its own log, its
+    exit code recorded as ``CODE NODE TIME`` in ``$DISTCOMP_JOB_FOLDER/exits/rankN``; then ``"$@"`` runs."""
+    exports = "".join(f"export {k}={v}\n" for k, v in env.items())
+    body = (f"{exports}"
+            f'exec >"$DISTCOMP_JOB_FOLDER/logs/rank{rank_var}.log" 2>&1\n'
+            '"$@"\n'
+            "code=$?\n"
+            f'echo "$code {node_var} $(date +%s.%N)" >"$DISTCOMP_JOB_FOLDER/exits/rank{rank_var}"\n'
+            'exit "$code"')
+    return "/bin/sh -c " + _q(body) + " rank"
+
+
+def torch_env(nodes: int, per_node: int, folder: Path) -> dict[str, str]:
+    """torchrun's worker env (``launchers.torch.torch_env``), per task from Slurm's variables."""
+    from ...launchers.torch import torch_env as base
+    from ...records import bind
+
+    static = base(0, 0, 0, nodes, per_node)
+    dynamic = {"RANK": '"$SLURM_PROCID"', "LOCAL_RANK": '"$SLURM_LOCALID"', "WORLD_SIZE": '"$SLURM_NTASKS"',
+               "NODE_RANK": '"$SLURM_NODEID"', "GROUP_RANK": '"$SLURM_NODEID"', "ROLE_RANK": '"$SLURM_PROCID"',
+               "TORCHELASTIC_RUN_ID": '"$SLURM_JOB_ID"',
+               "TORCHELASTIC_ERROR_FILE": '"$DISTCOMP_JOB_FOLDER/errors/rank$SLURM_PROCID.error.json"'}
+    values = {"job_dir": str(folder), "job_id": "0", "restart": "0", "max_restarts": "0",
+              "host:0": "127.0.0.1", "port:master": "0"}
+    # MASTER_ADDR and MASTER_PORT come from the batch step's env, exported before srun
+    env = {k: dynamic.get(k) or _q(bind(v, values)) for k, v in static.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    if nodes * per_node > 1:
+        env["OMP_NUM_THREADS"] = '"${OMP_NUM_THREADS:-1}"'  # torchrun's default when ranks share a node
+    return env
+
+
+def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, res: Resources,
+           env: Mapping[str, str]) -> str:
+    """The whole sbatch script for the job in ``folder``; ``argv``: the rendered command (each
+    value one word), ``env``: variables for every rank (the spec's, the MLflow run's)."""
+    from ...launchers.own import find
+
+    d = spec.distribution
+    nodes, per_node = d.nodes, d.processes_per_node or 1
+    launcher = d.launcher
+    own = find(spec)
+    command = shlex.join(argv)
+    head = ["#!/bin/bash",
+            f"# distcomp: {spec.ref} on Slurm, {launcher}, {nodes} node(s) x {per_node} process(es)",
+            f"# job folder: {folder} (code/ the code snapshot, logs/rankN.log, exits/rankN)"]
+    if own is not None:
+        head.append(f"# the command brings its own launcher: {own.describe()}")
+        launch, tasks = _own(own.once, nodes, per_node, command, folder)
+    elif launcher in TORCH_LIKE:
+        launch, tasks = _torch(nodes, per_node, command, folder), per_node
+    elif launcher == MPI:
+        launch, tasks = _mpi(spec, nodes, per_node, command, folder), per_node
+    else:
+        raise UsageError(f"the slurm target runs torch.distributed, deepspeed and mpi jobs; {spec.ref} uses "
+                         f"{launcher} (TensorFlow on Slurm is not built yet)")
+    body = head + sbatch_lines(name, nodes, tasks, folder, res) + [
+        "",
+        "set -u",
+        f"export DISTCOMP_JOB_FOLDER={_q(str(folder))}  # the job folder",
+        'mkdir -p "$DISTCOMP_JOB_FOLDER/logs" "$DISTCOMP_JOB_FOLDER/exits" "$DISTCOMP_JOB_FOLDER/errors"',
+        'cd "$DISTCOMP_JOB_FOLDER/code"',
+    ]
+    body += [f"export {k}={_q(v)}" for k, v in env.items()]
+    return "\n".join(body) + "\n" + launch
+
+
+def _torch(nodes: int, per_node: int, command: str, folder: Path) -> str:
+    """One srun task per rank; torchrun's env from Slurm's (rank, local rank, node)."""
+    wrapper = rank_wrapper(torch_env(nodes, per_node, folder), "$SLURM_PROCID")
+    return (f"# torch.distributed: one srun task per rank, torchrun's env from Slurm's\n"
+            f"{FIRST_NODE}{FREE_PORT}export MASTER_PORT=$(free_port)\n"
+            f"srun --kill-on-bad-exit=1 --ntasks={nodes * per_node} --ntasks-per-node={per_node} \\\n"
+            f"  {wrapper} \\\n  {command}\n")
+
+
+def _hostfile(folder: Path) -> str:
+    return ('export AZUREML_MPI_HOSTFILE="$DISTCOMP_JOB_FOLDER/hostfile"\n'
+            'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/\\$/ slots=$SLURM_NTASKS_PER_NODE/" '
+            '>"$AZUREML_MPI_HOSTFILE"\n'
+            
+            f"{FIRST_NODE}{FREE_PORT}export AZ_BATCH_MASTER_NODE=$MASTER_ADDR:$(free_port)\n")
+
+
+def _mpi(spec: "ComponentSpec", nodes: int, per_node: int, command: str, folder: Path) -> str:
+    """mpirun once in the batch step over the allocation's nodes and slots."""
+    forward = sorted({"AZUREML_MPI_HOSTFILE", "AZ_BATCH_MASTER_NODE", *spec.environment_variables})
+    xs = " ".join(f"-x {name}" for name in forward)
+    wrapper = rank_wrapper({}, "$OMPI_COMM_WORLD_RANK")
+    return ("# mpi: mpirun once, over a hostfile of the allocation's nodes and slots\n"
+            f"{_hostfile(folder)}"
+            f"mpirun --allow-run-as-root --hostfile \"$AZUREML_MPI_HOSTFILE\" -np {nodes * per_node} "
+            f"--map-by slot {xs} \\\n  {wrapper} \\\n  {command}\n")
+
+
+def _own(once: bool, nodes: int, per_node: int, command: str, folder: Path) -> tuple[str, int]:
+    """The command's own launcher: mpirun-style once in the batch step, torchrun-style once per node."""
+    if once:
+        return ("# the command's own mpirun, once in the batch step (AZUREML_MPI_HOSTFILE lists the nodes)\n"
+                f"{_hostfile(folder)}"
+                "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
+                'export PRTE_MCA_prte_default_hostfile="$AZUREML_MPI_HOSTFILE"\n'
+                f"{command}\n"), per_node
+    env = {"NODE_RANK": '"$SLURM_NODEID"', "MASTER_ADDR": '"$MASTER_ADDR"', "MASTER_PORT": '"$MASTER_PORT"'}
+    wrapper = rank_wrapper(env, "$SLURM_NODEID")
+    return ("# the command's own launcher, once per node (NODE_RANK, MASTER_ADDR, MASTER_PORT)\n"
+            f"{FIRST_NODE}{FREE_PORT}export MASTER_PORT=$(free_port)\n"
+            f"srun --kill-on-bad-exit=1 --ntasks={nodes} --ntasks-per-node=1 \\\n"
+            f"  {wrapper} \\\n  {command}\n"), 1

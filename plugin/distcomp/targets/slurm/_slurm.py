@@ -1,0 +1,87 @@
+"""Slurm's own commands (sbatch, scontrol, scancel), found as Slurm's tools find their cluster
+(``SLURM_CONF``, else the system's config). Accounting may be off: nothing here uses sacct."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Sequence
+
+from ...errors import JobError, UsageError
+from ...outcome import JobState
+
+# Slurm's job states as distcomp's (squeue/scontrol words); anything else still runs
+_STATES = {
+    "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING, "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
+    "COMPLETED": JobState.SUCCEEDED, "FAILED": JobState.FAILED, "NODE_FAIL": JobState.FAILED,
+    "BOOT_FAIL": JobState.FAILED, "OUT_OF_MEMORY": JobState.FAILED, "PREEMPTED": JobState.CANCELLED,
+    "CANCELLED": JobState.CANCELLED, "TIMEOUT": JobState.TIMED_OUT, "DEADLINE": JobState.TIMED_OUT,
+}
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One job as ``scontrol show job`` tells it."""
+
+    job_id: str
+    slurm_state: str  # COMPLETED, FAILED, ...
+    reason: str
+    exit_code: str  # "CODE:SIGNAL"
+    fields: dict[str, str]
+
+    @property
+    def state(self) -> JobState:
+        if self.slurm_state == "COMPLETING":  # its steps are ending: not over until they are
+            return JobState.RUNNING
+        return _STATES.get(self.slurm_state, JobState.RUNNING)
+
+
+def run(argv: Sequence[str], what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    if shutil.which(argv[0]) is None:
+        raise UsageError(f"{argv[0]} is not on PATH: the slurm target needs Slurm's commands (a login node of "
+                         "the cluster; to try it here: dev/slurm/cluster.sh start, then export SLURM_CONF=...)")
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    if check and proc.returncode != 0:
+        text = (proc.stderr or proc.stdout).strip()
+        raise JobError(f"{what} failed ({' '.join(argv[:2])} exited with {proc.returncode}): {text}")
+    return proc
+
+
+def submit(script_path: str) -> str:
+    out = run(["sbatch", "--parsable", script_path], "submitting the job").stdout.strip()
+    job_id = out.split(";")[0]  # "ID" or "ID;CLUSTER"
+    if not job_id.isdigit():
+        raise JobError(f"sbatch gave no job id (it printed {out!r})")
+    return job_id
+
+
+def show(job_id: str) -> SlurmJob | None:
+    """The job, or None once Slurm has forgotten it (MinJobAge after its end) or never had it."""
+    proc = run(["scontrol", "show", "job", "-o", job_id], "asking Slurm for the job", check=False)
+    if proc.returncode != 0:
+        if "Invalid job id" in proc.stderr:
+            return None
+        raise JobError(f"scontrol show job {job_id} failed: {(proc.stderr or proc.stdout).strip()}")
+    fields = parse_fields(proc.stdout)
+    return SlurmJob(job_id, fields.get("JobState", "UNKNOWN"), fields.get("Reason", ""),
+                    fields.get("ExitCode", ""), fields)
+
+
+def parse_fields(line: str) -> dict[str, str]:
+    """``Key=Value`` words of one ``scontrol -o`` line (a value may hold spaces: Command=, ...)."""
+    out: dict[str, str] = {}
+    key = ""
+    for word in line.strip().split(" "):
+        name, eq, value = word.partition("=")
+        if eq and name and name.replace("/", "").replace(":", "").isalnum():
+            key = name
+            out[key] = value
+        elif key:
+            out[key] += " " + word
+    return out
+
+
+def cancel(job_id: str) -> None:
+    run(["scancel", job_id], "cancelling the job")

@@ -1,0 +1,399 @@
+"""The slurm target on the target contract: a job is an sbatch script in a job folder on the
+cluster's shared file system, its id Slurm's job id.
+
+The job folder (``JOB_DIR/NAME-TIME-XXXX``) holds the spec and a snapshot of its code (the job
+never runs from the user's working copy), the script, ``job.json`` (the Slurm id, the MLflow
+run), the ranks' logs and exit records, and, once someone saw the end, ``outcome.json``.
+``JOB_DIR/.ids/ID`` names the folder of Slurm job ID, so status, logs and cancel find a job
+after Slurm has forgotten it (MinJobAge). The job's MLflow run is created before sbatch, handed
+to every rank through the script's env, and ended with the job's state by whoever first sees
+the end (``wait``, ``status``, ``cancel``; ``outcome.json`` is made once, exclusively).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from ...errors import JobError, UsageError
+from ...outcome import JobOutcome, JobState, TrackingRef
+from ...target import Compiled, Notify
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+    from ._slurm import SlurmJob
+
+PREFIX = "slurm:"
+RECORD, OUTCOME, SCRIPT, IDS = "job.json", "outcome.json", "job.sbatch", ".ids"
+POLL = 0.5  # seconds between scontrol calls while waiting
+CANCEL_WAIT = 60.0
+SKIP = {"__pycache__", ".git", ".venv", "runs", "mlruns", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+
+
+def default_job_dir() -> Path:
+    return Path(os.environ.get("DISTCOMP_SLURM_DIR") or Path.home() / "distcomp-slurm")
+
+
+def _job_dir(options: Mapping[str, Any]) -> Path:
+    return Path(options.get("job_dir") or default_job_dir()).expanduser().absolute()
+
+
+def _folder_name(spec: "ComponentSpec") -> str:
+    return f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+
+
+class SlurmTarget:
+    def __init__(self) -> None:
+        self._tracking: Any = None  # the JobRun this instance created (ended by whoever sees the end)
+        self._job_dir: Path | None = None
+        self._timeout: float | None = None
+
+    # -- compiling -------------------------------------------------------------------------
+    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+        """The sbatch script for a job folder under the job dir (nothing is written)."""
+        from ...spec import InputError, RenderError, bind_inputs
+
+        folder = _job_dir(options) / _folder_name(spec)
+        given_out = dict(options.get("outputs") or {})
+        try:
+            unknown = [n for n in given_out if n not in spec.outputs]
+            if unknown:
+                raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
+            values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+            outputs = {n: given_out.get(n, str(folder / "outputs" / n)) for n in spec.outputs}
+            argv = spec.render(values, outputs)
+        except (InputError, RenderError) as exc:
+            raise UsageError(str(exc)) from None
+        text = self._script(spec, options, argv, folder, dict(spec.environment_variables))
+        return Compiled(kind=f"sbatch script of {spec.ref}", text=text,
+                        notes=(f"written for the job folder {folder}; `distcomp submit --target slurm` copies the "
+                               "spec and its code there before sbatch",))
+
+    @staticmethod
+    def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
+                env: Mapping[str, str]) -> str:
+        from ._script import resources_of, script
+
+        res = resources_of(spec, options, options.get("timeout"))
+        return script(spec, argv, folder, spec.name, res, env)
+
+    # -- submitting ------------------------------------------------------------------------
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
+        from ...jobs import create_outputs, make_job
+        from ...spec import InputError
+        from . import _slurm
+
+        if shutil.which("sbatch") is None:
+            _slurm.run(["sbatch"], "")  # the UsageError that says what is missing
+        job_dir = _job_dir(options)
+        folder = job_dir / _folder_name(spec)
+        self._job_dir, self._timeout = job_dir, options.get("timeout")
+        cwd = Path.cwd()
+        try:
+            job = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
+        folder.mkdir(parents=True)
+        _copy_code(spec, folder / "code")
+        create_outputs(job)
+        for sub in ("logs", "exits", "errors"):
+            (folder / sub).mkdir()
+        env = dict(spec.environment_variables)
+        tracking = self._start_tracking(job, options, job_dir, notify) if options.get("tracking", True) else None
+        if tracking is not None:
+            env.update(tracking.env())
+        argv = spec.render(job.values, job.outputs)
+        (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
+        record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
+                                  "nodes": spec.distribution.nodes,
+                                  "processes_per_node": spec.distribution.processes_per_node or 1,
+                                  "folder": str(folder), "outputs": dict(job.outputs),
+                                  "submitted": time.time(), "slurm_conf": os.environ.get("SLURM_CONF", "")}
+        if tracking is not None:
+            record["mlflow"] = {"run_id": tracking.run.run_id, "tracking_uri": tracking.uri,
+                                "experiment_id": tracking.run.experiment_id}
+        try:
+            job_id = _slurm.submit(str(folder / SCRIPT))
+        except BaseException as exc:
+            if tracking is not None:
+                tracking.finish(None, folder / "logs", f"sbatch failed: {exc}", JobState.FAILED)
+            raise
+        record["slurm_job_id"] = job_id
+        _write_json(folder / RECORD, record)
+        (job_dir / IDS).mkdir(exist_ok=True)
+        (job_dir / IDS / job_id).write_text(str(folder) + "\n", encoding="utf-8")
+        notify(f"submitted Slurm job {job_id} ({spec.ref}); job folder: {folder}")
+        return job_id
+
+    def _start_tracking(self, job: Any, options: Mapping[str, Any], job_dir: Path, notify: Notify) -> Any:
+        """The job's run in $MLFLOW_TRACKING_URI, else a SQLite file in the job dir (shared with the nodes)."""
+        from ...launchers.own import layout
+        from ...plugins import get_plugin_manager
+        from ...tracking import TrackingError, describe, start_run
+
+        environ = dict(os.environ)
+        environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{job_dir}/mlflow.db")
+        topology = layout(job.spec, get_plugin_manager().launcher(job.spec.distribution.launcher).type.factory(job.spec))
+        try:
+            tracking = start_run(job, topology, environ, Path.cwd(), options.get("experiment"), notify,
+                                 local_ranks=True)
+        except TrackingError as exc:
+            raise UsageError(f"MLflow tracking: {exc}") from None
+        if tracking is not None:
+            notify(describe(tracking))
+        self._tracking = tracking
+        return tracking
+
+    # -- a submitted job -------------------------------------------------------------------
+    def _folder(self, job_id: str) -> Path:
+        from . import _slurm
+
+        job_id = job_id.removeprefix(PREFIX)
+        if not job_id.isdigit():
+            raise UsageError(f"{job_id!r} is not a Slurm job id (a number, as `distcomp submit --target slurm` "
+                             "printed it)")
+        for base in dict.fromkeys(p for p in (self._job_dir, default_job_dir()) if p is not None):
+            index = base / IDS / job_id
+            if index.is_file():
+                return Path(index.read_text(encoding="utf-8").strip())
+        found = _slurm.show(job_id)
+        work = Path(found.fields.get("WorkDir", "")) if found is not None else None
+        if work is not None and (work / RECORD).is_file():
+            return work
+        raise UsageError(f"Slurm job {job_id} is not a distcomp job this machine knows (no index under "
+                         f"{default_job_dir() / IDS}; set DISTCOMP_SLURM_DIR to the job dir it was submitted with)")
+
+    def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome:
+        from . import _slurm
+
+        folder = self._folder(job_id)
+        limit = timeout if timeout is not None else None
+        deadline = None if limit is None else time.monotonic() + limit
+        seen: str | None = None
+        while True:
+            if (folder / OUTCOME).is_file():
+                return self.status(job_id)
+            job = _slurm.show(job_id)
+            if job is None or job.state.terminal:
+                return self._end(folder, job_id, job)
+            if job.slurm_state != seen:
+                notify(f"Slurm job {job_id}: {job.slurm_state.lower()}"
+                       + (f" ({job.reason})" if job.reason not in ("", "None") else ""))
+                seen = job.slurm_state
+            if deadline is not None and time.monotonic() >= deadline:
+                return self._running(folder, job_id, job)
+            time.sleep(POLL)
+
+    def status(self, job_id: str) -> JobOutcome:
+        from . import _slurm
+
+        folder = self._folder(job_id)
+        if (folder / OUTCOME).is_file():
+            return _outcome_from(_read_json(folder / OUTCOME))
+        job = _slurm.show(job_id.removeprefix(PREFIX))
+        if job is None or job.state.terminal:
+            return self._end(folder, job_id, job)
+        return self._running(folder, job_id, job)
+
+    def _running(self, folder: Path, job_id: str, job: "SlurmJob") -> JobOutcome:
+        record = _read_json(folder / RECORD)
+        reason = job.reason if job.reason not in ("", "None") else ""
+        return JobOutcome(PREFIX + job_id.removeprefix(PREFIX), job.state,
+                          message=f"Slurm: {job.slurm_state}" + (f" ({reason})" if reason else ""),
+                          outputs=record.get("outputs") or {}, started=record.get("submitted"),
+                          tracking=_tracking_ref(record), details={"folder": str(folder), **job.fields})
+
+    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
+        """One rank's log (``rank``), or every rank's with its ``[rankN]`` prefix and Slurm's own
+        output as ``[slurm]``; ``follow``: until the job has ended and its logs are read."""
+        from ..local._target import _new_lines
+        from . import _slurm
+
+        folder = self._folder(job_id)
+        sid = job_id.removeprefix(PREFIX)
+        logs = folder / "logs"
+        if rank is not None and not (logs / f"rank{rank}.log").exists() and not follow:
+            have = sorted(p.stem for p in logs.glob("*.log"))
+            raise UsageError(f"Slurm job {sid}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
+        offsets: dict[Path, int] = {}
+        partial: dict[Path, str] = {}
+        while True:
+            ended = not follow or (folder / OUTCOME).is_file()
+            if not ended:
+                job = _slurm.show(sid)
+                ended = job is None or job.state.terminal
+            if rank is not None:
+                files = [(logs / f"rank{rank}.log", "")]
+            else:
+                files = [(p, f"[{p.stem}] ") for p in sorted(logs.glob("*.log"), key=_rank_order)]
+                files.append((folder / f"slurm-{sid}.out", "[slurm] "))
+            for path, prefix in files:
+                for line in _new_lines(path, offsets, partial, final=ended):
+                    yield prefix + line
+            if ended:
+                return
+            time.sleep(0.3)
+
+    def cancel(self, job_id: str) -> JobOutcome:
+        """scancel, then wait until Slurm says the job has ended (its tasks are gone), and end its run."""
+        from . import _slurm
+
+        folder = self._folder(job_id)
+        sid = job_id.removeprefix(PREFIX)
+        job = _slurm.show(sid)
+        if (folder / OUTCOME).is_file() or job is None or job.state.terminal:
+            return self.status(job_id)
+        _slurm.cancel(sid)
+        deadline = time.monotonic() + CANCEL_WAIT
+        while time.monotonic() < deadline:
+            job = _slurm.show(sid)
+            if job is None or job.state.terminal:
+                break
+            time.sleep(0.2)
+        return self._end(folder, job_id, job, cancelled=True)
+
+    # -- the end -----------------------------------------------------------------------------
+    def _end(self, folder: Path, job_id: str, job: "SlurmJob | None", cancelled: bool = False) -> JobOutcome:
+        """The job's outcome, written once to outcome.json with its MLflow run ended; a second
+        caller (another process) reads what the first wrote."""
+        sid = job_id.removeprefix(PREFIX)
+        record = _read_json(folder / RECORD)
+        if job is None:
+            state, message = (JobState.CANCELLED, "cancelled") if cancelled else (
+                JobState.UNKNOWN, f"Slurm no longer knows job {sid} and nobody recorded its end")
+        else:
+            state = JobState.CANCELLED if cancelled and not job.state.terminal else job.state
+            message = f"Slurm: {job.slurm_state}" + (f", exit code {job.exit_code}" if job.exit_code else "")
+            if job.reason not in ("", "None"):
+                message += f" ({job.reason})"
+        cause = "" if state in (JobState.SUCCEEDED, JobState.UNKNOWN) else root_cause(folder, sid, state)
+        outcome = JobOutcome(PREFIX + sid, state, None if state is JobState.UNKNOWN else state.exit_code(),
+                             root_cause=cause, message=message, outputs=record.get("outputs") or {},
+                             started=record.get("submitted"), ended=time.time(),
+                             wall_s=_wall(job), tracking=_tracking_ref(record),
+                             details={"folder": str(folder), **(job.fields if job else {})})
+        if state is JobState.UNKNOWN:
+            return outcome
+        try:
+            fd = os.open(folder / (OUTCOME + ".lock"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:  # another process is ending it: its record stands
+            for _ in range(300):
+                if (folder / OUTCOME).is_file():
+                    return _outcome_from(_read_json(folder / OUTCOME))
+                time.sleep(0.1)
+            return outcome
+        os.close(fd)
+        problem = self._end_tracking(folder, record, state, cause or message)
+        data = outcome.to_json()
+        if problem:
+            data["details"] = {**data["details"], "tracking_problem": problem}
+        _write_json(folder / OUTCOME, data)
+        return outcome
+
+    def _end_tracking(self, folder: Path, record: Mapping[str, Any], state: JobState, error: str) -> str:
+        """End the job's run (this instance's JobRun, else the run job.json names), with the ranks'
+        logs attached; a problem is returned and told, not raised: the job's own state stands."""
+        mlflow = record.get("mlflow") or {}
+        if not mlflow.get("run_id"):
+            return ""
+        tracking, self._tracking = self._tracking, None
+        try:
+            if tracking is None or tracking.run.run_id != mlflow["run_id"]:
+                from ...tracking._store import open_store
+
+                store = open_store(mlflow["tracking_uri"], os.environ)
+                run = store.get_run(mlflow["run_id"])
+                from ...tracking._ending import end
+
+                status, problems = end(store, run, None, folder / "logs", error, state.value)
+            else:
+                status, problems = tracking.finish(None, folder / "logs", error, state.value)
+        except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
+            return f"MLflow run {mlflow['run_id']} is left as it was: {type(exc).__name__}: {exc}"
+        return "; ".join(problems) if status == "RUNNING" else ""
+
+
+def root_cause(folder: Path, sid: str, state: JobState) -> str:
+    """The first rank that ended with a non-zero code (its node, code and last log lines), else
+    Slurm's own output's last lines."""
+    failures = []
+    for path in (folder / "exits").glob("rank*"):
+        words = path.read_text(encoding="utf-8", errors="replace").split()
+        if len(words) >= 3 and words[0].isdigit() and int(words[0]) != 0:
+            failures.append((float(words[2]), path.name, int(words[0]), words[1]))
+    if failures and state is JobState.FAILED:
+        _t, name, code, node = min(failures)
+        tail = _tail(folder / "logs" / f"{name}.log", 15)
+        return f"{name} (node {node}) exited with code {code}\n" + tail
+    if state is JobState.FAILED:
+        return f"Slurm job {sid} failed; its output:\n" + _tail(folder / f"slurm-{sid}.out", 15)
+    return ""
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
+    except OSError:
+        return "    (no log)"
+    return "\n".join("    " + line for line in lines) or "    (empty log)"
+
+
+def _wall(job: "SlurmJob | None") -> float | None:
+    if job is None:
+        return None
+    text = job.fields.get("RunTime", "")  # [D-]HH:MM:SS
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    h, m, s = (int(p) for p in parts)
+    return (int(days) if days.isdigit() else 0) * 86400 + h * 3600 + m * 60 + s
+
+
+def _rank_order(path: Path) -> tuple[int, str]:
+    digits = path.stem.removeprefix("rank")
+    return (int(digits) if digits.isdigit() else 1 << 30, path.stem)
+
+
+def _tracking_ref(record: Mapping[str, Any]) -> TrackingRef | None:
+    m = record.get("mlflow") or {}
+    return TrackingRef(m["run_id"], m.get("tracking_uri", ""), m.get("experiment_id", "")) if m.get("run_id") else None
+
+
+def _outcome_from(data: Mapping[str, Any]) -> JobOutcome:
+    tracking = data.get("tracking")
+    return JobOutcome(data["job_id"], JobState.parse(data["state"]), data.get("exit_code"),
+                      root_cause=data.get("root_cause") or "", message=data.get("message") or "",
+                      outputs=data.get("outputs") or {}, started=data.get("started"), ended=data.get("ended"),
+                      wall_s=data.get("wall_s"), tracking=TrackingRef(**tracking) if tracking else None,
+                      details=data.get("details") or {})
+
+
+def _copy_code(spec: "ComponentSpec", dst: Path) -> None:
+    """A snapshot of the code folder (less caches and run leftovers), and the spec file beside it."""
+    def ignore(_folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if n in SKIP}
+
+    if not spec.code.is_dir():
+        raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
+    shutil.copytree(spec.code, dst, ignore=ignore, symlinks=True)
+    if spec.source is not None and spec.source.is_file():
+        shutil.copy2(spec.source, dst.parent / spec.source.name)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise JobError(f"cannot read {path}: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,102 @@
+"""The slurm target against a real two-node Slurm cluster (dev/slurm/cluster.sh): compile,
+torch across both nodes, a failing rank, MPI, status/logs, cancel and the job's MLflow run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import distcomp
+from distcomp.outcome import JobState
+
+from .conftest import JOBS
+
+TORCH = JOBS / "torch" / "component.yaml"
+MPI = JOBS / "mpi" / "component.yaml"
+
+
+def _mlflow_run(job_dir: Path, run_id: str):  # type: ignore[no-untyped-def]
+    from mlflow import MlflowClient
+
+    return MlflowClient(f"sqlite:///{job_dir}/mlflow.db").get_run(run_id)
+
+
+def test_compile_is_a_readable_sbatch_script(tmp_path: Path) -> None:
+    """Pure: nothing is submitted or written; #SBATCH lines carry the job's shape and options."""
+    compiled = distcomp.compile(TORCH, "slurm", nodes=2, nproc_per_node=2, inputs={"per_node": 2}, time=7,
+                                partition="debug", account="ml", gpus_per_node=1, mem="4G", cpus_per_task=1,
+                                sbatch=["--qos=high", "--exclusive"], job_dir=str(tmp_path / "jobs"))
+    text = compiled.text or ""
+    assert not (tmp_path / "jobs").exists()
+    sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH ")]
+    assert sbatch[:3] == ["#SBATCH --job-name=slurm-test-torch", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2"]
+    for line in ("--time=7", "--partition=debug", "--account=ml", "--gpus-per-node=1", "--mem=4G",
+                 "--cpus-per-task=1", "--qos=high", "--exclusive"):
+        assert f"#SBATCH {line}" in sbatch
+    assert any(line.startswith(f"#SBATCH --output={tmp_path}/jobs/slurm-test-torch-") for line in sbatch)
+    assert "srun --kill-on-bad-exit=1 --ntasks=4 --ntasks-per-node=2" in text
+    for contract in ('export RANK="$SLURM_PROCID"', 'export LOCAL_RANK="$SLURM_LOCALID"',
+                     'export WORLD_SIZE="$SLURM_NTASKS"', 'export NODE_RANK="$SLURM_NODEID"',
+                     'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1', "export MASTER_PORT=$(free_port)"):
+        assert contract in text
+    assert "python rank.py --per-node 2 --fail-rank -1 --sleep 0 --out" in text
+    assert text.startswith("#!/bin/bash\n") and "export DISTCOMP_TEST_MARK=torch" in text
+    # the script is bash that parses
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+def test_compile_refuses_a_bad_sbatch_line() -> None:
+    with pytest.raises(distcomp.errors.UsageError, match="one sbatch option per flag"):
+        distcomp.compile(TORCH, "slurm", sbatch=["qos=high"])
+
+
+def test_slurm_accepts_the_compiled_script(slurm_cluster: Path, tmp_path: Path) -> None:
+    """Slurm itself checks the script (sbatch --test-only: nothing runs)."""
+    compiled = distcomp.compile(TORCH, "slurm", nodes=2, time=5, job_dir=str(tmp_path))
+    script = tmp_path / "job.sbatch"
+    script.write_text(compiled.text or "")
+    proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0 and "to start at" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_torch_2x2_on_both_nodes_with_one_mlflow_run(job_dir: Path) -> None:
+    job = distcomp.submit(TORCH, "slurm", nodes=2, nproc_per_node=2, inputs={"per_node": 2}, job_dir=str(job_dir))
+    assert str(job).startswith("slurm:") and job.id.isdigit()
+    outcome = job.wait()
+    folder = Path(outcome.details["folder"])
+    assert outcome.state is JobState.SUCCEEDED and outcome.exit_code == 0, outcome.root_cause + outcome.message
+    ranks = [json.loads((Path(outcome.outputs["result"]) / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [r["node"] for r in ranks] == ["n1", "n1", "n2", "n2"]  # one world across both Slurm nodes
+    assert all(r["all_reduce"] == 10.0 and r["nodes"] == ["n1", "n1", "n2", "n2"] for r in ranks)
+    # the job ran from its own snapshot of the code, not the working copy
+    assert Path(outcome.outputs["result"]).parent.parent == folder and (folder / "code" / "rank.py").is_file()
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == [f"rank{r}.log" for r in range(4)]
+    # one MLflow run: created before sbatch, handed to every rank, ended with the job's state
+    assert outcome.tracking is not None
+    assert {r["run_id"] for r in ranks[1:]} == {outcome.tracking.run_id}
+    run = _mlflow_run(job_dir, outcome.tracking.run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics["all_reduce"] == 10.0
+    assert run.data.tags["distcomp.state"] == "succeeded" and run.data.tags["distcomp.world_size"] == "4"
+    # status and logs by the Slurm job id, from another handle (as `distcomp status|logs` do)
+    again = distcomp.job(str(job))
+    assert again.status().state is JobState.SUCCEEDED
+    assert any("rank 2 on n2: all_reduce=10.0" in line for line in again.logs(rank=2))
+    assert any(line.startswith("[rank3] rank 3 on n2") for line in again.logs())
+
+
+@pytest.mark.slow
+def test_a_failing_rank_ends_the_job_and_is_named(job_dir: Path) -> None:
+    job = distcomp.submit(TORCH, "slurm", nodes=2, inputs={"fail_rank": 1}, job_dir=str(job_dir))
+    outcome = job.wait()
+    assert outcome.state is JobState.FAILED and outcome.exit_code == 1
+    first = outcome.root_cause.splitlines()[0]
+    assert first == "rank1 (node n2) exited with code 3", outcome.root_cause
+    assert "rank 1 fails on purpose" in outcome.root_cause
+    assert outcome.tracking is not None
+    assert _mlflow_run(job_dir, outcome.tracking.run_id).info.status == "FAILED"
