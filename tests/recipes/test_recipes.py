@@ -69,3 +69,18 @@ def test_lightning_ddp(sqlite_uri: str, tmp_path: Path) -> None:
     seen = output_json(run)
     assert seen["world_size"] == 2 and seen["metrics"]["train_loss"] == pytest.approx(losses[-1][1])
     assert "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2" in run.log("rank1")
+
+
+@pytest.mark.slow
+def test_hf_trainer(sqlite_uri: str, tmp_path: Path) -> None:
+    run = run_recipe("hf-trainer", tmp_path, sqlite_uri, epochs=2, samples=128)
+    mlflow_run = run.only_run()  # train(), evaluate() and the script's own start_run(): one run
+    params, metrics = mlflow_run.data.params, mlflow_run.data.metrics
+    assert params["world_size"] == "2" and params["report_to"] == "['mlflow']", params
+    assert params["num_hidden_layers"] == "2" and params["epochs"] == "2", params  # the config's and distcomp's
+    # 128 samples / (2 ranks x 16 per batch) = 4 steps an epoch, a loss every 2 steps
+    assert [s for s, _ in run.history(mlflow_run.info.run_id, "loss")] == [2, 4, 6, 8]
+    assert {"train_loss", "train_runtime", "eval_loss", "eval_runtime"} <= metrics.keys(), metrics
+    seen = output_json(run)
+    assert seen["world_size"] == 2 and seen["eval_loss"] == pytest.approx(metrics["eval_loss"])
+    assert "eval_loss" not in run.log("rank1")  # the Trainer logs from rank 0 only
