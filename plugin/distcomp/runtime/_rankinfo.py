@@ -3,8 +3,9 @@
 Checked in this order, the first contract present wins:
 torchrun / torch.distributed (RANK, WORLD_SIZE, ...), Open MPI (OMPI_COMM_WORLD_*),
 MPICH / Intel MPI (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID), TensorFlow (TF_CONFIG),
-Kubeflow's torchrun arguments (PET_*). Azure's AZ_BATCH_MASTER_NODE fills in the master
-address where the rank contract lacks it. No contract at all: a single process.
+Kubeflow's torchrun arguments (PET_*), a Slurm srun task (SLURM_PROCID, SLURM_NTASKS,
+SLURM_LOCALID, SLURM_NODEID; in a step, not the batch script's own shell). Azure's
+AZ_BATCH_MASTER_NODE fills in the master address where the rank contract lacks it. No contract at all: a single process.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class RankInfo:
     node_rank: int
     master_addr: str | None
     master_port: int | None
-    source: str  # which contract answered: torch, openmpi, pmi, tensorflow, kubeflow, single
+    source: str  # which contract answered: torch, openmpi, pmi, tensorflow, kubeflow, slurm, single
     role: str = "worker"  # TensorFlow: chief, worker, ps, evaluator
 
     @property
@@ -118,6 +119,17 @@ def _kubeflow(env: Mapping[str, str]) -> RankInfo:
     return RankInfo(node * per_node, nodes * per_node, 0, per_node, node, addr, port, source="kubeflow")
 
 
+def _slurm(env: Mapping[str, str]) -> RankInfo:
+    """A task of an ``srun`` step (one process per rank, no launcher env of its own)."""
+    rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS", 1)
+    # SLURM_TASKS_PER_NODE: "2(x2)" or "2,1": this node's count is the first when they are even
+    per_node = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "1")
+    digits = per_node.split("(")[0].split(",")[0]
+    local_world = int(digits) if digits.isdigit() else 1
+    return RankInfo(rank, world, _int(env, "SLURM_LOCALID", 0), local_world, _int(env, "SLURM_NODEID", 0),
+                    *_master(env), source="slurm")
+
+
 def rank_info(env: Mapping[str, str] | None = None) -> RankInfo:
     """This process's place in the job; ``env`` defaults to ``os.environ``."""
     env = os.environ if env is None else env
@@ -131,5 +143,7 @@ def rank_info(env: Mapping[str, str] | None = None) -> RankInfo:
         return _tensorflow(env)
     if "PET_NODE_RANK" in env or "PET_NNODES" in env:
         return _kubeflow(env)
+    if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:  # a batch script's own shell is no rank
+        return _slurm(env)
     addr, port = _master(env)
     return RankInfo(0, 1, 0, 1, 0, addr, port, source="single")

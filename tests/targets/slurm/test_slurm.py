@@ -100,3 +100,45 @@ def test_a_failing_rank_ends_the_job_and_is_named(job_dir: Path) -> None:
     assert "rank 1 fails on purpose" in outcome.root_cause
     assert outcome.tracking is not None
     assert _mlflow_run(job_dir, outcome.tracking.run_id).info.status == "FAILED"
+
+
+def test_rank_info_answers_from_an_srun_task() -> None:
+    from distcomp.runtime import RankInfo, rank_info
+
+    task = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+            "SLURM_STEP_ID": "0", "SLURM_TASKS_PER_NODE": "2(x2)", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    assert rank_info(task) == RankInfo(3, 4, 1, 2, 1, "10.0.0.1", 29500, "slurm")
+    # the batch script's own shell (no step) is no rank; a launcher's contract wins over Slurm's
+    assert rank_info({k: v for k, v in task.items() if k != "SLURM_STEP_ID"}).source == "single"
+    assert rank_info({**task, "RANK": "0", "WORLD_SIZE": "1"}).source == "torch"
+
+
+@pytest.mark.slow
+def test_mpi_across_both_nodes(job_dir: Path) -> None:
+    outcome = distcomp.submit(MPI, "slurm", nodes=2, job_dir=str(job_dir), tracking=False).wait()
+    assert outcome.state is JobState.SUCCEEDED, outcome.root_cause
+    ranks = [json.loads((Path(outcome.outputs["result"]) / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["node"], r["all_reduce"], r["world"]) for r in ranks] == [("n1", 3, 2), ("n2", 3, 2)]
+    assert [r["rank_info"] for r in ranks] == [[0, 2, "openmpi"], [1, 2, "openmpi"]]
+    assert outcome.tracking is None
+
+
+@pytest.mark.slow
+def test_detach_status_logs_then_cancel_leaves_nothing_running(job_dir: Path) -> None:
+    import psutil
+
+    job = distcomp.submit(TORCH, "slurm", nodes=2, inputs={"sleep": 120}, job_dir=str(job_dir))
+    handle = distcomp.job(str(job))  # as `distcomp status|logs|cancel slurm:ID` find it
+    follow = handle.logs(follow=True)
+    lines = [next(follow) for _ in range(2)]  # both ranks reached their sleep
+    assert sorted(line.split(" sleeping")[0] for line in lines) == ["[rank0] rank 0", "[rank1] rank 1"]
+    assert handle.status().state is JobState.RUNNING
+    outcome = handle.cancel()
+    assert outcome.state is JobState.CANCELLED and outcome.exit_code == 130
+    folder = outcome.details["folder"]
+    assert subprocess.run(["squeue", "-h", "-j", job.id], capture_output=True, text=True).stdout.strip() == ""
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if folder in " ".join(p.info["cmdline"] or ())]
+    assert left == []
+    assert outcome.tracking is not None
+    assert _mlflow_run(job_dir, outcome.tracking.run_id).info.status == "KILLED"
+    assert handle.status().state is JobState.CANCELLED  # recorded: Slurm may forget the job
