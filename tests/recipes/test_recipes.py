@@ -84,3 +84,18 @@ def test_hf_trainer(sqlite_uri: str, tmp_path: Path) -> None:
     seen = output_json(run)
     assert seen["world_size"] == 2 and seen["eval_loss"] == pytest.approx(metrics["eval_loss"])
     assert "eval_loss" not in run.log("rank1")  # the Trainer logs from rank 0 only
+
+
+@pytest.mark.slow
+def test_accelerate(sqlite_uri: str, tmp_path: Path) -> None:
+    run = run_recipe("accelerate", tmp_path, sqlite_uri, epochs=2)
+    mlflow_run = run.only_run()
+    params = mlflow_run.data.params
+    # ACCELERATE_USE_CPU=true from the spec: one world of 2 (without it: 2 worlds of 1, no error)
+    assert (params["world_size"], params["distributed_type"]) == ("2", "DistributedType.MULTI_CPU"), params
+    losses = run.history(mlflow_run.info.run_id, "train_loss")
+    assert [s for s, _ in losses] == [0, 1] and losses[1][1] < losses[0][1], losses
+    # 512 samples in batches of 32 = 16 batches, shared by the 2 ranks
+    assert mlflow_run.data.metrics["steps_per_rank"] == 8
+    assert output_json(run) == {"world_size": 2, "loss": [v for _, v in losses]}
+    assert "epoch 1/2" in run.log("rank0") and "epoch 1/2" not in run.log("rank1")  # accelerator.print: main only

@@ -1,0 +1,116 @@
+"""distcomp.launchers._advice: the warnings for a job whose library would quietly do the wrong
+thing (accelerate on CPU without ACCELERATE_USE_CPU, Keras 3 under a tensorflow job). Real
+specs and scripts on disk, loaded as ``distcomp run`` loads them; no training."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from distcomp.launchers._advice import advice
+from distcomp.spec import load
+
+RECIPES = Path(__file__).resolve().parents[2] / "examples" / "recipes"
+KERAS_MAJOR = int(metadata.version("keras").split(".")[0])
+
+
+def job(tmp_path: Path, script: str, *, launcher: str = "torch.distributed", command: str = "python train.py",
+        env: dict[str, str] | None = None) -> Path:
+    """A spec in ``tmp_path`` whose command runs ``train.py`` (holding ``script``)."""
+    (tmp_path / "train.py").write_text(textwrap.dedent(script))
+    variables = "".join(f"\n  {k}: '{v}'" for k, v in (env or {}).items())
+    spec = tmp_path / "component.yaml"
+    spec.write_text("name: advised\nversion: 0.1.0\ntype: DistributedComponent\n"
+                    f"launcher:\n  type: {launcher}\n  process_count_per_node: 2\n"
+                    f"  additional_arguments: {command}\n"
+                    + (f"environment_variables:{variables}\n" if variables else ""))
+    return spec
+
+
+ACCELERATE = """
+    \"\"\"Mentions Accelerator(cpu=True) in a docstring only: that does not count.\"\"\"
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+"""
+
+
+def test_accelerate_on_cpu_without_use_cpu_is_warned(tmp_path: Path) -> None:
+    notes = advice(load(job(tmp_path, ACCELERATE)), gpu=False)
+    assert len(notes) == 1 and "ACCELERATE_USE_CPU" in notes[0] and "trains alone" in notes[0], notes
+
+
+@pytest.mark.parametrize("env", [{"ACCELERATE_USE_CPU": "true"}, {"ACCELERATE_USE_CPU": "1"}])
+def test_accelerate_with_use_cpu_in_the_spec_is_fine(tmp_path: Path, env: dict[str, str]) -> None:
+    assert advice(load(job(tmp_path, ACCELERATE, env=env)), gpu=False) == []
+
+
+def test_use_cpu_from_the_run_counts_and_false_does_not(tmp_path: Path) -> None:
+    spec = load(job(tmp_path, ACCELERATE, env={"ACCELERATE_USE_CPU": "true"}))
+    assert advice(spec, env={"ACCELERATE_USE_CPU": "false"}, gpu=False) != []  # --env overrides the spec
+    assert advice(load(job(tmp_path, ACCELERATE)), env={"ACCELERATE_USE_CPU": "yes"}, gpu=False) == []
+
+
+def test_accelerator_cpu_true_or_a_gpu_needs_nothing(tmp_path: Path) -> None:
+    assert advice(load(job(tmp_path, "import accelerate\nacc = accelerate.Accelerator(cpu=True)\n")), gpu=False) == []
+    assert advice(load(job(tmp_path, ACCELERATE)), gpu=True) == []
+    # gpu=None: the job's resources say it has one (a Kubernetes-style job, seed 003's draft dialect)
+    (tmp_path / "train.py").write_text(textwrap.dedent(ACCELERATE))
+    draft = tmp_path / "draft.yml"
+    draft.write_text("command: python train.py\ndistributed:\n  pytorch:\n    worker:\n      count: 1\n"
+                     "      slots_per: 2\n      resources: {limits: {nvidia.com/gpu: 1}}\n")
+    assert advice(load(draft)) == []
+    draft.write_text(draft.read_text().replace("nvidia.com/gpu", "cpu"))
+    assert len(advice(load(draft), gpu=None if not Path("/dev/nvidiactl").exists() else False)) == 1
+
+
+def test_accelerate_launch_in_the_command_is_warned(tmp_path: Path) -> None:
+    spec = load(job(tmp_path, "print('no import here')\n", command="accelerate launch --num_processes 2 train.py"))
+    assert len(advice(spec, gpu=False)) == 1
+
+
+def test_a_script_without_accelerate_is_left_alone(tmp_path: Path) -> None:
+    assert advice(load(job(tmp_path, "# accelerate\nimport torch\nx = 'import accelerate'\n")), gpu=False) == []
+    assert advice(load(job(tmp_path, "this is not python (\n")), gpu=False) == []
+
+
+KERAS = """
+    import tensorflow as tf
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+"""
+
+
+@pytest.mark.parametrize("script", [KERAS, "import keras\n", "from tensorflow import keras\n",
+                                    "from tensorflow.keras import layers\n"])
+def test_keras_3_on_a_tensorflow_job_is_warned(tmp_path: Path, script: str) -> None:
+    assert KERAS_MAJOR >= 3  # what `import keras` gives here (tensorflow-cpu 2.21 requires keras 3)
+    notes = advice(load(job(tmp_path, script, launcher="tensorflow.distributed")), gpu=False)
+    assert len(notes) == 1 and f"Keras {KERAS_MAJOR}" in notes[0] and "TF_USE_LEGACY_KERAS=1" in notes[0], notes
+
+
+def test_keras_with_legacy_keras_or_without_tensorflow_is_fine(tmp_path: Path) -> None:
+    legacy = load(job(tmp_path, KERAS, launcher="tensorflow.distributed", env={"TF_USE_LEGACY_KERAS": "1"}))
+    assert advice(legacy, gpu=False) == []
+    assert advice(load(job(tmp_path, KERAS)), gpu=False) == []  # a torch job: not MultiWorkerMirroredStrategy
+    no_keras = "import tensorflow as tf\nprint(tf.constant(1))\n"
+    assert advice(load(job(tmp_path, no_keras, launcher="tensorflow.distributed")), gpu=False) == []
+
+
+def test_the_recipes_need_no_advice() -> None:
+    for spec in sorted(RECIPES.glob("*/component.yaml")):
+        assert advice(load(spec), gpu=False) == [], spec
+
+
+def test_advice_imports_no_framework(tmp_path: Path) -> None:
+    spec = job(tmp_path, KERAS, launcher="tensorflow.distributed")
+    code = ("import sys; from distcomp.spec import load; from distcomp.launchers._advice import advice; "
+            f"assert advice(load({str(spec)!r}), gpu=False); "
+            "print(sorted(m for m in ('tensorflow', 'keras', 'accelerate', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out
