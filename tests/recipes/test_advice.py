@@ -114,3 +114,9 @@ def test_advice_imports_no_framework(tmp_path: Path) -> None:
             "print(sorted(m for m in ('tensorflow', 'keras', 'accelerate', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out
+
+
+def test_the_keras_recipe_without_legacy_keras_is_warned() -> None:
+    spec = load(RECIPES / "keras-mwms" / "component.yaml")
+    assert spec.environment_variables["TF_USE_LEGACY_KERAS"] == "1"
+    assert len(advice(spec, env={"TF_USE_LEGACY_KERAS": "0"}, gpu=False)) == 1

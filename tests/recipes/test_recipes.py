@@ -99,3 +99,16 @@ def test_accelerate(sqlite_uri: str, tmp_path: Path) -> None:
     assert mlflow_run.data.metrics["steps_per_rank"] == 8
     assert output_json(run) == {"world_size": 2, "loss": [v for _, v in losses]}
     assert "epoch 1/2" in run.log("rank0") and "epoch 1/2" not in run.log("rank1")  # accelerator.print: main only
+
+
+@pytest.mark.slow
+def test_keras_mwms(sqlite_uri: str, tmp_path: Path) -> None:
+    run = run_recipe("keras-mwms", tmp_path, sqlite_uri, epochs=2)
+    mlflow_run = run.only_run()  # every worker's autolog: the chief's metrics, in the job's run
+    assert mlflow_run.data.params["world_size"] == "2" and mlflow_run.data.params["opt_name"] == "SGD"
+    losses = run.history(mlflow_run.info.run_id, "loss")
+    assert [s for s, _ in losses] == [0, 1] and losses[1][1] < losses[0][1], losses
+    seen = output_json(run)
+    assert (seen["world_size"], seen["keras"]) == (2, "tf_keras"), seen  # TF_USE_LEGACY_KERAS=1 from the spec
+    assert seen["loss"] == pytest.approx([v for _, v in losses])
+    assert "Epoch 1/2" in run.log("rank0") and "Epoch 1/2" not in run.log("rank1")
