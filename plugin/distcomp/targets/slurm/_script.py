@@ -84,8 +84,12 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
-def sbatch_lines(name: str, nodes: int, tasks_per_node: int, folder: Path, res: Resources) -> list[str]:
-    lines = [f"--job-name={name}", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}"]
+def sbatch_lines(name: str, nodes: int, tasks_per_node: int, folder: Path, res: Resources,
+                 ntasks: int | None = None) -> list[str]:
+    """``ntasks``: the job's tasks where the nodes get different counts (a TF chief and parameter
+    servers on the first node), instead of ``tasks_per_node`` on every node."""
+    tasks = f"--ntasks={ntasks}" if ntasks else f"--ntasks-per-node={tasks_per_node}"
+    lines = [f"--job-name={name}", f"--nodes={nodes}", tasks]
     if res.time_minutes:
         lines.append(f"--time={res.time_minutes}")
     if res.partition:
@@ -145,6 +149,7 @@ def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, 
     nodes, per_node = d.nodes, d.processes_per_node or 1
     launcher = d.launcher
     own = find(spec)
+    ntasks: int | None = None
     command = shlex.join(argv)
     head = ["#!/bin/bash",
             f"# distcomp: {spec.ref} on Slurm, {launcher}, {nodes} node(s) x {per_node} process(es)",
@@ -156,10 +161,12 @@ def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, 
         launch, tasks = _torch(nodes, per_node, command, folder), per_node
     elif launcher == MPI:
         launch, tasks = _mpi(spec, nodes, per_node, command, folder), per_node
+    elif launcher == TENSORFLOW:
+        launch, tasks, ntasks = _tensorflow(spec, command)
     else:
-        raise UsageError(f"the slurm target runs torch.distributed, deepspeed and mpi jobs; {spec.ref} uses "
-                         f"{launcher} (TensorFlow on Slurm is not built yet)")
-    body = head + sbatch_lines(name, nodes, tasks, folder, res) + [
+        raise UsageError(f"the slurm target runs torch.distributed, deepspeed, mpi and tensorflow.distributed "
+                         f"jobs; {spec.ref} uses {launcher}")
+    body = head + sbatch_lines(name, nodes, tasks, folder, res, ntasks) + [
         "",
         "set -u",
         f"export DISTCOMP_JOB_FOLDER={_q(str(folder))}  # the job folder",
@@ -212,3 +219,72 @@ def _own(once: bool, nodes: int, per_node: int, command: str, folder: Path) -> t
             f"{FIRST_NODE}{FREE_PORT}export MASTER_PORT=$(free_port)\n"
             f"srun --kill-on-bad-exit=1 --ntasks={nodes} --ntasks-per-node=1 \\\n"
             f"  {wrapper} \\\n  {command}\n"), 1
+
+
+# a task's TF_CONFIG, built in the task from its SLURM_PROCID: its line of DISTCOMP_TF_TASKS
+# (ROLE:INDEX:NODE) and the cluster the batch step wrote (every task's NodeAddr:PORT)
+_TF_CONFIG = ('task=$(echo "$DISTCOMP_TF_TASKS" | cut -d" " -f$((SLURM_PROCID + 1)))\n'
+              'role=${task%%:*}; rest=${task#*:}; index=${rest%%:*}\n'
+              'export TF_CONFIG="{\\"cluster\\": $DISTCOMP_TF_CLUSTER, '
+              '\\"task\\": {\\"type\\": \\"$role\\", \\"index\\": $index}}"\n')
+# a parameter server or evaluator serves the others: once every chief/worker task has an exit
+# record (they all ended well: a failure ends the step first), it is stopped and counts as done
+_TF_TASK = (_TF_CONFIG
+            + 'exec >"$DISTCOMP_JOB_FOLDER/logs/rank$SLURM_PROCID.log" 2>&1\n'
+            'if [ "$SLURM_PROCID" -lt "$DISTCOMP_TF_MAIN" ]; then\n'
+            '    "$@"; code=$?\n'
+            'else\n'
+            '    "$@" & pid=$!\n'
+            '    while kill -0 "$pid" 2>/dev/null; do\n'
+            '        i=0; while [ "$i" -lt "$DISTCOMP_TF_MAIN" ] && [ -e "$DISTCOMP_JOB_FOLDER/exits/rank$i" ]; do i=$((i + 1)); done\n'
+            '        if [ "$i" -eq "$DISTCOMP_TF_MAIN" ]; then kill "$pid"; wait "$pid"; exit_ok=1; break; fi\n'
+            '        sleep 0.5\n'
+            '    done\n'
+            '    wait "$pid"; code=$?\n'
+            '    [ "${exit_ok:-0}" = 1 ] && code=0\n'
+            'fi\n'
+            'echo "$code $SLURMD_NODENAME $(date +%s.%N)" >"$DISTCOMP_JOB_FOLDER/exits/rank$SLURM_PROCID"\n'
+            'exit "$code"')
+
+
+def _tensorflow(spec: "ComponentSpec", command: str) -> tuple[str, int, int | None]:
+    """One srun task per TF task, placed as the tensorflow launcher lays them out (workers fill
+    the nodes in order; chief, parameter servers and evaluator on the first node) through
+    SLURM_HOSTFILE; the batch step picks each task's address (its node's NodeAddr) and a free
+    port, each task builds its TF_CONFIG from its SLURM_PROCID."""
+    from ...launchers.tensorflow import tf_topology
+
+    nodes = spec.distribution.nodes
+    replicas = sorted(tf_topology(spec).replicas, key=lambda r: r.service)  # services last
+    main = sum(not r.service for r in replicas)
+    counts = {sum(r.node == n for r in replicas) for n in range(nodes)}
+    uneven = len(replicas) if len(counts) > 1 else None  # then the job asks for its tasks in all
+    layout = " ".join(f"{r.role}:{r.index}:{r.node}" for r in replicas)
+    return ("# tensorflow.distributed: one srun task per TF task (ROLE:INDEX:NODE), TF_CONFIG built in each\n"
+            f"export DISTCOMP_TF_TASKS={_q(layout)} DISTCOMP_TF_MAIN={main}\n"
+            'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")\n'
+            'export SLURM_HOSTFILE="$DISTCOMP_JOB_FOLDER/tasks.hosts"\n'
+            ': >"$SLURM_HOSTFILE"\n'
+            "declare -A MEMBERS=() USED=()\n"
+            "for task in $DISTCOMP_TF_TASKS; do\n"
+            "    IFS=: read -r role index node <<<\"$task\"\n"
+            "    name=${NODES[$node]}\n"
+            "    addr=$(scontrol show node \"$name\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
+            "    addr=${addr:-$name}\n"
+            "    while :; do  # a port nothing listens on at the task's node, not given to another task\n"
+            "        port=$((20000 + RANDOM % 30000))\n"
+            "        [[ -n ${USED[$addr:$port]:-} ]] && continue\n"
+            "        (exec 3<>\"/dev/tcp/$addr/$port\") 2>/dev/null || break\n"
+            "    done\n"
+            "    USED[$addr:$port]=1\n"
+            "    echo \"$name\" >>\"$SLURM_HOSTFILE\"\n"
+            "    # TensorFlow keeps the evaluator out of the cluster spec\n"
+            "    [[ $role == evaluator ]] || MEMBERS[$role]+=\"${MEMBERS[$role]:+, }\\\"$addr:$port\\\"\"\n"
+            "done\n"
+            "DISTCOMP_TF_CLUSTER=\"{\"; sep=\"\"\n"
+            "for role in chief worker ps; do\n"
+            "    [[ -n ${MEMBERS[$role]:-} ]] && DISTCOMP_TF_CLUSTER+=\"$sep\\\"$role\\\": [${MEMBERS[$role]}]\" && sep=\", \"\n"
+            "done\n"
+            "export DISTCOMP_TF_CLUSTER+=\"}\"\n"
+            f"srun --kill-on-bad-exit=1 --ntasks={len(replicas)} --distribution=arbitrary \\\n"
+            f"  /bin/sh -c {_q(_TF_TASK)} task \\\n  {command}\n"), max(counts), uneven
