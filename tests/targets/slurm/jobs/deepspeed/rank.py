@@ -1,0 +1,39 @@
+"""One DeepSpeed rank under the slurm target: torchrun's env from Slurm's, deepspeed.init_distributed(gloo)."""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", type=Path, required=True)
+args = p.parse_args()
+env = os.environ
+
+
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        print(f"contract broken: {message}", flush=True)
+        sys.exit(2)
+
+
+check(env["RANK"] == env["SLURM_PROCID"] and env["WORLD_SIZE"] == env["SLURM_NTASKS"], "RANK/WORLD_SIZE vs Slurm's")
+check(env["LOCAL_RANK"] == env["SLURM_LOCALID"] and env["NODE_RANK"] == env["SLURM_NODEID"], "LOCAL_RANK/NODE_RANK")
+check(env["MASTER_ADDR"] == "127.0.0.1" and env["MASTER_PORT"].isdigit(), "MASTER_ADDR/MASTER_PORT")
+check(env.get("DISTCOMP_TEST_MARK") == "deepspeed", "the spec's environment_variables")
+
+import deepspeed  # noqa: E402
+import deepspeed.comm as ds_comm  # noqa: E402
+import torch  # noqa: E402
+
+rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+check((ds_comm.get_rank(), ds_comm.get_world_size()) == (rank, world), "deepspeed.comm disagrees with the env")
+total = torch.tensor([rank + 1.0])
+ds_comm.all_reduce(total)
+check(total.item() == world * (world + 1) / 2, f"all_reduce gave {total.item()}")
+ds_comm.barrier()
+(args.out / f"rank{rank}.json").write_text(json.dumps(
+    {"rank": rank, "world": world, "node": env["SLURMD_NODENAME"], "all_reduce": total.item()}))
+print(f"rank {rank} on {env['SLURMD_NODENAME']}: all_reduce={total.item()}", flush=True)
