@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml Makefile
 	# DeepSpeed compiles no ops on this CPU-only machine and must see the installed torch
 	DS_BUILD_OPS=0 $(BIN)/pip install --quiet --no-build-isolation deepspeed
 	$(BIN)/pip install --quiet -e ".[all]"
+	# tf-keras (the recipes' Keras 2) requires the full tensorflow wheel by name; tensorflow-cpu
+	# provides the same module, so it goes in without its dependencies
+	$(BIN)/pip install --quiet --no-deps tf-keras==2.21.0
 	# byte-compile the editable package once: where PYTHONDONTWRITEBYTECODE is set, every
 	# `distcomp` start would otherwise recompile it (~50 ms of each `distcomp run`)
 	$(BIN)/python -m compileall -q plugin/distcomp

@@ -120,3 +120,20 @@ def test_the_keras_recipe_without_legacy_keras_is_warned() -> None:
     spec = load(RECIPES / "keras-mwms" / "component.yaml")
     assert spec.environment_variables["TF_USE_LEGACY_KERAS"] == "1"
     assert len(advice(spec, env={"TF_USE_LEGACY_KERAS": "0"}, gpu=False)) == 1
+
+
+def test_validate_and_run_give_the_advice(tmp_path: Path) -> None:
+    """Wired in: `validate` warns, and `run` warns before the ranks start (here a rank that
+    exits at once, so nothing trains)."""
+    spec = job(tmp_path, textwrap.dedent(ACCELERATE) + "\nraise SystemExit(0)\n")
+    check = subprocess.run([sys.executable, "-m", "distcomp", "validate", str(spec)], capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0 and f"{spec}: warning: " in check.stderr and "ACCELERATE_USE_CPU" in check.stderr
+    run = subprocess.run([sys.executable, "-m", "distcomp", "run", str(spec), "--no-tracking", "--run-dir",
+                          str(tmp_path / "runs" / "r"), "--quiet"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert "distcomp run: warning: " in run.stderr and "ACCELERATE_USE_CPU" in run.stderr, run.stderr
+    quiet = subprocess.run([sys.executable, "-m", "distcomp", "run", str(spec), "--no-tracking", "--run-dir",
+                            str(tmp_path / "runs" / "r2"), "--quiet", "--env", "ACCELERATE_USE_CPU=true"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "ACCELERATE_USE_CPU" not in quiet.stderr  # --env counts

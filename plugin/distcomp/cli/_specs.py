@@ -30,6 +30,7 @@ def _expand(paths: Sequence[str]) -> list[str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ..launchers._advice import advice
     from ..launchers.own import find as find_own_launcher
     from ..launchers.own import problems as own_problems
     from ..spec import check_file
@@ -47,7 +48,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             spec, dist = result.spec, result.spec.distribution
             own = find_own_launcher(spec)
-            for problem in own_problems(spec, own) if own is not None else ():
+            for problem in [*(own_problems(spec, own) if own is not None else ()), *advice(spec)]:
                 print(f"{file}: warning: {problem}", file=sys.stderr)
             if args.quiet:
                 continue

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from ...errors import JobError, UsageError
+from ...launchers._advice import advice
 from ...launchers.own import find as find_own_launcher
 from ...launchers.own import problems as own_problems
 from ...launchers.own import topology as own_topology
@@ -92,6 +93,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         topology = own_topology(spec, own, topology)
         for problem in own_problems(spec, own):
             notify(f"warning: {problem}")
+    for note in advice(spec, env={**os.environ, **request.env}):  # a framework that would quietly misbehave
+        notify(f"warning: {note}")
     try:  # one job per run folder, held before anything of the job exists (its MLflow run, its logs)
         held = claim(job.run_dir, job.job_id, request.grace)
     except RunDirBusy as exc:
