@@ -25,6 +25,7 @@ PEERS = REPO / "tests" / "reference" / "peer-specs"
 PEER_SPECS = sorted(p for p in PEERS.glob("*.y*ml"))
 # the shipped library, the example, and a test job of every built-in launcher
 OWN_SPECS = (sorted(REPO.glob("components/*/component.yaml")) + sorted(REPO.glob("examples/*/component.yaml"))
+             + sorted(REPO.glob("examples/recipes/*/component.yaml"))
              + sorted(REPO.glob("tests/launchers/jobs/*/component.yaml")))
 IMAGE = "python:3.11-slim"
 AZURE_DISTRIBUTION = {"torch.distributed": "PyTorchDistribution", "deepspeed": "PyTorchDistribution",
