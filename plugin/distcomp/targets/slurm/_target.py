@@ -112,7 +112,8 @@ class SlurmTarget:
                                   "nodes": spec.distribution.nodes,
                                   "processes_per_node": spec.distribution.processes_per_node or 1,
                                   "folder": str(folder), "outputs": dict(job.outputs),
-                                  "submitted": time.time(), "slurm_conf": os.environ.get("SLURM_CONF", "")}
+                                  "submitted": time.time(), "slurm_conf": os.environ.get("SLURM_CONF", ""),
+                                  "timeout": options.get("timeout")}
         if tracking is not None:
             record["mlflow"] = {"run_id": tracking.run.run_id, "tracking_uri": tracking.uri,
                                 "experiment_id": tracking.run.experiment_id}
@@ -171,8 +172,13 @@ class SlurmTarget:
         from . import _slurm
 
         folder = self._folder(job_id)
-        limit = timeout if timeout is not None else None
-        deadline = None if limit is None else time.monotonic() + limit
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # the job's own deadline (--timeout), kept here to the second: Slurm's limit is in
+        # whole minutes and its timer checks it only every half minute or so
+        record = _read_json(folder / RECORD)
+        limit = record.get("timeout")
+        limit = float(limit) if isinstance(limit, (int, float)) else None
+        due = record["submitted"] + limit if limit is not None and record.get("submitted") else None
         seen: str | None = None
         while True:
             if (folder / OUTCOME).is_file():
@@ -180,6 +186,9 @@ class SlurmTarget:
             job = _slurm.show(job_id)
             if job is None or job.state.terminal:
                 return self._end(folder, job_id, job)
+            if due is not None and time.time() >= due:
+                notify(f"Slurm job {job_id}: past its deadline of {limit:g} s (--timeout): cancelling it")
+                return self.cancel(job_id, timed_out=limit)
             if job.slurm_state != seen:
                 notify(f"Slurm job {job_id}: {job.slurm_state.lower()}"
                        + (f" ({job.reason})" if job.reason not in ("", "None") else ""))
@@ -238,8 +247,9 @@ class SlurmTarget:
                 return
             time.sleep(0.3)
 
-    def cancel(self, job_id: str) -> JobOutcome:
-        """scancel, then wait until Slurm says the job has ended (its tasks are gone), and end its run."""
+    def cancel(self, job_id: str, timed_out: float | None = None) -> JobOutcome:
+        """scancel, then wait until Slurm says the job has ended (its tasks are gone), and end its
+        run; ``timed_out``: the deadline (seconds) it ran past, which makes it TIMED_OUT."""
         from . import _slurm
 
         folder = self._folder(job_id)
@@ -254,10 +264,11 @@ class SlurmTarget:
             if job is None or job.state.terminal:
                 break
             time.sleep(0.2)
-        return self._end(folder, job_id, job, cancelled=True)
+        return self._end(folder, job_id, job, cancelled=True, timed_out=timed_out)
 
     # -- the end -----------------------------------------------------------------------------
-    def _end(self, folder: Path, job_id: str, job: "SlurmJob | None", cancelled: bool = False) -> JobOutcome:
+    def _end(self, folder: Path, job_id: str, job: "SlurmJob | None", cancelled: bool = False,
+             timed_out: float | None = None) -> JobOutcome:
         """The job's outcome, written once to outcome.json with its MLflow run ended; a second
         caller (another process) reads what the first wrote."""
         sid = job_id.removeprefix(PREFIX)
@@ -270,6 +281,11 @@ class SlurmTarget:
             message = f"Slurm: {job.slurm_state}" + (f", exit code {job.exit_code}" if job.exit_code else "")
             if job.reason not in ("", "None"):
                 message += f" ({job.reason})"
+        if timed_out is not None:
+            state = JobState.TIMED_OUT
+            message = f"timed out: ran past its deadline of {timed_out:g} s (--timeout) and was cancelled"
+        elif state is JobState.TIMED_OUT and job is not None:
+            message = f"timed out: ran past its Slurm time limit ({job.fields.get('TimeLimit', '?')}); {message}"
         cause = "" if state in (JobState.SUCCEEDED, JobState.UNKNOWN) else root_cause(folder, sid, state)
         outcome = JobOutcome(PREFIX + sid, state, None if state is JobState.UNKNOWN else state.exit_code(),
                              root_cause=cause, message=message, outputs=record.get("outputs") or {},
