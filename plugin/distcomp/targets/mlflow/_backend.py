@@ -5,6 +5,10 @@ As MLflow's local backend does, it fetches the project, creates the run with MLf
 and params, and starts the entry point in the project's folder with ``MLFLOW_RUN_ID`` set;
 ``distcomp run`` attaches to that run (one run per job, rank 0 logs into it) and ends it.
 Unlike it, no shell: the command is split into an argv, and ``distcomp`` is this interpreter's.
+With ``"target": "slurm"`` in the backend config the entry point becomes ``distcomp submit
+--target slurm SPEC ...``: the job goes to the Slurm cluster through the slurm target, which
+resumes the same run (``MLFLOW_RUN_ID``), hands it to every rank and ends it with the job's
+state; waiting and cancelling (SIGTERM to it) are the same.
 """
 
 from __future__ import annotations
