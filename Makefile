@@ -44,6 +44,7 @@ bench: install
 	$(BIN)/python benchmarks/tracking.py
 	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/registry.py
+	$(BIN)/python benchmarks/slurm.py
 
 clean:
 	rm -rf $(VENV) build plugin/*.egg-info .pytest_cache .hypothesis
