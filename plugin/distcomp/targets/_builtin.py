@@ -99,6 +99,12 @@ KUBEFLOW = TargetType(
         TargetOption("workdir", metavar="DIR", help="the container's working folder (default: the image's)"),
         TargetOption("volumes", "pairs", flag="--volume", separator=":", metavar="CLAIM:PATH",
                      help="mount PersistentVolumeClaim CLAIM at PATH in every pod (repeatable): shared storage"),
+        TargetOption("gpus_per_node", "int", metavar="N", minimum=0,
+                     help="nvidia.com/gpu per node pod (default: the spec's roles or instance_type)"),
+        TargetOption("cpu", metavar="CPU", help="CPU requested and limited per node pod, e.g. 8 or 500m"),
+        TargetOption("memory", metavar="SIZE", help="memory requested and limited per node pod, e.g. 32Gi"),
+        TargetOption("shm_size", metavar="SIZE", help="a memory-backed /dev/shm of SIZE (default: on for torch-style "
+                                                      "jobs, sized by the spec's shm_size); 0: none"),
         TargetOption("trainer_v2", "bool", default=False, help="a Kubeflow Trainer v2 TrainJob instead"),
         TargetOption("kubeconfig", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),

@@ -14,6 +14,7 @@ from ...records import JobOptions
 if TYPE_CHECKING:
     from ...plugins import PluginManager
     from ...spec import ComponentSpec
+    from ._settings import JobSettings
 
 # a pod is named JOB-worker-N and gets a service of that name: a DNS-1123 label of <= 63
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
@@ -41,9 +42,12 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
                 namespace: str | None = None, env: Mapping[str, str] | None = None,
                 trainer_v2: bool = False, workdir: str | None = None,
                 resources: Mapping[str, Any] | None = None,
-                volumes: Mapping[str, str] | None = None) -> dict[str, Any]:
+                volumes: Mapping[str, str] | None = None, settings: "JobSettings | None" = None) -> dict[str, Any]:
     """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first.
-    ``volumes``: PVC claim name -> mount path, in every pod."""
+    ``volumes``: PVC claim name -> mount path, in every pod. ``settings``: each replica's
+    resources and shared memory (default: the spec's, /dev/shm for torch-style jobs)."""
+    from ._settings import JobSettings, apply
+
     image = image or (spec.environment.image if spec.environment else None)
     if not image:
         raise CompileError(f"{spec.ref}: its environment names no image; pass --image IMAGE "
@@ -58,4 +62,4 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
                          nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
                          volumes=dict(volumes or {}), topology=launcher.factory(spec), job=job)
-    return dict(job.build(spec, options))
+    return apply(dict(job.build(spec, options)), spec, settings or JobSettings())

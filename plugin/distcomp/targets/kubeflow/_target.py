@@ -34,6 +34,7 @@ def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
     from ...plugins import get_plugin_manager
     from ...spec import InputError, bind_inputs
     from ._compile import compile_job
+    from ._settings import settings_of
     from ._uris import check_pod_paths
 
     outs = dict(options.get("output_paths") or {})
@@ -50,7 +51,7 @@ def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
                            name=options.get("name"), namespace=options.get("namespace"),
                            env={**dict(options.get("env") or {}), **(extra_env or {})},
                            trainer_v2=bool(options.get("trainer_v2")), workdir=options.get("workdir"),
-                           volumes=dict(options.get("volumes") or {}))
+                           volumes=dict(options.get("volumes") or {}), settings=settings_of(options))
     except UsageError as exc:
         raise type(exc)(str(exc).replace("\n", "\n  ")) from None
 

@@ -27,6 +27,31 @@ def runtime_patch(options: JobOptions) -> dict[str, Any]:
     return {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
 
 
+def node_patch(job: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of distcomp's own ``runtimePatches`` entry in a TrainJob's ``spec`` (made
+    when there is none): what every node pod gets beyond the runtime's template."""
+    patches = job.setdefault("runtimePatches", [])
+    patch = next((p for p in patches if p.get("manager") == MANAGER), None)
+    if patch is None:
+        patch = {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": NODE, "template": {"spec": {"template": {"spec": {}}}}}]}}}}
+        patches.append(patch)
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod: dict[str, Any] = node["template"]["spec"]["template"]["spec"]
+    return pod
+
+
+def node_container(pod: dict[str, Any]) -> dict[str, Any]:
+    """The trainer container's entry in a patch's pod spec (made when there is none)."""
+    containers = pod.setdefault("containers", [])
+    found = next((c for c in containers if c.get("name") == NODE), None)
+    if found is None:
+        found = {"name": NODE}
+        containers.append(found)
+    result: dict[str, Any] = found
+    return result
+
+
 def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     env = {**spec.environment_variables, **options.env}
     trainer: dict[str, Any] = {"image": options.image, "command": ["torchrun", "--no-python", *escape(options.command)],
