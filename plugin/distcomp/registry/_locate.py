@@ -8,14 +8,15 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ._manifest import read_manifest, verify
 from ._records import DeprecatedComponentWarning, RegistryError
-from ._reference import looks_like_reference, parse_reference
-from ._registry import Registry
 from ._stored import stored_version
 
 if TYPE_CHECKING:
     from ..plugins import PluginManager
+    from ._registry import Registry
+
+# the registry's hashing, versions and stores load only for a reference or stored code: a spec
+# file of the user's (every `distcomp run` of one) needs none of them
 
 __all__ = ["default_location", "locate", "open_registry"]
 
@@ -32,10 +33,11 @@ def default_location() -> str:
     return os.path.join(data, "distcomp", "registry")
 
 
-def open_registry(location: str | None = None, pm: "PluginManager | None" = None) -> Registry:
+def open_registry(location: str | None = None, pm: "PluginManager | None" = None) -> "Registry":
     """The registry at ``location`` (default: ``default_location()``): a plain path is the
     built-in directory store; ``SCHEME://...`` the store a plugin registers for SCHEME."""
     from ..plugins import PluginError, get_plugin_manager
+    from ._registry import Registry
 
     where = location.strip() if location and location.strip() else default_location()
     m = _SCHEME.match(where)
@@ -64,6 +66,8 @@ def _checked(path: Path) -> Path:
     named by its path runs only what its hash covers, as one named by reference does."""
     folder = stored_version(path)
     if folder is not None:
+        from ._manifest import read_manifest, verify
+
         verify(folder, read_manifest(folder, folder.parent.name, folder.name))
     return path
 
@@ -81,6 +85,8 @@ def locate(text: str, registry: str | None = None, *, warn: Callable[[str], None
     if path.is_dir():
         return _checked(path / ("component.yml" if not (path / "component.yaml").exists()
                                 and (path / "component.yml").is_file() else "component.yaml"))
+    from ._reference import looks_like_reference, parse_reference
+
     if not looks_like_reference(text):
         return path
     resolved = open_registry(registry).resolve(parse_reference(text))
