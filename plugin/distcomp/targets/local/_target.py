@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from ...errors import JobError, UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
 from ...target import Compiled, Notify
+from .._logs import new_lines as _new_lines
 from ._job import PREFIX, job_id
 
 if TYPE_CHECKING:
@@ -193,25 +194,6 @@ def _describe_cause(cause: Mapping[str, Any]) -> str:
         lines.append(f"  {cause['detail']}")
     lines += [f"    {line}" for line in cause.get("tail") or ()]
     return "\n".join(lines)
-
-
-def _new_lines(path: Path, offsets: dict[Path, int], partial: dict[Path, str], final: bool) -> list[str]:
-    """Whole lines added to ``path`` since the last call (the last unfinished one when ``final``)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offsets.get(path, 0))
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    offsets[path] = offsets.get(path, 0) + len(data)
-    text = partial.pop(path, "") + data.decode("utf-8", "replace")
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        if final:
-            lines[-1] += "\n"
-        else:
-            partial[path] = lines.pop()
-    return lines
 
 
 def _tail(path: Path, n: int) -> str:

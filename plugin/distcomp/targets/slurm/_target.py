@@ -219,7 +219,7 @@ class SlurmTarget:
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
         """One rank's log (``rank``), or every rank's with its ``[rankN]`` prefix and Slurm's own
         output as ``[slurm]``; ``follow``: until the job has ended and its logs are read."""
-        from ..local._target import _new_lines
+        from .._logs import new_lines
         from . import _slurm
 
         folder = self._folder(job_id)
@@ -241,7 +241,7 @@ class SlurmTarget:
                 files = [(p, f"[{p.stem}] ") for p in sorted(logs.glob("*.log"), key=_rank_order)]
                 files.append((folder / f"slurm-{sid}.out", "[slurm] "))
             for path, prefix in files:
-                for line in _new_lines(path, offsets, partial, final=ended):
+                for line in new_lines(path, offsets, partial, final=ended):
                     yield prefix + line
             if ended:
                 return

@@ -1,0 +1,26 @@
+"""Following log files as they grow, shared by the targets whose ranks write logs to files
+(local, slurm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def new_lines(path: Path, offsets: dict[Path, int], partial: dict[Path, str], final: bool) -> list[str]:
+    """Whole lines added to ``path`` since the last call (the last unfinished one when ``final``);
+    ``offsets`` and ``partial`` carry the reader's place and unfinished line between calls."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offsets.get(path, 0))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    offsets[path] = offsets.get(path, 0) + len(data)
+    text = partial.pop(path, "") + data.decode("utf-8", "replace")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        if final:
+            lines[-1] += "\n"
+        else:
+            partial[path] = lines.pop()
+    return lines
