@@ -11,6 +11,7 @@ from typing import Iterator
 
 from ..hookspec import hookimpl
 from ..target import Target, TargetOption, TargetType
+from .kubeflow._podtemplate import PodTemplateOption
 
 INPUTS = TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
                       help="an input value (repeatable)")
@@ -105,6 +106,10 @@ KUBEFLOW = TargetType(
         TargetOption("memory", metavar="SIZE", help="memory requested and limited per node pod, e.g. 32Gi"),
         TargetOption("shm_size", metavar="SIZE", help="a memory-backed /dev/shm of SIZE (default: on for torch-style "
                                                       "jobs, sized by the spec's shm_size); 0: none"),
+        PodTemplateOption("pod_template", metavar="FILE",
+                          help="a partial pod template (YAML: nodeSelector, tolerations, affinity, imagePullSecrets, "
+                               "serviceAccountName, env/envFrom, volumes...) merged into every pod; "
+                               "from Python, a mapping"),
         TargetOption("trainer_v2", "bool", default=False, help="a Kubeflow Trainer v2 TrainJob instead"),
         TargetOption("kubeconfig", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),

@@ -1,5 +1,5 @@
 """What the compile's options add to a built job manifest, whatever kind built it: each
-replica's resources and shared memory.
+replica's resources and shared memory, then the user's partial pod template.
 
 Applied after the kind's builder, to every ``spec.*ReplicaSpecs`` entry (the training
 operators' and mpi-operator's layout, which a plugin's kind shares) or, for a TrainJob, to its
@@ -21,6 +21,7 @@ class JobSettings:
     """Everything the compile's options say about the pods beyond the command."""
 
     resources: ResourceOptions = field(default_factory=ResourceOptions)
+    pod_template: Mapping[str, Any] | None = None  # checked by _podtemplate.load: {metadata, spec}
 
 
 def replica_specs(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -41,6 +42,8 @@ def _resources(target: dict[str, Any], key: str, more: dict[str, dict[str, Any]]
 def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings) -> dict[str, Any]:
     """``manifest`` with ``settings`` applied (changed in place, and returned)."""
     kind = manifest.get("kind", "")
+    from ._podtemplate import merge_metadata, merge_pod, merge_trainjob
+
     shm, size = shm_size(spec, kind, settings.resources)
     if kind == "TrainJob":
         from ._trainjob import node_container, node_patch
@@ -51,6 +54,8 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
             pod = node_patch(manifest["spec"])
             pod.setdefault("volumes", []).append(shm_volume(size))
             node_container(pod).setdefault("volumeMounts", []).append(dict(SHM_MOUNT))
+        if settings.pod_template:
+            merge_trainjob(manifest["spec"], settings.pod_template)
         return manifest
     for replica_type, replica in replica_specs(manifest).items():
         pod = replica["template"]["spec"]
@@ -59,15 +64,36 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
         if shm and replica_type not in ("Launcher", "PS"):
             pod.setdefault("volumes", []).append(shm_volume(size))
             main.setdefault("volumeMounts", []).append(dict(SHM_MOUNT))
+        if settings.pod_template:  # last: the user's word on the pod wins
+            merge_pod(pod, settings.pod_template)
+            merge_metadata(replica["template"], settings.pod_template)
+    if kind == "MPIJob" and settings.pod_template:
+        _forward(manifest, settings.pod_template)
     return manifest
+
+
+def _forward(manifest: dict[str, Any], template: Mapping[str, Any]) -> None:
+    """The template's env reaches MPI ranks as the spec's does: ``mpirun -x NAME`` (ranks started
+    over ssh do not inherit the worker container's env). A user's own mpirun forwards its own."""
+    names = [e["name"] for c in template["spec"].get("containers") or [] if "name" not in c
+             for e in c.get("env") or [] if isinstance(e, Mapping) and "name" in e]
+    command = replica_specs(manifest)["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    if not names or command[:1] != ["mpirun"] or "--map-by" not in command:
+        return
+    at = command.index("--map-by") + 2
+    known = {command[i + 1] for i in range(at, len(command) - 1) if command[i] == "-x"}
+    command[at:at] = [w for name in names if name not in known for w in ("-x", name)]
 
 
 def settings_of(options: Mapping[str, Any]) -> JobSettings:
     """The JobSettings the target's options (``distcomp compile/submit --target kubeflow``) give."""
+    from ._podtemplate import load
+
     gpus = options.get("gpus_per_node")
     return JobSettings(resources=ResourceOptions(
         gpus_per_node=int(gpus) if gpus is not None else None, cpu=_text(options.get("cpu")),
-        memory=_text(options.get("memory")), shm_size=_text(options.get("shm_size"))))
+        memory=_text(options.get("memory")), shm_size=_text(options.get("shm_size"))),
+        pod_template=load(options.get("pod_template")))
 
 
 def _text(value: Any) -> str | None:
