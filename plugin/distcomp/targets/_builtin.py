@@ -110,6 +110,18 @@ KUBEFLOW = TargetType(
                           help="a partial pod template (YAML: nodeSelector, tolerations, affinity, imagePullSecrets, "
                                "serviceAccountName, env/envFrom, volumes...) merged into every pod; "
                                "from Python, a mapping"),
+        TargetOption("restart_policy", metavar="POLICY",
+                     help="each pod's restart policy: Never (default: a failed rank fails the job), OnFailure, ExitCode"),
+        TargetOption("backoff_limit", "int", metavar="N", minimum=0, help="pod restarts before the job fails"),
+        TargetOption("ttl_seconds", "int", flag="--ttl-seconds-after-finished", metavar="SECONDS", minimum=0,
+                     help="delete the finished job and its pods after this long"),
+        TargetOption("active_deadline", "int", flag="--active-deadline-seconds", metavar="SECONDS", minimum=1,
+                     help="the cluster fails the job after this long (default: --timeout when submitting)"),
+        TargetOption("elastic", metavar="MIN:MAX",
+                     help="an elastic PyTorchJob of MIN to MAX nodes (elasticPolicy, c10d rendezvous)"),
+        TargetOption("gang", "bool", default=False,
+                     help="gang scheduling: every pod or none (schedulingPolicy.minAvailable)"),
+        TargetOption("queue", metavar="NAME", help="the Kueue LocalQueue (label kueue.x-k8s.io/queue-name)"),
         TargetOption("trainer_v2", "bool", default=False, help="a Kubeflow Trainer v2 TrainJob instead"),
         TargetOption("kubeconfig", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),

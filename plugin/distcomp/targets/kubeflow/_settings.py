@@ -1,5 +1,6 @@
 """What the compile's options add to a built job manifest, whatever kind built it: each
-replica's resources and shared memory, then the user's partial pod template.
+replica's resources and shared memory, then the user's partial pod template, then the job's
+lifecycle (``_lifecycle``).
 
 Applied after the kind's builder, to every ``spec.*ReplicaSpecs`` entry (the training
 operators' and mpi-operator's layout, which a plugin's kind shares) or, for a TrainJob, to its
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ._lifecycle import Lifecycle, lifecycle_of
 from ._resources import SHM_MOUNT, ResourceOptions, replica_resources, shm_size, shm_volume
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ class JobSettings:
 
     resources: ResourceOptions = field(default_factory=ResourceOptions)
     pod_template: Mapping[str, Any] | None = None  # checked by _podtemplate.load: {metadata, spec}
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
 
 
 def replica_specs(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -42,6 +45,7 @@ def _resources(target: dict[str, Any], key: str, more: dict[str, dict[str, Any]]
 def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings) -> dict[str, Any]:
     """``manifest`` with ``settings`` applied (changed in place, and returned)."""
     kind = manifest.get("kind", "")
+    from ._lifecycle import apply as apply_lifecycle
     from ._podtemplate import merge_metadata, merge_pod, merge_trainjob
 
     shm, size = shm_size(spec, kind, settings.resources)
@@ -56,6 +60,7 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
             node_container(pod).setdefault("volumeMounts", []).append(dict(SHM_MOUNT))
         if settings.pod_template:
             merge_trainjob(manifest["spec"], settings.pod_template)
+        apply_lifecycle(manifest, settings.lifecycle, {})
         return manifest
     for replica_type, replica in replica_specs(manifest).items():
         pod = replica["template"]["spec"]
@@ -69,6 +74,7 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
             merge_metadata(replica["template"], settings.pod_template)
     if kind == "MPIJob" and settings.pod_template:
         _forward(manifest, settings.pod_template)
+    apply_lifecycle(manifest, settings.lifecycle, replica_specs(manifest))
     return manifest
 
 
@@ -93,7 +99,7 @@ def settings_of(options: Mapping[str, Any]) -> JobSettings:
     return JobSettings(resources=ResourceOptions(
         gpus_per_node=int(gpus) if gpus is not None else None, cpu=_text(options.get("cpu")),
         memory=_text(options.get("memory")), shm_size=_text(options.get("shm_size"))),
-        pod_template=load(options.get("pod_template")))
+        pod_template=load(options.get("pod_template")), lifecycle=lifecycle_of(options))
 
 
 def _text(value: Any) -> str | None:
