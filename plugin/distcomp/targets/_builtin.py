@@ -123,6 +123,9 @@ KUBEFLOW = TargetType(
                      help="gang scheduling: every pod or none (schedulingPolicy.minAvailable)"),
         TargetOption("queue", metavar="NAME", help="the Kueue LocalQueue (label kueue.x-k8s.io/queue-name)"),
         TargetOption("trainer_v2", "bool", default=False, help="a Kubeflow Trainer v2 TrainJob instead"),
+        TargetOption("runtime", metavar="[KIND/]NAME",
+                     help="the TrainJob's runtime: a ClusterTrainingRuntime NAME, or TrainingRuntime/NAME in the "
+                          "job's namespace (default: torch-distributed / deepspeed-distributed)"),
         TargetOption("kubeconfig", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),
         replace(TIMEOUT, help="delete the job after this long (default 24 h)"),

@@ -98,7 +98,9 @@ def test_trainer_v2_trainjobs_validate(job: str, nodes: int) -> None:
     trainer = manifest["spec"]["trainer"]
     assert trainer["numNodes"] == nodes and trainer["numProcPerNode"] == 2
     runtime = {"torch": "torch-distributed", "deepspeed": "deepspeed-distributed"}[job]
-    assert manifest["spec"]["runtimeRef"]["name"] == runtime
+    # with its kind: Trainer's own runtimes are ClusterTrainingRuntimes (its examples write them so)
+    assert manifest["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                              "name": runtime}
 
 
 @pytest.mark.parametrize("job, nodes, per_node", [c for c in CASES if KINDS[c[0]] in MODELS])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ._compile import CompileError
 from ._lifecycle import Lifecycle, lifecycle_of
 from ._resources import SHM_MOUNT, ResourceOptions, replica_resources, shm_size, shm_volume
 
@@ -25,6 +26,7 @@ class JobSettings:
     resources: ResourceOptions = field(default_factory=ResourceOptions)
     pod_template: Mapping[str, Any] | None = None  # checked by _podtemplate.load: {metadata, spec}
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    runtime: str | None = None  # a TrainJob's runtime instead of its job record's: NAME or KIND/NAME
 
 
 def replica_specs(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -49,8 +51,13 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
     from ._podtemplate import merge_metadata, merge_pod, merge_trainjob
 
     shm, size = shm_size(spec, kind, settings.resources)
+    if settings.runtime and kind != "TrainJob":
+        raise CompileError(f"--runtime {settings.runtime}: a {kind} has no Trainer runtime (add --trainer-v2)")
     if kind == "TrainJob":
-        from ._trainjob import node_container, node_patch
+        from ._trainjob import node_container, node_patch, runtime_ref
+
+        if settings.runtime:
+            manifest["spec"]["runtimeRef"] = runtime_ref(settings.runtime)
 
         _resources(manifest["spec"]["trainer"], "resourcesPerNode",
                    replica_resources(spec, "Worker", settings.resources))
@@ -99,7 +106,8 @@ def settings_of(options: Mapping[str, Any]) -> JobSettings:
     return JobSettings(resources=ResourceOptions(
         gpus_per_node=int(gpus) if gpus is not None else None, cpu=_text(options.get("cpu")),
         memory=_text(options.get("memory")), shm_size=_text(options.get("shm_size"))),
-        pod_template=load(options.get("pod_template")), lifecycle=lifecycle_of(options))
+        pod_template=load(options.get("pod_template")), lifecycle=lifecycle_of(options),
+        runtime=_text(options.get("runtime")))
 
 
 def _text(value: Any) -> str | None:

@@ -1,6 +1,7 @@
 """TrainJob (trainer.kubeflow.org/v1alpha1, Kubeflow Trainer v2 as of v2.2): the runtime the job
-record names (``KubeflowJobType.runtime``) makes the pods and gives them the PET_* variables
-``torchrun`` reads.
+record names (``KubeflowJobType.runtime``; ``--runtime`` another), referenced with its API group
+and kind, makes the pods and gives them the PET_* variables ``torchrun`` reads; the trainer's
+``resourcesPerNode`` sizes each node pod.
 
 Pod changes go through ``runtimePatches``: Trainer v2.0's ``podSpecOverrides`` is gone, and an
 API server prunes a field its CRD does not know, so a volume written there never reaches a pod."""
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from ...spec import ComponentSpec
 
 NODE = "node"  # the runtimes' replicated job and its trainer container are both named "node"
+GROUP = "trainer.kubeflow.org"
+RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")  # cluster-wide (the default), or the job's namespace
 MANAGER = "distcomp.dev/compile"  # a patch is keyed by its owner, so ours never clobbers Kueue's or a webhook's
 
 
@@ -25,6 +28,17 @@ def runtime_patch(options: JobOptions) -> dict[str, Any]:
     pod = {"volumes": volumes(options), "containers": [{"name": NODE, "volumeMounts": volume_mounts(options)}]}
     node = {"name": NODE, "template": {"spec": {"template": {"spec": pod}}}}
     return {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
+
+
+def runtime_ref(text: str) -> dict[str, str]:
+    """``runtimeRef`` for ``NAME`` (a ClusterTrainingRuntime, as Trainer's own runtimes are) or
+    ``KIND/NAME`` (``TrainingRuntime/NAME``: one in the job's namespace)."""
+    kind, _, name = text.rpartition("/")
+    kind = kind or RUNTIME_KINDS[0]
+    if kind not in RUNTIME_KINDS or not name:
+        raise CompileError(f"Trainer runtime {text!r}: give NAME (a ClusterTrainingRuntime) or KIND/NAME with KIND "
+                           f"one of {', '.join(RUNTIME_KINDS)}")
+    return {"apiGroup": GROUP, "kind": kind, "name": name}
 
 
 def node_patch(job: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +78,7 @@ def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     if not runtime:
         raise CompileError(f"TrainJob {options.name}: its job record names no Trainer runtime "
                          "(KubeflowJobType(runtime=...), e.g. trainjob_type(launcher, 'torch-distributed'))")
-    job: dict[str, Any] = {"runtimeRef": {"name": runtime}, "trainer": trainer}
+    job: dict[str, Any] = {"runtimeRef": runtime_ref(runtime), "trainer": trainer}
     if options.volumes:  # the trainer has no volumes of its own: the node pods get them as a patch
         job["runtimePatches"] = [runtime_patch(options)]
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata(options, spec.name),
