@@ -174,18 +174,25 @@ class KubeflowTarget:
         return JobOutcome(PREFIX + ref.id, state, message=text, tracking=_tracking_ref(notes))
 
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
-        """The leading pod's log (rank 0 runs in it); ``follow``: until the job has ended."""
-        from ._submit import leader_log, read, state_of
+        """The leading pod's log (rank 0 runs in it), or the log of the pod that holds ``rank``
+        (its node's, by the kind's layout); ``follow``: until the job has ended."""
+        from kubernetes.client import CoreV1Api
 
-        if rank not in (None, 0):
-            raise UsageError("the kubeflow target reads the leading pod's log (rank 0); another pod's: kubectl logs "
-                             "-l training.kubeflow.org/job-name=NAME")
+        from ._ranks import rank_pod
+        from ._submit import _leader_log, read, state_of
+
         ref = self._ref(job_id)
+        selector = ref.leader
+        if rank is not None:
+            obj = read(ref, self._client())
+            if obj is None:
+                raise UsageError(f"{ref.kind} {ref.id} is not in the cluster (deleted, or never created)")
+            selector, _what = rank_pod(obj, rank)
         sent = 0
         while True:
             obj = read(ref, self._client())
             done = obj is None or state_of(obj)[0].terminal
-            lines = leader_log(ref, self._client(), None).splitlines(keepends=True)
+            lines = _leader_log(CoreV1Api(self._client()), selector, ref.namespace, None).splitlines(keepends=True)
             yield from (line if line.endswith("\n") else line + "\n" for line in lines[sent:])
             sent = len(lines)
             if not follow or done:
