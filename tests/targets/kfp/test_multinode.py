@@ -159,10 +159,13 @@ def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp
     assert re.fullmatch(rf"kubeflow:[a-z0-9-]+/PyTorchJob/{name} succeeded Succeeded: .*",
                         out.metadata["distcomp.outcome"])
     pod = cluster.manifests[name]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-    assert pod["volumes"] == [{"name": "distcomp-pvc-0", "persistentVolumeClaim": {"claimName": CLAIM}}]
+    # the shared PVC, then the memory-backed /dev/shm every torch-style job's pods get
+    assert pod["volumes"] == [{"name": "distcomp-pvc-0", "persistentVolumeClaim": {"claimName": CLAIM}},
+                              {"name": "distcomp-shm", "emptyDir": {"medium": "Memory"}}]
     container = pod["containers"][0]
     assert container["image"] == "registry.example/ddp:1"
-    assert container["volumeMounts"] == [{"name": "distcomp-pvc-0", "mountPath": str(mount)}]
+    assert container["volumeMounts"] == [{"name": "distcomp-pvc-0", "mountPath": str(mount)},
+                                         {"name": "distcomp-shm", "mountPath": "/dev/shm"}]
     assert container["workingDir"] == str(mount / "distcomp" / name / "code")
     assert not (mount / "distcomp" / name).exists()  # the run's folder on the volume is cleaned up
 
