@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ._compile import CompileError
 from ._lifecycle import Lifecycle, lifecycle_of
-from ._resources import SHM_MOUNT, ResourceOptions, replica_resources, shm_size, shm_volume
+from ._lifecycle import apply as apply_lifecycle
+from ._podtemplate import merge_metadata, merge_pod, merge_trainjob
+from ._resources import NOT_NODES, SHM_MOUNT, ResourceOptions, replica_resources, shm_size, shm_volume
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -47,9 +49,6 @@ def _resources(target: dict[str, Any], key: str, more: dict[str, dict[str, Any]]
 def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings) -> dict[str, Any]:
     """``manifest`` with ``settings`` applied (changed in place, and returned)."""
     kind = manifest.get("kind", "")
-    from ._lifecycle import apply as apply_lifecycle
-    from ._podtemplate import merge_metadata, merge_pod, merge_trainjob
-
     shm, size = shm_size(spec, kind, settings.resources)
     if settings.runtime and kind != "TrainJob":
         raise CompileError(f"--runtime {settings.runtime}: a {kind} has no Trainer runtime (add --trainer-v2)")
@@ -58,7 +57,6 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
 
         if settings.runtime:
             manifest["spec"]["runtimeRef"] = runtime_ref(settings.runtime)
-
         _resources(manifest["spec"]["trainer"], "resourcesPerNode",
                    replica_resources(spec, "Worker", settings.resources))
         if shm:
@@ -73,7 +71,7 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
         pod = replica["template"]["spec"]
         main = pod["containers"][0]  # the builders put the training container first
         _resources(main, "resources", replica_resources(spec, replica_type, settings.resources))
-        if shm and replica_type not in ("Launcher", "PS"):
+        if shm and replica_type not in NOT_NODES:
             pod.setdefault("volumes", []).append(shm_volume(size))
             main.setdefault("volumeMounts", []).append(dict(SHM_MOUNT))
         if settings.pod_template:  # last: the user's word on the pod wins
