@@ -83,11 +83,13 @@ KERAS = """
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.fit(x, y)
 """
+FIT = "model.fit(x, y)\n"
 
 
-@pytest.mark.parametrize("script", [KERAS, "import keras\n", "from tensorflow import keras\n",
-                                    "from tensorflow.keras import layers\n"])
+@pytest.mark.parametrize("script", [KERAS, "import keras\n" + FIT, "from tensorflow import keras\n" + FIT,
+                                    "from tensorflow.keras import layers\n" + FIT])
 def test_keras_3_on_a_tensorflow_job_is_warned(tmp_path: Path, script: str) -> None:
     assert KERAS_MAJOR >= 3  # what `import keras` gives here (tensorflow-cpu 2.21 requires keras 3)
     notes = advice(load(job(tmp_path, script, launcher="tensorflow.distributed")), gpu=False)
@@ -137,3 +139,13 @@ def test_validate_and_run_give_the_advice(tmp_path: Path) -> None:
                             str(tmp_path / "runs" / "r2"), "--quiet", "--env", "ACCELERATE_USE_CPU=true"],
                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "ACCELERATE_USE_CPU" not in quiet.stderr  # --env counts
+
+
+
+def test_a_custom_training_loop_with_keras_3_is_not_warned(tmp_path: Path) -> None:
+    """Keras 3's model.fit is what fails under MultiWorkerMirroredStrategy; a custom loop (the
+    shipped tf-multiworker-train component's) works, and gets no warning."""
+    loop = "import keras\nmodel = keras.Sequential([])\nwith tf.GradientTape() as tape:\n    loss = model(x)\n"
+    assert advice(load(job(tmp_path, loop, launcher="tensorflow.distributed")), gpu=False) == []
+    shipped = Path(__file__).resolve().parents[2] / "components" / "tf-multiworker-train" / "component.yaml"
+    assert advice(load(shipped), gpu=False) == []

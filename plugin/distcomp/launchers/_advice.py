@@ -36,6 +36,7 @@ class Script:
     accelerate: bool = False  # imports accelerate
     accelerate_cpu: bool = False  # calls Accelerator(cpu=True)
     keras: bool = False  # imports keras, or uses tf.keras
+    fit: bool = False  # calls a .fit(...): Keras 3's fit is what fails (a custom loop works)
 
 
 def advice(spec: "ComponentSpec", *, env: Mapping[str, str] | None = None, gpu: bool | None = None) -> list[str]:
@@ -60,7 +61,7 @@ def advice(spec: "ComponentSpec", *, env: Mapping[str, str] | None = None, gpu: 
                 "(environment_variables: {ACCELERATE_USE_CPU: 'true'}), pass --env ACCELERATE_USE_CPU=true, or "
                 "create Accelerator(cpu=True)")
 
-    if spec.distribution.launcher == TENSORFLOW and any(s.keras for s in scripts):
+    if spec.distribution.launcher == TENSORFLOW and any(s.keras and s.fit for s in scripts):
         legacy = str(variables.get("TF_USE_LEGACY_KERAS", "")).strip().lower() in TRUE
         keras = _keras_major()
         if not legacy and keras is not None and keras >= 3:
@@ -105,7 +106,7 @@ def _uses(text: str) -> Script:
     except (SyntaxError, ValueError):  # not Python: nothing to say about it
         return Script()
     modules: set[str] = set()
-    accelerate_cpu = keras = False
+    accelerate_cpu = keras = fit = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
@@ -114,12 +115,14 @@ def _uses(text: str) -> Script:
             modules.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Attribute) and node.attr == "keras":  # tf.keras.layers...
             keras = keras or (isinstance(node.value, ast.Name) and node.value.id in ("tf", "tensorflow"))
-        elif isinstance(node, ast.Call) and _name(node.func) == "Accelerator":
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "fit":
+            fit = True
+        if isinstance(node, ast.Call) and _name(node.func) == "Accelerator":
             accelerate_cpu = accelerate_cpu or any(
                 k.arg == "cpu" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
     roots = {m.split(".")[0] for m in modules}
     return Script(accelerate="accelerate" in roots, accelerate_cpu=accelerate_cpu,
-                  keras=keras or "keras" in roots or any(m.startswith("tensorflow.keras") for m in modules))
+                  keras=keras or "keras" in roots or any(m.startswith("tensorflow.keras") for m in modules), fit=fit)
 
 
 def _name(func: ast.expr) -> str:
