@@ -158,7 +158,7 @@ AZUREML = TargetType(
 SLURM = TargetType(
     name="slurm", factory=_slurm, submits=True, job_ids="the Slurm job id",
     description="an sbatch script run on a Slurm cluster (SLURM_CONF, else the system's): one srun task per "
-                "torch/deepspeed rank, mpirun in the allocation for mpi; code and logs in a job folder",
+                "torch/deepspeed rank or TF task, mpirun in the allocation for mpi; code and logs in a job folder",
     options=(
         INPUTS,
         TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
