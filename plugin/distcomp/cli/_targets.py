@@ -89,6 +89,32 @@ def target_values(args: argparse.Namespace, target: "TargetType", submitting: bo
     return out
 
 
+def node_count(text: str) -> "int | tuple[int, int]":
+    """``--nodes N``, or an elastic range ``MIN:MAX`` (TorchX's spelling) for a target that has one."""
+    low, colon, high = text.partition(":")
+    if not colon:
+        return int(positive(text))
+    first, last = int(positive(low)), int(positive(high))
+    if first > last:
+        raise argparse.ArgumentTypeError(f"{text!r}: MIN:MAX with MIN <= MAX")
+    return first, last
+
+
+def nodes_and_range(args: argparse.Namespace, target: "TargetType", values: dict[str, Any]) -> int | None:
+    """The node count to pass; an elastic range ``MIN:MAX`` becomes the target's ``elastic`` option
+    (the job is laid out for MAX nodes), where the target has one."""
+    if not isinstance(args.nodes, tuple):
+        return args.nodes
+    if not any(o.name == "elastic" for o in target.options):
+        elastic = [n for n, t in _target_types().items() if any(o.name == "elastic" for o in t.options)]
+        raise _Usage(f"--nodes {args.nodes[0]}:{args.nodes[1]}: --target {target.name} runs a fixed number of nodes; "
+                     f"an elastic range is for --target {' or '.join(elastic) or '(none installed)'}")
+    if values.get("elastic"):
+        raise _Usage("give the elastic range once: --nodes MIN:MAX or --elastic MIN:MAX")
+    values["elastic"] = f"{args.nodes[0]}:{args.nodes[1]}"
+    return int(args.nodes[1])
+
+
 def foreign_flags(extras: Sequence[str], target: str) -> None:
     """Flags left over after parsing: name the target that takes each one, if any does."""
     types = _target_types()
@@ -108,8 +134,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     say = speaker("compile")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
-    compiled = compile(spec, args.target, nodes=args.nodes, nproc_per_node=args.nproc_per_node,
-                       **target_values(args, target, submitting=False))
+    values = target_values(args, target, submitting=False)
+    compiled = compile(spec, args.target, nodes=nodes_and_range(args, target, values),
+                       nproc_per_node=args.nproc_per_node, **values)
     for note in compiled.notes:
         if "{out}" not in note:
             say(f"note: {note}")
@@ -135,8 +162,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     say = speaker("submit")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
-    handle = submit(spec, args.target, nodes=args.nodes, nproc_per_node=args.nproc_per_node, notify=say,
-                    **target_values(args, target, submitting=True))
+    values = target_values(args, target, submitting=True)
+    handle = submit(spec, args.target, nodes=nodes_and_range(args, target, values),
+                    nproc_per_node=args.nproc_per_node, notify=say, **values)
     print(handle, flush=True)  # the job id, alone on stdout: what status, logs and cancel take
     if args.detach:
         say(f"submitted {handle}; follow it with `distcomp status|logs|cancel {handle}`")
@@ -273,7 +301,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.add_argument("--target", required=True, metavar="NAME", help=f"what to compile for ({names})")
     p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout (a folder for a target "
                                                        "that writes one)")
-    p.add_argument("--nodes", type=positive, metavar="N", help="nodes of the job (default: the spec's)")
+    p.add_argument("--nodes", type=node_count, metavar="N",
+                   help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
     if command == "compile":
         add_target_flags(p, types.get(named or ""), submitting=False)
@@ -289,7 +318,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--target", default=DEFAULT_SUBMIT, metavar="NAME",
                    help=f"where to submit ({submitters}; default {DEFAULT_SUBMIT})")
-    p.add_argument("--nodes", type=positive, metavar="N", help="nodes of the job (default: the spec's)")
+    p.add_argument("--nodes", type=node_count, metavar="N",
+                   help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
     p.add_argument("--detach", action="store_true", help="print the job id and return once it is submitted")
     p.add_argument("--status-file", metavar="FILE",

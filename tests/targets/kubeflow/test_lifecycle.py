@@ -118,6 +118,26 @@ def test_cli_takes_the_lifecycle_flags() -> None:
     assert bad.returncode == 2 and "--elastic '0:2'" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_nodes_takes_an_elastic_range_torchx_style() -> None:
+    """`--nodes 2:4` is `--elastic 2:4` laid out for 4 nodes; a target without elastic jobs, a
+    range given twice and MAX < MIN are refused by name."""
+    base = [sys.executable, "-m", "distcomp", "compile", str(JOBS / "torch" / "component.yaml")]
+    proc = subprocess.run([*base, "--target", "kubeflow", "--image", "i:1", "--nodes", "2:4"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    manifest = yaml.safe_load(proc.stdout)
+    validate(manifest)
+    assert (manifest["spec"]["elasticPolicy"]["minReplicas"], manifest["spec"]["elasticPolicy"]["maxReplicas"]) == (2, 4)
+    assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+    for extra, said in ((["--target", "azureml"], "--target azureml runs a fixed number of nodes; an elastic range is "
+                         "for --target kubeflow"),
+                        (["--target", "kubeflow", "--image", "i:1", "--elastic", "1:2"], "give the elastic range once"),
+                        (["--target", "kubeflow", "--image", "i:1", "--nodes", "4:2"], "MIN:MAX with MIN <= MAX")):
+        nodes = [] if "--nodes" in extra else ["--nodes", "2:4"]
+        bad = subprocess.run([*base, *extra, *nodes], capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_a_plugin_kind_without_replica_specs_refuses_what_it_cannot_place() -> None:
     from distcomp.targets.kubeflow._lifecycle import Lifecycle, apply
 
