@@ -24,3 +24,13 @@ def new_lines(path: Path, offsets: dict[Path, int], partial: dict[Path, str], fi
         else:
             partial[path] = lines.pop()
     return lines
+
+
+def tail(path: Path, n: int, indent: str, missing: str, empty: str) -> str:
+    """The last ``n`` lines of ``path``, each indented, for a report; ``missing`` when it cannot
+    be read, ``empty`` when it holds nothing."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
+    except OSError:
+        return indent + missing
+    return "\n".join(indent + line for line in lines) or indent + empty

@@ -72,9 +72,9 @@ def prepare(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], 
     common = base_env(spec, topology, os.environ if outer is None else outer)
     common.update(extra or {})
     launches = []
+    command = spec.render(values, outputs)  # the same for every rank: a shell, when used, fills $NAME from its env
     for replica in topology.replicas:
         env = {**common, **{k: bind(v, binding) for k, v in replica.env.items()}}
-        command = spec.render(values, outputs)  # a shell, when used, fills $NAME from env
         argv: list[str] = []
         for item in replica.argv:
             if item == COMMAND:

@@ -15,6 +15,7 @@ from ...errors import JobError, UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
 from ...target import Compiled, Notify
 from .._logs import new_lines as _new_lines
+from .._logs import tail
 from ._job import PREFIX, job_id
 
 if TYPE_CHECKING:
@@ -197,8 +198,4 @@ def _describe_cause(cause: Mapping[str, Any]) -> str:
 
 
 def _tail(path: Path, n: int) -> str:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
-    except OSError:
-        return "  (no console output)"
-    return "\n".join("  " + line for line in lines) or "  (no console output)"
+    return tail(path, n, "  ", "(no console output)", "(no console output)")

@@ -351,11 +351,9 @@ def root_cause(folder: Path, sid: str, state: JobState) -> str:
 
 
 def _tail(path: Path, n: int) -> str:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
-    except OSError:
-        return "    (no log)"
-    return "\n".join("    " + line for line in lines) or "    (empty log)"
+    from .._logs import tail
+
+    return tail(path, n, "    ", "(no log)", "(empty log)")
 
 
 def _wall(job: "SlurmJob | None") -> float | None:
