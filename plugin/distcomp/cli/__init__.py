@@ -17,7 +17,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; ``argv`` tells which target's flags ``compile``/``submit`` take."""
-    from . import _admin, _run, _specs, _targets
+    from . import _admin, _image, _run, _specs, _targets
 
     parser = argparse.ArgumentParser(prog="distcomp", description="Distributed training as a reusable pipeline component.")
     parser.add_argument("--version", action="version", version=f"distcomp {__version__}")
@@ -26,6 +26,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _specs.add_parsers(sub)
     _run.add_parser(sub)
     _targets.add_parsers(sub, argv)
+    _image.add_parser(sub)
     _admin.add_parsers(sub)
     return parser
 
