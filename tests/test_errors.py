@@ -17,12 +17,17 @@ import distcomp
 from distcomp.errors import DistcompError, JobError, OptionError, UsageError
 
 
+# run in a pod with only the standard library (no distcomp): its errors are wrapped as UsageErrors
+# by the submit side (targets/kubeflow/_store.py), tested in tests/targets/kubeflow/test_store.py
+STANDALONE = {"distcomp.targets.kubeflow._podstore"}
+
+
 def exported_exceptions() -> dict[str, type[BaseException]]:
     """Every public exception class defined in a distcomp module (all modules imported); warnings
     are not errors (the registry's deprecation notice is one) and are left out."""
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(distcomp.__path__, "distcomp."):
-        if info.name.endswith("__main__"):  # importing it runs the command line
+        if info.name.endswith("__main__") or info.name in STANDALONE:  # importing it runs the command line
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():

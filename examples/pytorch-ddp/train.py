@@ -21,7 +21,23 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from distcomp import runtime  # MLflow logging from rank 0 (a no-op on the other ranks)
+try:
+    from distcomp import runtime  # MLflow logging from rank 0 (a no-op on the other ranks)
+except ImportError:  # an image with only Python and torch (a Kubeflow pod): MLflow's own calls, when present
+    from types import SimpleNamespace
+
+    def _rank0(name: str):
+        def call(*args, **kwargs):
+            if os.environ.get("RANK", "0") != "0" or not os.environ.get("MLFLOW_RUN_ID"):
+                return None
+            try:
+                import mlflow
+            except ImportError:
+                return None
+            return getattr(mlflow, name)(*args, **kwargs)
+        return call
+
+    runtime = SimpleNamespace(**{n: _rank0(n) for n in ("log_params", "log_metrics", "log_artifact")})
 
 
 def make_data(samples: int, seed: int) -> TensorDataset:

@@ -159,7 +159,8 @@ def kubeflow_compiles(e: Entry) -> tuple[bool, str]:
     spec = check_file(e.path).spec
     assert spec is not None
     try:
-        distcomp.compile(spec, "kubeflow", image="registry.example/train:1", inputs=kubeflow_inputs(spec))
+        distcomp.compile(spec, "kubeflow", image="registry.example/train:1", inputs=kubeflow_inputs(spec),
+                         volumes={"data": "/data"})  # outputs on a PersistentVolumeClaim, as they must be
     except DistcompError as exc:
         return False, str(exc)
     return True, ""

@@ -16,6 +16,7 @@ import yaml
 
 from distcomp.registry import RegistryError, locate, open_registry
 from distcomp.spec import load
+from .kubeflow._scratch import job_doc
 
 REPO = Path(__file__).resolve().parents[2]
 COMPONENT = REPO / "components" / "pytorch-ddp-train"
@@ -70,9 +71,9 @@ def test_run_a_folder(tmp_path: Path) -> None:
 
 def test_compile_every_target_from_a_reference(registry: Path, tmp_path: Path) -> None:
     ref = "pytorch-ddp-train@^1.0"
-    kube = distcomp("compile", "--target", "kubeflow", ref, "--nodes", "2", cwd=tmp_path)
+    kube = distcomp("compile", "--target", "kubeflow", ref, "--nodes", "2", "--volume", "results:/results", cwd=tmp_path)
     assert kube.returncode == 0, kube.stderr
-    assert yaml.safe_load(kube.stdout)["kind"] == "PyTorchJob"
+    assert job_doc(kube.stdout)["kind"] == "PyTorchJob"
     azure = distcomp("compile", "--target", "azureml", ref, "-o", "az/component.yml", cwd=tmp_path)
     assert azure.returncode == 0, azure.stderr
     assert yaml.safe_load((tmp_path / "az/component.yml").read_text())["name"] == "pytorch_ddp_train"

@@ -91,7 +91,8 @@ KUBEFLOW = TargetType(
     options=(
         replace(INPUTS, help="an input value (repeatable); a port input is a path inside the pod"),
         TargetOption("output_paths", "pairs", flag="--output-path", metavar="NAME=PATH",
-                     help="where an output goes inside the pod (default /outputs/NAME)"),
+                     help="where an output goes inside the pod (default: on the first --volume, else uploaded "
+                          "to --store)"),
         IMAGE,
         TargetOption("name", metavar="NAME", help="job name (default: from the component name)"),
         TargetOption("namespace", metavar="NS", help="Kubernetes namespace (default: the current one)"),
@@ -100,6 +101,22 @@ KUBEFLOW = TargetType(
         TargetOption("workdir", metavar="DIR", help="the container's working folder (default: the image's)"),
         TargetOption("volumes", "pairs", flag="--volume", separator=":", metavar="CLAIM:PATH",
                      help="mount PersistentVolumeClaim CLAIM at PATH in every pod (repeatable): shared storage"),
+        TargetOption("code", metavar="MODE", default="auto",
+                     help="how the code folder reaches the pods: configmap (small code, made at submit), store "
+                          "(--store: uploaded, fetched by an init container), image (it holds the code); auto "
+                          "(default): configmap when small, store when --store is given, else image"),
+        TargetOption("store", metavar="s3://BUCKET/PREFIX",
+                     help="an S3-compatible store (AWS_ENDPOINT_URL, AWS_* credentials) for the code and the outputs"),
+        TargetOption("store_secret", metavar="SECRET",
+                     help="a Secret holding AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, with which the pods reach --store"),
+        TargetOption("store_endpoint", metavar="URL",
+                     help="the store's endpoint as the pods reach it (default $AWS_ENDPOINT_URL)"),
+        TargetOption("packages", "list", metavar="REQUIREMENT",
+                     help="pip installs it in every pod before the command (repeatable), e.g. --packages numpy==2.1"),
+        TargetOption("scratch", "list", metavar="OUTPUT",
+                     help="this output may stay on the pod's own disk and be lost (repeatable)"),
+        TargetOption("download", metavar="DIR", submit_only=True,
+                     help="after success, download the outputs uploaded to --store into DIR/NAME"),
         TargetOption("gpus_per_node", "int", metavar="N", minimum=0,
                      help="nvidia.com/gpu per node pod (default: the spec's roles or instance_type)"),
         TargetOption("cpu", metavar="CPU", help="CPU requested and limited per node pod, e.g. 8 or 500m"),
@@ -110,6 +127,10 @@ KUBEFLOW = TargetType(
                           help="a partial pod template (YAML: nodeSelector, tolerations, affinity, imagePullSecrets, "
                                "serviceAccountName, env/envFrom, volumes...) merged into every pod; "
                                "from Python, a mapping"),
+        TargetOption("inherit_pod", "bool", default=False, submit_only=True,
+                     help="inside a pod (a KFP step's): pass its node selector, tolerations, affinity, image pull "
+                          "secrets, service account, secret/config map env and volumes, PVC mounts, labels and "
+                          "annotations on to every training pod (its service account needs get on pods)"),
         TargetOption("restart_policy", metavar="POLICY",
                      help="each pod's restart policy: Never (default: a failed rank fails the job), OnFailure, ExitCode"),
         TargetOption("backoff_limit", "int", metavar="N", minimum=0, help="pod restarts before the job fails"),
@@ -143,6 +164,9 @@ KFP = TargetType(
         IMAGE,
         TargetOption("volume", metavar="CLAIM:PATH",
                      help="the PersistentVolumeClaim the step shares with the pods of a multi-node job"),
+        TargetOption("job_options", "list", flag="--job-option", metavar="FLAG",
+                     help="a `distcomp submit --target kubeflow` flag for a multi-node job's pods (repeatable), e.g. "
+                          "--job-option=--gpus-per-node=1"),
     ))
 
 AZUREML = TargetType(

@@ -145,7 +145,8 @@ def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp
     mount = tmp_path / "volume"
     mount.mkdir()
     train = load_component(ALLREDUCE, nodes=2, nproc_per_node=2, image="registry.example/ddp:1",
-                           shared_volume=(CLAIM, str(mount)), poll=0.2, timeout=120)
+                           shared_volume=(CLAIM, str(mount)), poll=0.2, timeout=120,
+                           job_options=["--memory", "3Gi", "--gpus-per-node=1"])
     out = pipeline_with(train)().output
 
     records = [json.loads(p.read_text()) for p in sorted(Path(out.path).glob("rank*.json"))]
@@ -164,6 +165,7 @@ def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp
                               {"name": "distcomp-shm", "emptyDir": {"medium": "Memory"}}]
     container = pod["containers"][0]
     assert container["image"] == "registry.example/ddp:1"
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": 1, "memory": "3Gi"}, "requests": {"memory": "3Gi"}}
     assert container["volumeMounts"] == [{"name": "distcomp-pvc-0", "mountPath": str(mount)},
                                          {"name": "distcomp-shm", "mountPath": "/dev/shm"}]
     assert container["workingDir"] == str(mount / "distcomp" / name / "code")
@@ -208,6 +210,14 @@ def test_submit_argv_gives_the_volume_copies_and_output_paths() -> None:
                     "--workdir", "/v/distcomp/j/code", "--nodes", "2", "--namespace", "ml",
                     "--input", "data=/v/distcomp/j/inputs/data", "--input", "n=3",
                     "--output-path", "result=/v/distcomp/j/outputs/result", "--no-tracking"]
+
+
+def test_job_options_are_kubeflow_flags_the_step_does_not_set_itself() -> None:
+    shared = (CLAIM, "/mnt/shared")
+    with pytest.raises(KfpTargetError, match="'--gpus': not a `distcomp submit --target kubeflow` flag"):
+        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=shared, job_options=["--gpus", "1"])
+    with pytest.raises(KfpTargetError, match="'--volume=x:/y': the step sets --volume itself"):
+        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=shared, job_options=["--volume=x:/y"])
 
 
 def test_several_nodes_need_a_shared_volume_and_an_image(tmp_path: Path) -> None:

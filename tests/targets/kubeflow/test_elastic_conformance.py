@@ -33,7 +33,7 @@ launcher:
 def test_elastic_workers_rendezvous_and_all_reduce(tmp_path: Path, write_spec: Any) -> None:
     out = tmp_path / "out"
     manifest = distcomp.compile(str(write_spec(SPEC)), "kubeflow", image="test:1", elastic="1:2",
-                                output_paths={"out": str(out)}).data
+                                output_paths={"out": str(out)}, scratch=["out"], code="image").data
     job = manifest["metadata"]["name"]
     worker = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]
     (container,) = worker["template"]["spec"]["containers"]

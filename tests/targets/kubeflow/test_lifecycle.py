@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import distcomp
 from distcomp.spec import load
 from distcomp.targets.kubeflow._target import manifest_of
 
 from .test_manifests import JOBS, validate
+from ._scratch import scratch
+from ._scratch import job_doc
 
 OWN = JOBS / "own"
 LIFE = {"backoff_limit": 3, "ttl_seconds": 600, "active_deadline": 3600, "restart_policy": "OnFailure", "gang": True,
@@ -25,7 +26,7 @@ LIFE = {"backoff_limit": 3, "ttl_seconds": 600, "active_deadline": 3600, "restar
 
 def compiled(job: str | Path, **options: Any) -> dict[str, Any]:
     path = job if isinstance(job, Path) else JOBS / job / "component.yaml"
-    manifest: dict[str, Any] = distcomp.compile(str(path), "kubeflow", image="i:1", **options).data
+    manifest: dict[str, Any] = distcomp.compile(str(path), "kubeflow", image="i:1", **scratch(path, options)).data
     validate(manifest)
     return manifest
 
@@ -98,19 +99,20 @@ def test_a_trainjob_takes_its_deadline_and_queue() -> None:
 
 def test_the_deadline_defaults_to_the_submit_timeout() -> None:
     spec = load(str(JOBS / "mpi" / "component.yaml"))
-    manifest = manifest_of(spec, {"image": "i:1", "timeout": 90.5})
+    manifest = manifest_of(spec, {"image": "i:1", "scratch": ["result"], "timeout": 90.5})
     assert manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] == 91
-    assert manifest_of(spec, {"image": "i:1", "timeout": 90.5, "active_deadline": 30})["spec"]["runPolicy"][
+    assert manifest_of(spec, {"image": "i:1", "scratch": ["result"], "timeout": 90.5, "active_deadline": 30})["spec"]["runPolicy"][
         "activeDeadlineSeconds"] == 30
 
 
 def test_cli_takes_the_lifecycle_flags() -> None:
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "torch" / "component.yaml"),
+            "--scratch", "result",
             "--image", "i:1", "--elastic", "1:3", "--backoff-limit", "1", "--ttl-seconds-after-finished", "60",
             "--active-deadline-seconds", "600", "--restart-policy", "OnFailure", "--gang", "--queue", "q"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    manifest = yaml.safe_load(proc.stdout)
+    manifest = job_doc(proc.stdout)
     validate(manifest)
     assert manifest["spec"]["elasticPolicy"]["maxReplicas"] == 3
     assert manifest["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 60
@@ -122,10 +124,11 @@ def test_nodes_takes_an_elastic_range_torchx_style() -> None:
     """`--nodes 2:4` is `--elastic 2:4` laid out for 4 nodes; a target without elastic jobs, a
     range given twice and MAX < MIN are refused by name."""
     base = [sys.executable, "-m", "distcomp", "compile", str(JOBS / "torch" / "component.yaml")]
-    proc = subprocess.run([*base, "--target", "kubeflow", "--image", "i:1", "--nodes", "2:4"], capture_output=True,
+    proc = subprocess.run([*base, "--target", "kubeflow", "--image", "i:1", "--nodes", "2:4", "--scratch", "result"],
+                          capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    manifest = yaml.safe_load(proc.stdout)
+    manifest = job_doc(proc.stdout)
     validate(manifest)
     assert (manifest["spec"]["elasticPolicy"]["minReplicas"], manifest["spec"]["elasticPolicy"]["maxReplicas"]) == (2, 4)
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4

@@ -23,6 +23,7 @@ from distcomp.targets.kubeflow._target import KubeflowTarget
 
 from ._http import JsonHandler
 from .test_manifests import JOBS
+from ._scratch import scratch
 
 PLURALS = {"PyTorchJob": "kubeflow.org/v1/namespaces/ml/pytorchjobs", "TFJob": "kubeflow.org/v1/namespaces/ml/tfjobs",
            "MPIJob": "kubeflow.org/v2beta1/namespaces/ml/mpijobs",
@@ -83,8 +84,9 @@ class Cluster:
 
 
 def manifest(job: str, nodes: int, per_node: int, **options: Any) -> dict[str, Any]:
-    compiled = distcomp.compile(str(JOBS / job / "component.yaml"), "kubeflow", image="i:1", name="j",
-                                namespace="ml", nodes=nodes, nproc_per_node=per_node, **options).data
+    path = JOBS / job / "component.yaml"
+    compiled = distcomp.compile(str(path), "kubeflow", image="i:1", name="j", namespace="ml", nodes=nodes,
+                                nproc_per_node=per_node, **scratch(path, options)).data
     return dict(compiled)
 
 

@@ -22,6 +22,7 @@ from distcomp.targets.kubeflow import CompileError, compile_job
 
 from ...conftest import REFERENCE
 from ._structural import pruned
+from ._scratch import job_doc
 
 JOBS = Path(__file__).resolve().parents[2] / "launchers" / "jobs"
 CRDS = {
@@ -232,11 +233,11 @@ def test_tensorflow_has_no_trainjob() -> None:
 def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
     out = tmp_path / "job.yaml"
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "mpi" / "component.yaml"),
-            "--nodes", "2", "--nproc-per-node", "2", "--image", "img:1", "--name", "mpi-test", "--namespace", "ml",
+            "--scratch", "result", "--nodes", "2", "--nproc-per-node", "2", "--image", "img:1", "--name", "mpi-test", "--namespace", "ml",
             "-o", str(out)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    manifest = yaml.safe_load(out.read_text())
+    manifest = job_doc(out.read_text())
     validate(manifest)
     assert manifest["metadata"] == {"name": "mpi-test", "namespace": "ml",
                                     "labels": {"app.kubernetes.io/managed-by": "distcomp",
@@ -283,9 +284,11 @@ def test_cli_takes_volumes(tmp_path: Path) -> None:
             "--nodes", "2", "--image", "img:1", "--volume", "data:/mnt/data", "--volume", "ckpt:/ckpt"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    pod = yaml.safe_load(proc.stdout)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod = job_doc(proc.stdout)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
     assert claims == ["data", "ckpt"]
-    assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == ["/mnt/data", "/ckpt", "/dev/shm"]
+    # the outputs default onto the first volume; the code comes in a ConfigMap
+    assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == ["/mnt/data", "/ckpt", "/dev/shm",
+                                                                              "/distcomp/code"]
     bad = subprocess.run(argv[:-2] + ["--volume", "nopath"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "CLAIM:PATH" in bad.stderr and "Traceback" not in bad.stderr

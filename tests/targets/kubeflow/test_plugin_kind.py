@@ -10,7 +10,6 @@ import sys
 import types
 from pathlib import Path
 
-import yaml
 
 from distcomp.plugins import PluginManager, get_plugin_manager
 from distcomp.spec import loads
@@ -18,6 +17,7 @@ from distcomp.targets.kubeflow import compile_job, job_type_of, submit_and_wait
 
 from ..._dists import install as install_dist
 from .test_submit import FakeApi, condition, kubeconfig
+from ._scratch import job_doc
 
 SOLO = "/apis/example.org/v1/namespaces/ml/solojobs"
 LEADER = "example.org/role=leader"
@@ -66,7 +66,7 @@ def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path:
                                "--nodes", "3", "--image", "i:1", "--namespace", "ml"],
                               capture_output=True, text=True, timeout=60, env=env)
     assert compiled.returncode == 0, compiled.stderr
-    assert yaml.safe_load(compiled.stdout)["spec"] == {"pods": 3, "command": ["python", "run.py"]}
+    assert job_doc(compiled.stdout)["spec"] == {"pods": 3, "command": ["python", "run.py"]}
 
     statuses = [[condition("Running", "SoloRunning")], [condition("Succeeded", "SoloSucceeded", "all done")]]
     with FakeApi(statuses, job=SOLO, name="solo", leader=LEADER) as api:

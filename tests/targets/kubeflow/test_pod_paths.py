@@ -15,6 +15,7 @@ import distcomp
 from distcomp.spec import InputError
 
 from ...conftest import REFERENCE
+from ._scratch import scratch
 
 CIFAR = REFERENCE / "peer-specs" / "azureml-v2-job-pytorch-cifar.yml"  # cifar: {path: azureml:cifar-10-example:1}
 SPEC = """$schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
@@ -31,7 +32,7 @@ resources: {instance_count: 2}
 
 
 def compile_text(spec: Path, **options: object) -> str:
-    return distcomp.compile(spec, "kubeflow", image="registry.example/train:1", **options).text
+    return distcomp.compile(spec, "kubeflow", image="registry.example/train:1", **scratch(spec, options)).text
 
 
 def test_an_azureml_default_is_named_with_what_to_give() -> None:
@@ -66,7 +67,7 @@ def test_every_given_uri_is_refused_at_once(write_spec, value: str, kind: str) -
 
 def test_paths_in_the_pod_compile(write_spec) -> None:
     spec = write_spec(SPEC, "job.yml")
-    text = compile_text(spec, inputs={"data": "/mnt/data"}, output_paths={"model": "/mnt/out/model"})
+    text = compile_text(spec, inputs={"data": "/mnt/data"}, output_paths={"model": "/mnt/out/model"}, volumes={"out": "/mnt/out"})
     assert "/mnt/data" in text and "/mnt/out/model" in text and "https://example.org/page" in text
 
 

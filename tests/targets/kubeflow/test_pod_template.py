@@ -15,6 +15,7 @@ import distcomp
 from distcomp.targets.kubeflow._podtemplate import CONTAINER_FIELDS, POD_FIELDS
 
 from .test_manifests import JOBS, schema, validate
+from ._scratch import job_doc
 
 TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"team": "vision"}, "annotations": {"sidecar.istio.io/inject": "false"}},
@@ -43,7 +44,7 @@ def pods(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("job", ["torch", "mpi", "tensorflow", "deepspeed"])
 def test_the_template_reaches_every_replica(job: str) -> None:
-    manifest = distcomp.compile(str(JOBS / job / "component.yaml"), "kubeflow", image="i:1", nodes=2,
+    manifest = distcomp.compile(str(JOBS / job / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], code="image", nodes=2,
                                 pod_template=TEMPLATE).data
     validate(manifest)
     for template in pods(manifest).values():
@@ -72,7 +73,7 @@ def test_a_trainjob_takes_what_runtime_patches_carry() -> None:
                 "containers": [{"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "c", "key": "t"}}}],
                                 "volumeMounts": [{"name": "cfg", "mountPath": "/etc/train"}]}],
                 "volumes": [{"name": "cfg", "configMap": {"name": "train-config"}}]}
-    manifest = distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", nodes=2,
+    manifest = distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], code="image", nodes=2,
                                 trainer_v2=True, pod_template=template).data
     validate(manifest)
     assert {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "c", "key": "t"}}} in manifest["spec"]["trainer"][
@@ -84,10 +85,10 @@ def test_a_trainjob_takes_what_runtime_patches_carry() -> None:
     assert [v["name"] for v in pod["volumes"]] == ["distcomp-shm", "cfg"]
     assert {"name": "cfg", "mountPath": "/etc/train"} in pod["containers"][0]["volumeMounts"]
     with pytest.raises(distcomp.errors.UsageError, match=r"runtimePatches cannot carry containers\[\]\.envFrom"):
-        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", trainer_v2=True,
+        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], code="image", trainer_v2=True,
                          pod_template={"containers": [{"envFrom": [{"secretRef": {"name": "c"}}]}]})
     with pytest.raises(distcomp.errors.UsageError, match="runtimePatches cannot carry hostNetwork"):
-        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", trainer_v2=True,
+        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], code="image", trainer_v2=True,
                          pod_template={"hostNetwork": True})
 
 
@@ -102,7 +103,7 @@ def test_a_trainjob_takes_what_runtime_patches_carry() -> None:
 ])
 def test_a_bad_template_is_a_clear_error(template: Any, message: str) -> None:
     with pytest.raises(distcomp.errors.UsageError, match=message):
-        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", pod_template=template)
+        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], code="image", pod_template=template)
 
 
 @pytest.mark.parametrize("crd_kind, key", [(("kubeflow.org/v1", "PyTorchJob"), "pytorchReplicaSpecs"),
@@ -125,10 +126,10 @@ def test_cli_reads_a_template_file(tmp_path: Path) -> None:
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(TEMPLATE), encoding="utf-8")
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "mpi" / "component.yaml"),
-            "--image", "i:1", "--pod-template", str(path)]
+            "--image", "i:1", "--pod-template", str(path), "--scratch", "result"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    manifest = yaml.safe_load(proc.stdout)
+    manifest = job_doc(proc.stdout)
     validate(manifest)
     assert all(t["spec"]["nodeSelector"] == {"accelerator": "a100"} for t in pods(manifest).values())
     path.write_text("tolerations: []\nhostNetwrk: true\n", encoding="utf-8")

@@ -13,6 +13,8 @@ import pytest
 import distcomp
 
 from .test_manifests import JOBS, validate
+from ._scratch import scratch
+from ._scratch import job_doc
 
 # seed 003, "MPI job - K8s": the draft dialect's per-role resources, as the seed writes them
 SEED_003_K8S = """
@@ -66,7 +68,8 @@ def pods(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def compiled(path: Path, **options: Any) -> dict[str, Any]:
-    manifest: dict[str, Any] = distcomp.compile(str(path), "kubeflow", **options).data
+    options.setdefault("code", "image")  # the pods' volumes here: resources' alone
+    manifest: dict[str, Any] = distcomp.compile(str(path), "kubeflow", **scratch(path, options)).data
     validate(manifest)
     return manifest
 
@@ -127,7 +130,7 @@ def test_trainjob_resources_per_node_and_shm_patch() -> None:
 ])
 def test_a_bad_size_is_a_clear_error(options: dict[str, str], message: str) -> None:
     with pytest.raises(distcomp.errors.UsageError, match=message):
-        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", **options)
+        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], **options)
 
 
 def test_a_bad_role_resource_names_where_it_is(write_spec: Any) -> None:
@@ -138,12 +141,12 @@ def test_a_bad_role_resource_names_where_it_is(write_spec: Any) -> None:
 
 def test_cli_takes_the_resource_flags(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "torch" / "component.yaml"),
+            "--scratch", "result",
             "--image", "i:1", "--gpus-per-node", "1", "--cpu", "500m", "--memory", "1Gi", "--shm-size", "256Mi"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    import yaml
 
-    (pod,) = pods(yaml.safe_load(proc.stdout)).values()
+    (pod,) = pods(job_doc(proc.stdout)).values()
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1, "cpu": "500m", "memory": "1Gi"}
     assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == "256Mi"
     bad = subprocess.run(argv[:-2] + ["--memory", "1 GB"], capture_output=True, text=True, timeout=60)

@@ -55,6 +55,9 @@ class FakeApi:
 
             def do_POST(self) -> None:
                 body = self._record()
+                if self.path.endswith("/configmaps"):  # the code's ConfigMap: made after the job
+                    self._send(201, body)
+                    return
                 if api.create_status != 201:
                     self._send(api.create_status, {"kind": "Status", "status": "Failure", "reason": "Invalid",
                                                    "message": "spec.pytorchReplicaSpecs: Required value",
@@ -172,8 +175,8 @@ def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
 
 def submit(tmp_path: Path, api: FakeApi, uri: str, experiment: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
-            "--nodes", "2", "--image", "registry.example/ddp:1", "--name", "ddp", "--namespace", "ml",
-            "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05", "--experiment", experiment]
+            "--nodes", "2", "--volume", "results:/results", "--image", "registry.example/ddp:1", "--name", "ddp",
+            "--namespace", "ml", "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05", "--experiment", experiment]
     env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**env, "MLFLOW_TRACKING_URI": uri})
 
@@ -195,6 +198,15 @@ def test_submit_tracks_one_run_for_the_whole_job(tmp_path: Path, mlflow_server: 
     assert run.info.status == "FINISHED" and run.data.tags["distcomp.nodes"] == "2"
     assert run.data.tags["distcomp.world_size"] == "4"
     assert [a.path for a in client.list_artifacts(run.info.run_id, "logs")] == ["logs/leader.log"]
+    # the code travels in a ConfigMap the job owns (deleted with it), made once the job has its uid
+    (method, path, configmap), = [r for r in api.requests if r[1].endswith("/configmaps")]
+    assert (method, path) == ("POST", "/api/v1/namespaces/ml/configmaps")
+    assert configmap["metadata"]["name"] == "ddp-code" and configmap["metadata"]["ownerReferences"] == [
+        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "ddp", "uid": "1234"}]
+    assert sorted(configmap["data"]) == ["0000-component.yaml", "0001-train.py"]
+    assert json.loads(created["metadata"]["annotations"]["distcomp.io/outputs"]) == {
+        "model": "pvc results:/results/distcomp/ddp/outputs/model"}
+    assert "code: 2 files" in proc.stderr and "output 'model': pvc results:/results/distcomp/ddp/outputs/model" in proc.stderr
 
 
 def test_submit_failure_reports_the_reason_and_log(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
@@ -212,7 +224,7 @@ def test_submit_failure_reports_the_reason_and_log(tmp_path: Path, mlflow_server
 
 def test_submit_without_a_cluster_config_is_a_clear_error(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
-            "--nodes", "2", "--image", "i:1", "--kubeconfig", str(tmp_path / "missing"), "--no-tracking"]
+            "--nodes", "2", "--volume", "results:/results", "--image", "i:1", "--kubeconfig", str(tmp_path / "missing"), "--no-tracking"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no Kubernetes configuration" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -224,7 +236,7 @@ def test_sigterm_while_waiting_deletes_the_job(tmp_path: Path) -> None:
 
     with FakeApi([[condition("Running", "PyTorchJobRunning")]]) as api:
         argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
-                "--nodes", "2", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--no-tracking",
+                "--nodes", "2", "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--no-tracking",
                 "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05"]
         proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
@@ -257,7 +269,7 @@ def job_env(tmp_path: Path, api: FakeApi, uri: str) -> dict[str, str]:
 
 def detach(tmp_path: Path, api: FakeApi, env: dict[str, str]) -> str:
     proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
-                    "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--detach",
+                    "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--detach",
                     "--experiment", f"detached-{tmp_path.name}", env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().splitlines()[-1]

@@ -10,11 +10,13 @@ import pytest
 import distcomp
 
 from .test_manifests import JOBS, validate
+from ._scratch import scratch
 
 
 def compiled(**options: Any) -> dict[str, Any]:
-    manifest: dict[str, Any] = distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1",
-                                                trainer_v2=True, **options).data
+    path = JOBS / "torch" / "component.yaml"
+    manifest: dict[str, Any] = distcomp.compile(str(path), "kubeflow", image="i:1", trainer_v2=True,
+                                                **scratch(path, options)).data
     validate(manifest)
     return manifest
 
@@ -51,4 +53,5 @@ def test_a_bad_runtime_is_a_clear_error(options: dict[str, Any], message: str) -
 
 def test_a_runtime_without_trainer_v2_is_refused() -> None:
     with pytest.raises(distcomp.errors.UsageError, match="a PyTorchJob has no Trainer runtime"):
-        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", runtime="torch-distributed")
+        distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", runtime="torch-distributed",
+                         scratch=["result"])

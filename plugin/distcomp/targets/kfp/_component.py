@@ -38,7 +38,7 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
                    pip_index_urls: Sequence[str] | None = None, install_kfp_package: bool = True,
                    code_path: str | None = None, timeout: float | None = None,
                    max_restarts: int = 0, shared_volume: tuple[str, str] | None = None,
-                   poll: float | None = None) -> "PythonComponent":
+                   poll: float | None = None, job_options: Sequence[str] = ()) -> "PythonComponent":
     """The spec as a KFP component whose step runs every rank of one node, or, for several
     nodes, creates a Kubeflow training job and waits for it.
 
@@ -55,7 +55,8 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     pods mount too, carries the spec, code, inputs and outputs between the step and the
     pods; mount it on the task as well (``kfp.kubernetes.mount_pvc(task, pvc_name=CLAIM,
     mount_path=MOUNT_PATH)``). ``timeout`` deletes the job after that long; ``poll`` is the
-    job status interval in seconds (10).
+    job status interval in seconds (10). ``job_options``: more ``distcomp submit --target
+    kubeflow`` flags for the training pods (``["--gpus-per-node", "1", "--memory", "16Gi"]``).
     """
     spec, launchers = _resolve(spec_or_path)
     if nodes is not None or nproc_per_node is not None:
@@ -70,7 +71,7 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     else:
         image = _cluster_image(spec, image, shared_volume)
         assert shared_volume is not None  # _cluster_image checked it
-        options = _submit_options(spec, image, timeout, max_restarts, poll)
+        options = _submit_options(spec, image, timeout, max_restarts, poll) + _job_options(job_options)
         source = function_source(interface, bundle, options, origin,
                                  Submit(shared_volume[0], shared_volume[1], _job_prefix(spec), code_path))
 
@@ -106,14 +107,15 @@ def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, n
                       packages_to_install: Sequence[str] = (), pip_index_urls: Sequence[str] | None = None,
                       install_kfp_package: bool = True, code_path: str | None = None,
                       timeout: float | None = None, max_restarts: int = 0,
-                      shared_volume: tuple[str, str] | None = None, poll: float | None = None) -> Path:
+                      shared_volume: tuple[str, str] | None = None, poll: float | None = None,
+                      job_options: Sequence[str] = ()) -> Path:
     """Write the component to ``path`` as KFP's compiler does (IR YAML), which
     ``kfp.components.load_component_from_file`` loads with the same interface. The arguments
     are load_component's; the same spec and arguments always give the same bytes."""
     component = load_component(spec_or_path, nodes, nproc_per_node, image, packages_to_install=packages_to_install,
                                pip_index_urls=pip_index_urls, install_kfp_package=install_kfp_package,
                                code_path=code_path, timeout=timeout, max_restarts=max_restarts,
-                               shared_volume=shared_volume, poll=poll)
+                               shared_volume=shared_volume, poll=poll, job_options=job_options)
     from kfp import compiler
 
     out = Path(path)
@@ -200,6 +202,31 @@ def _submit_options(spec: ComponentSpec, image: str, timeout: float | None, max_
             raise KfpTargetError(f"poll must be > 0 seconds (got {poll})")
         options += ["--poll", repr(float(poll))]
     return options
+
+
+# what the step itself gives `distcomp submit`: the layout, where the spec, code and data are
+_STEP_FLAGS = frozenset({"--nodes", "--nproc-per-node", "--image", "--timeout", "--poll", "--volume", "--workdir",
+                         "--name", "--namespace", "--input", "--output-path", "--status-file", "--target", "-i",
+                         "--kubeconfig"})
+
+
+def _job_options(flags: Sequence[str]) -> list[str]:
+    """``flags`` checked against the kubeflow target's own (a typo fails at compile time, not
+    in the cluster); the step's own flags are refused, as the step sets them."""
+    from ..kubeflow._flags import kubeflow_flags
+
+    known = kubeflow_flags()
+    out = [str(f) for f in flags]
+    for word in out:
+        if not word.startswith("-"):
+            continue
+        flag = word.split("=", 1)[0]
+        if flag in _STEP_FLAGS:
+            raise KfpTargetError(f"job_options {word!r}: the step sets {flag} itself")
+        if flag not in known:
+            raise KfpTargetError(f"job_options {word!r}: not a `distcomp submit --target kubeflow` flag (known: "
+                                 f"{', '.join(sorted(known - _STEP_FLAGS))})")
+    return out
 
 
 def _job_prefix(spec: ComponentSpec) -> str:

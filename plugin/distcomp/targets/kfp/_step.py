@@ -195,6 +195,8 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     argv = submit_argv(sys.executable, os.path.join(folder, "component.yaml"), job, f"{claim}:{mount}",
                        code_path or os.path.join(folder, "code"), delivered, paths, options, namespace, tracking,
                        os.environ.get("MLFLOW_EXPERIMENT_NAME")) + ["--status-file", record]
+    if namespace:  # in a pod: what kfp-kubernetes put on this step's pod reaches the training pods too
+        argv.append("--inherit-pod")
     print("distcomp step: " + shlex.join(argv), flush=True)
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

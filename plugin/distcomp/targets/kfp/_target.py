@@ -30,7 +30,8 @@ class KfpTarget:
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 compile_component(spec, out, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
-                                  image=options.get("image"), shared_volume=volume)
+                                  image=options.get("image"), shared_volume=volume,
+                                  job_options=tuple(options.get("job_options") or ()))
             except OSError as exc:
                 raise KfpTargetError(f"{out}: cannot write the component: {exc.strerror or exc}") from None
 

@@ -106,14 +106,15 @@ def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str
 
 
 def create(ref: JobRef, manifest: Mapping[str, Any], api_client: Any,
-           notify: Callable[[str], None] | None = None) -> None:
+           notify: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Create the job; the object as the API server returned it (its uid, for owned objects)."""
     from kubernetes.client import CustomObjectsApi
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     try:
-        CustomObjectsApi(api_client).create_namespaced_custom_object(ref.group, ref.version, ref.namespace,
-                                                                     ref.plural, dict(manifest))
+        created = CustomObjectsApi(api_client).create_namespaced_custom_object(ref.group, ref.version, ref.namespace,
+                                                                               ref.plural, dict(manifest))
     except ApiException as exc:
         raise SubmitError(f"the cluster refused {ref.kind} {ref.namespace}/{ref.name}: {exc.status} {exc.reason}: "
                           f"{(exc.body or '')[:500]}") from None
@@ -121,6 +122,31 @@ def create(ref: JobRef, manifest: Mapping[str, Any], api_client: Any,
         raise SubmitError(f"cannot reach the Kubernetes API: {exc}") from None
     if notify is not None:
         notify(f"created {ref.kind} {ref.namespace}/{ref.name}")
+    return dict(created) if isinstance(created, Mapping) else {}
+
+
+def create_owned(ref: JobRef, job: Mapping[str, Any], obj: Mapping[str, Any], api_client: Any,
+                 notify: Callable[[str], None] | None = None) -> None:
+    """Create ``obj`` (a ConfigMap) owned by the job, so the cluster deletes it with the job;
+    when it cannot be made the job cannot run, so the job is deleted and the error raised."""
+    from kubernetes.client import CoreV1Api
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    meta = job.get("metadata") or {}
+    body = {**obj, "metadata": {**obj["metadata"], "namespace": ref.namespace}}
+    if meta.get("uid"):
+        body["metadata"]["ownerReferences"] = [{"apiVersion": f"{ref.group}/{ref.version}", "kind": ref.kind,
+                                                "name": ref.name, "uid": meta["uid"]}]
+    try:
+        CoreV1Api(api_client).create_namespaced_config_map(ref.namespace, body)
+    except ApiException as exc:
+        why = f"the cluster refused ConfigMap {ref.namespace}/{body['metadata']['name']}: {exc.status} {exc.reason}"
+        raise SubmitError(f"{delete(ref, api_client, why)}: {(exc.body or '')[:300]}") from None
+    except (OSError, HTTPError) as exc:
+        raise SubmitError(delete(ref, api_client, f"cannot create the code's ConfigMap ({exc})")) from None
+    if notify is not None:
+        notify(f"created ConfigMap {ref.namespace}/{body['metadata']['name']} (the code, deleted with the job)")
 
 
 def read(ref: JobRef, api_client: Any) -> dict[str, Any] | None:
