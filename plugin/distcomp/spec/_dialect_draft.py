@@ -57,6 +57,24 @@ def _role_spec(name: str, raw: dict[str, Any]) -> RoleSpec:
                     make_environment(raw.get("environment")), string_map(raw.get("environment_variables")))
 
 
+def _framework_limits(roles: tuple[RoleSpec, ...], limits: Any) -> tuple[RoleSpec, ...]:
+    """``distributed: FRAMEWORK: resource_limits:`` as the worker role's limits, under what the
+    worker role says itself (its own ``resource_limits``/``resources.limits`` win)."""
+    from dataclasses import replace
+
+    if not any(r.name == "worker" for r in roles):
+        roles = (*roles, RoleSpec("worker"))
+    out = []
+    for role in roles:
+        if role.name == "worker":
+            resources = dict(role.resources)
+            own = resources.get("limits")
+            resources["limits"] = {**as_map(limits), **as_map(own)} if isinstance(limits, dict) else own or limits
+            role = replace(role, resources=frozen_map(resources))
+        out.append(role)
+    return tuple(out)
+
+
 def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     parts = read_parts(ctx, data, dialect="v2", command_path=("command",), output_type="uri_folder")
     frameworks = as_map(data.get("distributed"))
@@ -75,6 +93,8 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
         return None
     fw = as_map(frameworks[fw_name])
     roles = tuple(_role_spec(name, as_map(fw[name])) for name in ROLES if name in fw)
+    if "resource_limits" in fw:  # the framework's own (seed 003's pytorch job): each node's, the workers'
+        roles = _framework_limits(roles, fw["resource_limits"])
     count = as_count(as_map(fw.get("worker")).get("count")) or 1
     compute = as_map(data.get("compute"))
     nodes = as_count(compute.get("instance_count")) or as_count(compute.get("node_count"))

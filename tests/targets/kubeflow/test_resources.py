@@ -44,6 +44,27 @@ compute:
   target: my-aks-cluster
 """
 
+# seed 003's PyTorch job on Kubernetes: the framework's own resource_limits, for each worker
+SEED_003_PYTORCH = """
+command: python train.py
+code:
+  path: ./src
+environment:
+  docker:
+    image: docker.io/pytorch
+compute:
+  type: k8s
+  target: my-aks-cluster
+environment_variables:
+  LANGUAGE: en-us
+distributed:
+  pytorch:
+    worker:
+      count: 4
+    resource_limits:
+      gpu: 4
+"""
+
 V2_AZURE = """
 $schema: https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json
 type: command
@@ -121,6 +142,20 @@ def test_trainjob_resources_per_node_and_shm_patch() -> None:
     pod = node["template"]["spec"]["template"]["spec"]
     assert [v["name"] for v in pod["volumes"]] == ["distcomp-pvc-0", "distcomp-shm"]
     assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == ["/data", "/dev/shm"]
+
+
+def test_seed_003_pytorch_framework_limits_reach_every_node(write_spec: Any) -> None:
+    path = write_spec(SEED_003_PYTORCH, "seed003-pytorch.yaml")
+    (path.parent / "src").mkdir(exist_ok=True)
+    manifest = compiled(path)
+    specs = pods(manifest)
+    assert sorted(specs) == ["Master", "Worker"] and manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+    for pod in specs.values():
+        assert pod["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+    own = write_spec(SEED_003_PYTORCH.replace("      count: 4\n", "      count: 4\n      resource_limits: {gpu: 2}\n"),
+                     "seed003-own.yaml")
+    assert all(p["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+               for p in pods(compiled(own)).values())
 
 
 @pytest.mark.parametrize("options, message", [

@@ -334,6 +334,8 @@ def test_a_store_that_is_gone_leaves_the_run_and_says_so(tmp_path: Path, mlflow_
         api.created["metadata"]["annotations"]["distcomp.io/mlflow-tracking-uri"] = "http://127.0.0.1:9"
         status = distcomp("status", JOB_ID, env=env)
     assert status.returncode == 0 and "succeeded" in status.stdout, status.stderr
+    # where the outputs last, from the job's annotations
+    assert "model: pvc results:/results/distcomp/ddp/outputs/model" in status.stdout, status.stdout
     assert f"warning: MLflow run {run_id} at http://127.0.0.1:9 is left as it was" in status.stderr
     assert "Traceback" not in status.stderr
     assert the_run(mlflow_server, tmp_path).info.status == "RUNNING"
