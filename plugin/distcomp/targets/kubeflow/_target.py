@@ -49,7 +49,22 @@ class KubeflowJob:
         return [*extra, self.manifest]
 
     def notes(self) -> tuple[str, ...]:
-        return (self.code.note(), *self.outputs.notes())
+        return (self.code.note(), *self.outputs.notes(), *_mpi_env_note(self.manifest))
+
+
+def _mpi_env_note(manifest: Mapping[str, Any]) -> list[str]:
+    """An MPIJob's ranks start over ssh with the env ``mpirun -x`` forwards by name: an
+    ``envFrom`` of the pod template reaches the pods, not the ranks; say so."""
+    from ._settings import replica_specs
+
+    if manifest.get("kind") != "MPIJob":
+        return []
+    worker = replica_specs(dict(manifest)).get("Worker", {}).get("template", {}).get("spec", {})
+    if not any(c.get("envFrom") for c in worker.get("containers") or []):
+        return []
+    return ["envFrom reaches the MPIJob's pods but not the ranks mpirun starts over ssh (it forwards variables by "
+            "name): give each variable as env: [{name: NAME, valueFrom: {secretKeyRef: ...}}] in the pod template, "
+            "which mpirun -x forwards"]
 
 
 def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
@@ -361,6 +376,9 @@ def _download(job: KubeflowJob, folder: Path, notify: Notify | None) -> dict[str
             files = download_tree(StoreURI(job.code.store.bucket, key), folder / name, os.environ)
         except UsageError as exc:
             (notify or _stderr)(f"warning: output '{name}' stays at {job.outputs.where[name]}: {exc}")
+            continue
+        if not files:  # the command wrote nothing there, or node 0 could not upload: say so, not "0 files"
+            (notify or _stderr)(f"warning: output '{name}': nothing under {job.outputs.where[name]}")
             continue
         got[name] = str(folder / name)
         (notify or _stderr)(f"output '{name}': {len(files)} files downloaded to {folder / name}")
