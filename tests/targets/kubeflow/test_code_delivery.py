@@ -25,7 +25,7 @@ import yaml
 from distcomp.spec import load
 from distcomp.targets.kubeflow._code import CODE_DIR, CONFIGMAP_MAX, plan_code
 from distcomp.targets.kubeflow._compile import CompileError
-from distcomp.targets.kubeflow._target import job_of
+from distcomp.targets.kubeflow._job import job_of
 
 from tests._s3server import S3Server, s3_server  # noqa: F401
 
@@ -115,7 +115,7 @@ def test_the_example_fetches_its_code_from_the_store_and_its_model_comes_back(
     """--store: submit uploads the code (once: content-addressed), each pod's init container
     fetches and checks it with only Python, node 0 uploads the model, submit downloads it."""
     from distcomp.targets.kubeflow._store import StoreURI, download_tree
-    from distcomp.targets.kubeflow._target import _download, _upload_code
+    from distcomp.targets.kubeflow._transfer import download, upload
 
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
@@ -130,8 +130,8 @@ def test_the_example_fetches_its_code_from_the_store_and_its_model_comes_back(
     validate(job.manifest)
 
     said: list[str] = []
-    _upload_code(job.code, said.append)
-    _upload_code(job.code, said.append)
+    upload(job.code, said.append)
+    upload(job.code, said.append)
     assert said[1].endswith(" uploaded") and said[3].endswith("already in the store, not uploaded again"), said
 
     creds = {"AWS_ACCESS_KEY_ID": s3_server.access_key, "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
@@ -152,7 +152,7 @@ def test_the_example_fetches_its_code_from_the_store_and_its_model_comes_back(
     uploaded = download_tree(StoreURI(s3_server.bucket, job.outputs.uploads["model"]), tmp_path / "check",
                              s3_server.env())
     assert sorted(p.name for p in uploaded) == ["metrics.json", "model.pt"]
-    got = _download(job, tmp_path / "downloads", said.append)  # what `submit --download DIR` does
+    got = download(job, tmp_path / "downloads", said.append)  # what `submit --download DIR` does
     assert got == {"model": str(tmp_path / "downloads" / "model")}
     assert json.loads((tmp_path / "downloads" / "model" / "metrics.json").read_text())["world_size"] == 4
 

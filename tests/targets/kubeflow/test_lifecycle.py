@@ -13,7 +13,7 @@ import pytest
 
 import distcomp
 from distcomp.spec import load
-from distcomp.targets.kubeflow._target import manifest_of
+from distcomp.targets.kubeflow._job import manifest_of
 
 from .test_manifests import JOBS, validate
 from ._scratch import scratch

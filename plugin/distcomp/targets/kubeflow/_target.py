@@ -13,122 +13,21 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
 from ...target import Compiled, Notify
+from ._job import KubeflowJob, job_of
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
-    from ._code import CodePlan
-    from ._outputs import OutputPlan
     from ._submit import JobRef, KubeflowRun
 
 RUN_ID, TRACKING_URI = "distcomp.io/mlflow-run-id", "distcomp.io/mlflow-tracking-uri"
 OUTPUTS = "distcomp.io/outputs"  # output name -> where it lasts (JSON), for status of a detached job
 DEFAULT_TIMEOUT = 24 * 3600.0
 PREFIX = "kubeflow:"
-
-
-@dataclass(frozen=True)
-class KubeflowJob:
-    """A compiled job: its manifest, and what else submit does for it (the code, the outputs)."""
-
-    manifest: dict[str, Any]
-    code: "CodePlan"
-    outputs: "OutputPlan"
-
-    def objects(self) -> list[dict[str, Any]]:
-        """What is applied to the cluster: the code's ConfigMap first when there is one."""
-        from ._code import configmap
-
-        meta = self.manifest["metadata"]
-        extra = [configmap(self.code, meta["name"], meta.get("namespace"))] if self.code.mode == "configmap" else []
-        return [*extra, self.manifest]
-
-    def notes(self) -> tuple[str, ...]:
-        return (self.code.note(), *self.outputs.notes(), *_mpi_env_note(self.manifest))
-
-
-def _mpi_env_note(manifest: Mapping[str, Any]) -> list[str]:
-    """An MPIJob's ranks start over ssh with the env ``mpirun -x`` forwards by name: an
-    ``envFrom`` of the pod template reaches the pods, not the ranks; say so."""
-    from ._settings import replica_specs
-
-    if manifest.get("kind") != "MPIJob":
-        return []
-    worker = replica_specs(dict(manifest)).get("Worker", {}).get("template", {}).get("spec", {})
-    if not any(c.get("envFrom") for c in worker.get("containers") or []):
-        return []
-    return ["envFrom reaches the MPIJob's pods but not the ranks mpirun starts over ssh (it forwards variables by "
-            "name): give each variable as env: [{name: NAME, valueFrom: {secretKeyRef: ...}}] in the pod template, "
-            "which mpirun -x forwards"]
-
-
-def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
-           extra_env: Mapping[str, str] | None = None) -> KubeflowJob:
-    """The job ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
-    from ...plugins import get_plugin_manager
-    from ...spec import InputError, bind_inputs
-    from ._code import apply as apply_code
-    from ._code import plan_code
-    from ._compile import compile_job, job_name
-    from ._outputs import apply as apply_outputs
-    from ._outputs import plan_outputs
-    from ._settings import settings_of
-    from ._uris import check_pod_paths
-
-    outs = dict(options.get("output_paths") or {})
-    unknown = [n for n in outs if n not in spec.outputs]
-    if unknown:
-        raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
-    # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
-    given = dict(options.get("inputs") or {})
-    values = bind_inputs(spec, given, Path("/"))
-    check_pod_paths(spec, values, given, outs)  # an azureml:/https:// value is no path in a pod
-    try:
-        volumes = dict(options.get("volumes") or {})
-        name = job_name(options.get("name"), spec)
-        settings = settings_of(options)
-        code = plan_code(spec, options, os.environ)
-        outputs = plan_outputs(list(spec.outputs), outs, volumes, name, code.store, list(options.get("scratch") or ()))
-        manifest = compile_job(spec, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
-                               name=name, namespace=options.get("namespace"),
-                               env={**dict(options.get("env") or {}), **(extra_env or {})},
-                               trainer_v2=bool(options.get("trainer_v2")), workdir=options.get("workdir"),
-                               volumes=volumes, settings=settings)
-        code = _podless(manifest, code)
-        apply_code(manifest, code, str(options.get("image") or ""))
-        apply_outputs(manifest, outputs, code)
-    except UsageError as exc:
-        raise type(exc)(str(exc).replace("\n", "\n  ")) from None
-    return KubeflowJob(manifest, code, outputs)
-
-
-def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":
-    """A plugin's kind without ``*ReplicaSpecs`` has no pods distcomp can mount code into."""
-    from dataclasses import replace
-
-    from ._code import CodePlan
-    from ._compile import CompileError
-    from ._settings import replica_specs
-
-    if manifest.get("kind") == "TrainJob" or replica_specs(dict(manifest)) or (code.mode == "image" and
-                                                                               not code.packages):
-        return code
-    if code.packages:
-        raise CompileError(f"--packages: a {manifest.get('kind')} has no pod templates distcomp knows; install them "
-                           "in the image")
-    return replace(CodePlan("image", f"a {manifest.get('kind')} has no pod templates distcomp can mount code into"),
-                   packages=code.packages)
-
-
-def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
-                extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The job manifest ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
-    return job_of(spec, options, extra_env).manifest
 
 
 def kube_client(kubeconfig: str | None) -> Any:
@@ -181,7 +80,9 @@ class KubeflowTarget:
 
             options = self._options = inherit_options(options, self._api, notify)
         if first.code.mode == "store":
-            _upload_code(first.code, notify)
+            from ._transfer import upload
+
+            upload(first.code, notify)
         self._tracking = self._start_tracking(spec, options, notify) if options.get("tracking", True) else None
         job = job_of(spec, options, self._tracking.env() if self._tracking else None)
         manifest = job.manifest
@@ -320,7 +221,9 @@ class KubeflowTarget:
         outputs = _outputs_of(notes) if notes is not None else dict(self._job.outputs.where) if self._job else {}
         download = self._options.get("download")
         if ended.state is JobState.SUCCEEDED and download and self._job is not None and self._job.outputs.uploads:
-            outputs.update(_download(self._job, Path(str(download)), notify))
+            from ._transfer import download
+
+            outputs.update(download(self._job, Path(str(download)), notify))
         return JobOutcome(f"{PREFIX}{ended.namespace}/{ended.kind}/{ended.name}", ended.state,
                           ended.state.exit_code(), root_cause=cause, message=ended.reason, outputs=outputs,
                           wall_s=ended.wall_s or None, tracking=tracking,
@@ -349,40 +252,6 @@ class KubeflowTarget:
             if problem:
                 (say if notify is not None else _stderr)(f"warning: {problem}")
         return ref
-
-
-def _upload_code(code: "CodePlan", notify: Notify) -> None:
-    """The code archive into the store, unless an identical one is there (content-addressed)."""
-    from ._store import pack, upload_code
-
-    assert code.store is not None
-    notify(f"code: packing {len(code.files)} files for {code.store}")
-    obj = upload_code(code.store, pack(code.files), os.environ)
-    if obj.sha256 != code.digest:  # the folder changed between compile and upload: the pods would refuse it
-        raise UsageError(f"the code folder changed while submitting (sha256 {obj.sha256[:12]}, compiled "
-                         f"{code.digest[:12]}); submit again")
-    state = "uploaded" if obj.uploaded else "already in the store, not uploaded again"
-    notify(f"code: s3://{obj.bucket}/{obj.key} {state}")
-
-
-def _download(job: KubeflowJob, folder: Path, notify: Notify | None) -> dict[str, str]:
-    """The uploaded outputs into ``folder/NAME``; a failed download is said, the job's state stands."""
-    from ._store import StoreURI, download_tree
-
-    assert job.code.store is not None
-    got: dict[str, str] = {}
-    for name, key in job.outputs.uploads.items():
-        try:
-            files = download_tree(StoreURI(job.code.store.bucket, key), folder / name, os.environ)
-        except UsageError as exc:
-            (notify or _stderr)(f"warning: output '{name}' stays at {job.outputs.where[name]}: {exc}")
-            continue
-        if not files:  # the command wrote nothing there, or node 0 could not upload: say so, not "0 files"
-            (notify or _stderr)(f"warning: output '{name}': nothing under {job.outputs.where[name]}")
-            continue
-        got[name] = str(folder / name)
-        (notify or _stderr)(f"output '{name}': {len(files)} files downloaded to {folder / name}")
-    return got
 
 
 def _outputs_of(notes: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,116 @@
+"""A Kubeflow job as compile and submit make it: the manifest the kind's builder writes, with
+each pod's settings, the code and packages (``_code``) and where the outputs last
+(``_outputs``), plus the objects submit creates beside it (the code's ConfigMap)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ...errors import UsageError
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+    from ._code import CodePlan
+    from ._outputs import OutputPlan
+
+
+@dataclass(frozen=True)
+class KubeflowJob:
+    """A compiled job: its manifest, and what else submit does for it (the code, the outputs)."""
+
+    manifest: dict[str, Any]
+    code: "CodePlan"
+    outputs: "OutputPlan"
+
+    def objects(self) -> list[dict[str, Any]]:
+        """What is applied to the cluster: the code's ConfigMap first when there is one."""
+        from ._code import configmap
+
+        meta = self.manifest["metadata"]
+        extra = [configmap(self.code, meta["name"], meta.get("namespace"))] if self.code.mode == "configmap" else []
+        return [*extra, self.manifest]
+
+    def notes(self) -> tuple[str, ...]:
+        return (self.code.note(), *self.outputs.notes(), *_mpi_env_note(self.manifest))
+
+
+def _mpi_env_note(manifest: Mapping[str, Any]) -> list[str]:
+    """An MPIJob's ranks start over ssh with the env ``mpirun -x`` forwards by name: an
+    ``envFrom`` of the pod template reaches the pods, not the ranks; say so."""
+    from ._settings import replica_specs
+
+    if manifest.get("kind") != "MPIJob":
+        return []
+    worker = replica_specs(dict(manifest)).get("Worker", {}).get("template", {}).get("spec", {})
+    if not any(c.get("envFrom") for c in worker.get("containers") or []):
+        return []
+    return ["envFrom reaches the MPIJob's pods but not the ranks mpirun starts over ssh (it forwards variables by "
+            "name): give each variable as env: [{name: NAME, valueFrom: {secretKeyRef: ...}}] in the pod template, "
+            "which mpirun -x forwards"]
+
+
+def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
+           extra_env: Mapping[str, str] | None = None) -> KubeflowJob:
+    """The job ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
+    from ...plugins import get_plugin_manager
+    from ...spec import InputError, bind_inputs
+    from ._code import apply as apply_code
+    from ._code import plan_code
+    from ._compile import compile_job, job_name
+    from ._outputs import apply as apply_outputs
+    from ._outputs import plan_outputs
+    from ._settings import settings_of
+    from ._uris import check_pod_paths
+
+    outs = dict(options.get("output_paths") or {})
+    unknown = [n for n in outs if n not in spec.outputs]
+    if unknown:
+        raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
+    # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
+    given = dict(options.get("inputs") or {})
+    values = bind_inputs(spec, given, Path("/"))
+    check_pod_paths(spec, values, given, outs)  # an azureml:/https:// value is no path in a pod
+    try:
+        volumes = dict(options.get("volumes") or {})
+        name = job_name(options.get("name"), spec)
+        settings = settings_of(options)
+        code = plan_code(spec, options, os.environ)
+        outputs = plan_outputs(list(spec.outputs), outs, volumes, name, code.store, list(options.get("scratch") or ()))
+        manifest = compile_job(spec, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
+                               name=name, namespace=options.get("namespace"),
+                               env={**dict(options.get("env") or {}), **(extra_env or {})},
+                               trainer_v2=bool(options.get("trainer_v2")), workdir=options.get("workdir"),
+                               volumes=volumes, settings=settings)
+        code = _podless(manifest, code)
+        apply_code(manifest, code, str(options.get("image") or ""))
+        apply_outputs(manifest, outputs, code)
+    except UsageError as exc:
+        raise type(exc)(str(exc).replace("\n", "\n  ")) from None
+    return KubeflowJob(manifest, code, outputs)
+
+
+def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":
+    """A plugin's kind without ``*ReplicaSpecs`` has no pods distcomp can mount code into."""
+    from dataclasses import replace
+
+    from ._code import CodePlan
+    from ._compile import CompileError
+    from ._settings import replica_specs
+
+    if manifest.get("kind") == "TrainJob" or replica_specs(dict(manifest)) or (code.mode == "image" and
+                                                                               not code.packages):
+        return code
+    if code.packages:
+        raise CompileError(f"--packages: a {manifest.get('kind')} has no pod templates distcomp knows; install them "
+                           "in the image")
+    return replace(CodePlan("image", f"a {manifest.get('kind')} has no pod templates distcomp can mount code into"),
+                   packages=code.packages)
+
+
+def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
+                extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The job manifest ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
+    return job_of(spec, options, extra_env).manifest
