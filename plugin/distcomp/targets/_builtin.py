@@ -104,7 +104,7 @@ KUBEFLOW = TargetType(
         TargetOption("code", metavar="MODE", default="auto",
                      help="how the code folder reaches the pods: configmap (small code, made at submit), store "
                           "(--store: uploaded, fetched by an init container), image (it holds the code); auto "
-                          "(default): configmap when small, store when --store is given, else image"),
+                          "(default): store when --store is given, else configmap when small, else image"),
         TargetOption("store", metavar="s3://BUCKET/PREFIX",
                      help="an S3-compatible store (AWS_ENDPOINT_URL, AWS_* credentials) for the code and the outputs"),
         TargetOption("store_secret", metavar="SECRET",
