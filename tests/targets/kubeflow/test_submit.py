@@ -30,6 +30,16 @@ MANIFEST = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "spec": {"nprocPerNode": "2", "pytorchReplicaSpecs": {"Master": {"replicas": 1}}}}
 
 
+# what kfp-kubernetes put on a step's pod (add_node_selector, add_toleration, use_secret_as_env),
+# beside KFP's own env, which the training pods must not get
+STEP_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kfp-step-abc", "namespace": "ml"},
+            "spec": {"nodeSelector": {"pool": "gpu"},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "main", "image": "i:1", "env": [
+                         {"name": "KFP_POD_NAME", "value": "kfp-step-abc"},
+                         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]}]}}
+
+
 def condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
     return {"type": kind, "status": "True", "reason": reason, "message": message,
             "lastTransitionTime": "2026-11-22T01:00:00Z"}
@@ -77,6 +87,8 @@ class FakeApi:
                     pods = [{"metadata": {"name": "ddp-master-0", "namespace": "ml"}}] \
                         if leader in selector else []
                     self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+                elif path.path == "/api/v1/namespaces/ml/pods/kfp-step-abc":  # a KFP step's own pod
+                    self._send(200, STEP_POD)
                 elif path.path == "/api/v1/namespaces/ml/pods/ddp-master-0/log":
                     self._send(200, "[rank0]: epoch 1 loss 0.07\n[rank0]: boom\n", "text/plain")
                 else:
@@ -351,3 +363,22 @@ def test_unknown_and_malformed_kubeflow_job_ids(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "expected NAMESPACE/KIND/NAME" in bad.stderr
     assert kind.returncode == 2 and "Kubeflow kind 'NoSuchJob'" in kind.stderr
     assert not [r for r in api.requests if r[0] == "DELETE"]
+
+
+def test_submit_inherit_pod_gives_the_steps_settings_to_every_training_pod(tmp_path: Path) -> None:
+    """What `distcomp submit --inherit-pod` does in a KFP step's pod: the step's node selector,
+    toleration and secret env reach the job's pods; KFP's own env does not."""
+    with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
+        proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
+                        "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml",
+                        "--no-tracking", "--poll", "0.05", "--inherit-pod",
+                        "--kubeconfig", str(kubeconfig(tmp_path, api)),
+                        env={**env, "POD_NAME": "kfp-step-abc", "POD_NAMESPACE": "ml"})
+    assert proc.returncode == 0, proc.stderr
+    (created,) = [body for method, path, body in api.requests if method == "POST" and "pytorchjobs" in path]
+    for replica in created["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["nodeSelector"] == {"pool": "gpu"} and pod["tolerations"] == STEP_POD["spec"]["tolerations"]
+        names = [e["name"] for e in pod["containers"][0]["env"]]
+        assert "HF_TOKEN" in names and "KFP_POD_NAME" not in names
