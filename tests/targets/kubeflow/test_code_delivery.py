@@ -29,8 +29,8 @@ from distcomp.targets.kubeflow._job import job_of
 
 from tests._s3server import S3Server, s3_server  # noqa: F401
 
-from ._kubelet import prepare, resolve_secrets, run_inits, writable
-from ._operator import LOCALHOST, free_ports, pytorchjob_pods, run_pods
+from ._kubelet import mounted, prepare, resolve_secrets, run_inits, writable
+from ._operator import LOCALHOST, Pod, _items, free_ports, pytorchjob_pods, run_pods
 from .test_manifests import validate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -155,6 +155,42 @@ def test_the_example_fetches_its_code_from_the_store_and_its_model_comes_back(
     got = download(job, tmp_path / "downloads", said.append)  # what `submit --download DIR` does
     assert got == {"model": str(tmp_path / "downloads" / "model")}
     assert json.loads((tmp_path / "downloads" / "model" / "metrics.json").read_text())["world_size"] == 4
+
+
+@pytest.mark.slow
+def test_a_trainjob_node_fetches_its_code_and_uploads_its_model(
+        tmp_path: Path, image: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A TrainJob's runtime makes the pods and takes no init container: the trainer's own
+    command fetches the code, runs torchrun (from the runtime's PET_* variables), and uploads."""
+    from distcomp.targets.kubeflow._outputs import STORE_DIR
+    from distcomp.targets.kubeflow._store import StoreURI, download_tree
+    from distcomp.targets.kubeflow._transfer import upload
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    spec = load(str(EXAMPLE))  # one node, 2 processes
+    job = job_of(spec, {"inputs": {"epochs": "1", "samples": "256"}, "store": f"s3://{s3_server.bucket}/tj",
+                        "store_secret": "s3-creds", "name": "tj", "trainer_v2": True})
+    validate(job.manifest)
+    upload(job.code, lambda _m: None)
+    creds = {"AWS_ACCESS_KEY_ID": s3_server.access_key, "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
+    trainer = resolve_secrets(job.manifest, {"s3-creds": creds})["spec"]["trainer"]
+    port = free_ports(1)[0]
+    # what Trainer's torch-distributed runtime gives node 0 (torchrun reads PET_* as its defaults)
+    runtime = [("PET_NNODES", "1"), ("PET_NPROC_PER_NODE", "2"), ("PET_NODE_RANK", "0"),
+               ("PET_MASTER_ADDR", LOCALHOST), ("PET_MASTER_PORT", str(port))]
+    clean = {"PATH": ":".join([str(image / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]), "VIRTUAL_ENV": str(image)}
+    folders = {CODE_DIR: tmp_path / "code", STORE_DIR: tmp_path / "outputs"}  # the patch's emptyDirs
+    for folder in folders.values():
+        folder.mkdir()
+    pod = mounted(Pod("tj-node-0-0", "node", 0, tuple(trainer["command"]), (*_items(trainer), *runtime), None,
+                      clean), folders)
+    done = run_pods([pod], tmp_path, tmp_path / "logs", timeout=240)
+    assert done.codes[pod.name] == 0, done.explain()
+    assert (tmp_path / "code" / "train.py").read_bytes() == (EXAMPLE.parent / "train.py").read_bytes()
+    back = download_tree(StoreURI(s3_server.bucket, job.outputs.uploads["model"]), tmp_path / "back", s3_server.env())
+    assert sorted(p.name for p in back) == ["metrics.json", "model.pt"]
+    assert json.loads((tmp_path / "back" / "metrics.json").read_text())["world_size"] == 2
 
 
 def test_outputs_go_to_the_store_only_from_a_job_whose_node_0_ends(tmp_path: Path) -> None:
