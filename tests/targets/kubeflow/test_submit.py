@@ -54,6 +54,7 @@ class FakeApi:
         self.statuses, self.create_status = statuses, create_status
         self.requests: list[tuple[str, str, Any]] = []
         self.created: dict[str, Any] = MANIFEST  # what GET answers with: the last object created
+        self.configmap: dict[str, Any] | None = None  # one already there, by the code's name: POST is a 409
         api = self
 
         class Handler(JsonHandler):
@@ -66,6 +67,10 @@ class FakeApi:
             def do_POST(self) -> None:
                 body = self._record()
                 if self.path.endswith("/configmaps"):  # the code's ConfigMap: made after the job
+                    if api.configmap is not None:
+                        self._send(409, {"kind": "Status", "status": "Failure", "reason": "AlreadyExists",
+                                         "message": 'configmaps "ddp-code" already exists', "code": 409})
+                        return
                     self._send(201, body)
                     return
                 if api.create_status != 201:
@@ -87,6 +92,8 @@ class FakeApi:
                     pods = [{"metadata": {"name": "ddp-master-0", "namespace": "ml"}}] \
                         if leader in selector else []
                     self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+                elif path.path == "/api/v1/namespaces/ml/configmaps/ddp-code" and api.configmap is not None:
+                    self._send(200, api.configmap)
                 elif path.path == "/api/v1/namespaces/ml/pods/kfp-step-abc":  # a KFP step's own pod
                     self._send(200, STEP_POD)
                 elif path.path == "/api/v1/namespaces/ml/pods/ddp-master-0/log":
@@ -96,6 +103,8 @@ class FakeApi:
 
             def do_DELETE(self) -> None:
                 self._record()
+                if self.path.startswith("/api/v1/namespaces/ml/configmaps/"):
+                    api.configmap = None
                 self._send(200, {"kind": "Status", "status": "Success"})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -382,3 +391,28 @@ def test_submit_inherit_pod_gives_the_steps_settings_to_every_training_pod(tmp_p
         assert pod["nodeSelector"] == {"pool": "gpu"} and pod["tolerations"] == STEP_POD["spec"]["tolerations"]
         names = [e["name"] for e in pod["containers"][0]["env"]]
         assert "HF_TOKEN" in names and "KFP_POD_NAME" not in names
+
+
+@pytest.mark.parametrize("ours", [True, False], ids=["an-earlier-jobs", "someone-elses"])
+def test_a_configmap_left_by_an_earlier_job_of_that_name_is_replaced(tmp_path: Path, ours: bool) -> None:
+    """Submitting a job name again before the cluster has collected the last job's code: that
+    ConfigMap (distcomp's label for this job name, another owner) is replaced; one distcomp did
+    not make is left alone, and the new job is deleted with a clear error."""
+    labels = {"app.kubernetes.io/managed-by": "distcomp", "distcomp.dev/job": "ddp"} if ours else {"team": "a"}
+    with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
+        api.configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "ddp-code", "namespace": "ml", "labels": labels,
+            "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "ddp", "uid": "old"}]}}
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
+        proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--volume",
+                        "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--no-tracking",
+                        "--poll", "0.05", "--kubeconfig", str(kubeconfig(tmp_path, api)), env=env)
+    deletes = [path for method, path, _b in api.requests if method == "DELETE"]
+    if ours:
+        assert proc.returncode == 0, proc.stderr
+        assert deletes == ["/api/v1/namespaces/ml/configmaps/ddp-code"]
+        assert [m for m, p, _b in api.requests if p.endswith("/configmaps")] == ["POST", "POST"]
+    else:
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert "choose another --name" in proc.stderr and "the job was deleted" in proc.stderr, proc.stderr
+        assert [d.split("?")[0] for d in deletes] == ["/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/ddp"]

@@ -138,15 +138,51 @@ def create_owned(ref: JobRef, job: Mapping[str, Any], obj: Mapping[str, Any], ap
     if meta.get("uid"):
         body["metadata"]["ownerReferences"] = [{"apiVersion": f"{ref.group}/{ref.version}", "kind": ref.kind,
                                                 "name": ref.name, "uid": meta["uid"]}]
+    core = CoreV1Api(api_client)
+    name = body["metadata"]["name"]
     try:
-        CoreV1Api(api_client).create_namespaced_config_map(ref.namespace, body)
+        for attempt in range(STALE_TRIES):
+            try:
+                core.create_namespaced_config_map(ref.namespace, body)
+                break
+            except ApiException as exc:
+                # the same job name submitted again before the cluster collected the last one's code
+                if exc.status != 409 or attempt == STALE_TRIES - 1 or not _drop_stale(core, ref, name, meta.get("uid")):
+                    raise
+                time.sleep(1.0)
     except ApiException as exc:
-        why = f"the cluster refused ConfigMap {ref.namespace}/{body['metadata']['name']}: {exc.status} {exc.reason}"
+        why = f"the cluster refused ConfigMap {ref.namespace}/{name}: {exc.status} {exc.reason}"
+        if exc.status == 409:
+            why += " (a ConfigMap of that name that distcomp did not make for this job: choose another --name)"
         raise SubmitError(f"{delete(ref, api_client, why)}: {(exc.body or '')[:300]}") from None
     except (OSError, HTTPError) as exc:
         raise SubmitError(delete(ref, api_client, f"cannot create the code's ConfigMap ({exc})")) from None
     if notify is not None:
         notify(f"created ConfigMap {ref.namespace}/{body['metadata']['name']} (the code, deleted with the job)")
+
+
+STALE_TRIES = 5
+
+
+def _drop_stale(core: Any, ref: JobRef, name: str, uid: str | None) -> bool:
+    """Delete the ConfigMap ``name`` when it is an earlier job's code (distcomp's label for this
+    job name, owned by another uid, or by none); False when it is someone else's."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        old = core.read_namespaced_config_map(name, ref.namespace)
+    except ApiException as exc:
+        return exc.status == 404  # gone meanwhile: create again
+    labels = old.metadata.labels or {}
+    owners = [o.uid for o in old.metadata.owner_references or []]
+    if labels.get("distcomp.dev/job") != ref.name or labels.get("app.kubernetes.io/managed-by") != "distcomp" \
+            or (uid is not None and uid in owners):
+        return False
+    try:
+        core.delete_namespaced_config_map(name, ref.namespace)
+    except ApiException as exc:
+        return exc.status == 404
+    return True
 
 
 def read(ref: JobRef, api_client: Any) -> dict[str, Any] | None:
