@@ -55,6 +55,7 @@ class FakeApi:
         self.requests: list[tuple[str, str, Any]] = []
         self.created: dict[str, Any] = MANIFEST  # what GET answers with: the last object created
         self.configmap: dict[str, Any] | None = None  # one already there, by the code's name: POST is a 409
+        self.pods: list[dict[str, Any]] = []  # the job's pods with their statuses, for a job-wide selector
         api = self
 
         class Handler(JsonHandler):
@@ -91,11 +92,15 @@ class FakeApi:
                     selector = parse_qs(path.query)["labelSelector"][0]
                     pods = [{"metadata": {"name": "ddp-master-0", "namespace": "ml"}}] \
                         if leader in selector else []
+                    if "," not in selector and api.pods:  # every pod of the job, with its status
+                        pods = api.pods
                     self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
                 elif path.path == "/api/v1/namespaces/ml/configmaps/ddp-code" and api.configmap is not None:
                     self._send(200, api.configmap)
                 elif path.path == "/api/v1/namespaces/ml/pods/kfp-step-abc":  # a KFP step's own pod
                     self._send(200, STEP_POD)
+                elif path.path == "/api/v1/namespaces/ml/pods/ddp-worker-0/log":
+                    self._send(200, "[rank2]: step 3\n[rank2]: RuntimeError: CUDA out of memory\n", "text/plain")
                 elif path.path == "/api/v1/namespaces/ml/pods/ddp-master-0/log":
                     self._send(200, "[rank0]: epoch 1 loss 0.07\n[rank0]: boom\n", "text/plain")
                 else:
@@ -230,13 +235,25 @@ def test_submit_tracks_one_run_for_the_whole_job(tmp_path: Path, mlflow_server: 
     assert "code: 2 files" in proc.stderr and "output 'model': pvc results:/results/distcomp/ddp/outputs/model" in proc.stderr
 
 
+def _pod(name: str, code: int, reason: str, finished: str) -> dict[str, Any]:
+    terminated = {"exitCode": code, "reason": reason, "finishedAt": finished}
+    return {"metadata": {"name": name, "namespace": "ml"},
+            "status": {"containerStatuses": [{"name": "pytorch", "state": {"terminated": terminated}, "ready": False,
+                                              "restartCount": 0, "image": "i:1", "imageID": ""}]}}
+
+
 def test_submit_failure_reports_the_reason_and_log(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     from mlflow import MlflowClient
 
     why = "PyTorchJob ml/ddp is failed because 1 Worker replica(s) failed."
     with FakeApi([[condition("Failed", "PyTorchJobFailed", why)]]) as api:
+        # the worker's rank failed first; the master then ended on the broken collective
+        api.pods = [_pod("ddp-master-0", 1, "Error", "2026-11-22T01:00:09Z"),
+                    _pod("ddp-worker-0", 137, "OOMKilled", "2026-11-22T01:00:05Z")]
         proc = submit(tmp_path, api, mlflow_server, f"submit-{tmp_path.name}")
     assert proc.returncode == 1 and why in proc.stderr and "[rank0]: boom" in proc.stderr
+    assert "first failed pod ddp-worker-0 (container pytorch: exit code 137, OOMKilled); its last lines:" \
+        in proc.stderr and "[rank2]: RuntimeError: CUDA out of memory" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     client = MlflowClient(mlflow_server)
     (run,) = client.search_runs([client.get_experiment_by_name(f"submit-{tmp_path.name}").experiment_id])

@@ -152,7 +152,7 @@ class KubeflowTarget:
 
         limit = timeout if timeout is not None else self._options.get("timeout") or DEFAULT_TIMEOUT
         ended = watch(self._ref(job_id), self._client(), limit, float(self._options.get("poll", 10.0)), notify)
-        return self._outcome(ended, notify)
+        return self._outcome(ended, notify, ref=self._ref(job_id))
 
     def status(self, job_id: str) -> JobOutcome:
         from ._submit import KubeflowRun, leader_log, read, state_of
@@ -166,7 +166,8 @@ class KubeflowTarget:
         notes = (obj.get("metadata") or {}).get("annotations") or {}
         if state.terminal:
             log = leader_log(ref, self._client())
-            return self._outcome(KubeflowRun(ref.kind, ref.name, ref.namespace, state, text, log, 0.0), None, notes)
+            return self._outcome(KubeflowRun(ref.kind, ref.name, ref.namespace, state, text, log, 0.0), None, notes,
+                                 ref)
         return JobOutcome(PREFIX + ref.id, state, message=text, tracking=_tracking_ref(notes))
 
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
@@ -210,10 +211,18 @@ class KubeflowTarget:
 
     # -- the end -----------------------------------------------------------------------------
     def _outcome(self, ended: "KubeflowRun", notify: Notify | None,
-                 notes: Mapping[str, str] | None = None) -> JobOutcome:
+                 notes: Mapping[str, str] | None = None, ref: "JobRef | None" = None) -> JobOutcome:
         cause = ""
         if ended.state is not JobState.SUCCEEDED:
             cause = f"{ended.kind} {ended.namespace}/{ended.name} {ended.state.value}: {ended.reason}"
+            failed = None
+            if ended.state is JobState.FAILED and ref is not None:
+                from ._failures import first_failed
+
+                failed = first_failed(self._client(), ref.leader, ref.namespace)
+            if failed is not None:  # its lines, unless they are the leading pod's own (below)
+                leader = failed.log.strip() and failed.log.strip() in ended.log
+                cause += "\n" + (failed.headline if leader else failed.describe())
             if ended.log:
                 tail = "\n".join("  " + line for line in ended.log.splitlines()[-15:])
                 cause += f"\nlast lines of the leading pod's log:\n{tail}"
