@@ -31,7 +31,7 @@ from tests._s3server import S3Server, s3_server  # noqa: F401
 
 from ._kubelet import mounted, prepare, resolve_secrets, run_inits, writable
 from ._operator import LOCALHOST, Pod, _items, free_ports, pytorchjob_pods, run_pods
-from .test_manifests import validate
+from .test_manifests import MODELS, validate
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
@@ -295,6 +295,15 @@ def test_every_kind_carries_the_code_and_packages_within_its_crd(job: str, train
         "volumes": {"data": "/data"}, **store})
     manifest = built.manifest
     validate(manifest)  # nothing the API server would prune: the code would silently not arrive
+    if manifest["kind"] in MODELS:  # and the kubeflow-training SDK's typed model knows every field
+        from kubeflow.training import ApiClient
+
+        client = ApiClient()
+
+        class Response:
+            data = json.dumps(manifest)
+
+        assert client.sanitize_for_serialization(client.deserialize(Response(), MODELS[manifest["kind"]])) == manifest
     text = json.dumps(manifest)
     assert "pip install --quiet --no-cache-dir --disable-pip-version-check 'numpy>=2' tinypkg" in text
     if manifest["kind"] == "TrainJob":
