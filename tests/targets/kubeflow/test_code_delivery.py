@@ -193,6 +193,20 @@ def test_a_trainjob_node_fetches_its_code_and_uploads_its_model(
     assert json.loads((tmp_path / "back" / "metrics.json").read_text())["world_size"] == 2
 
 
+@pytest.mark.parametrize("code", ["configmap", "image"])
+def test_outputs_go_to_the_store_whichever_way_the_code_goes(code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio.example:9000")
+    job = job_of(load(str(EXAMPLE)), _options(code=code, store="s3://bucket/team", store_secret="s3-creds"))
+    assert job.code.mode == code and [o["kind"] for o in job.objects()][-1] == "PyTorchJob"
+    assert job.outputs.where == {"model": "s3://bucket/team/outputs/ddp/model/"}
+    master = job.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    env = {e["name"]: e for e in master["containers"][0]["env"]}
+    assert env["AWS_ENDPOINT_URL"]["value"] == "http://minio.example:9000"
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "s3-creds"
+    assert "initContainers" not in master  # nothing to fetch: the code is not in the store
+    validate(job.manifest)
+
+
 def test_outputs_go_to_the_store_only_from_a_job_whose_node_0_ends(tmp_path: Path) -> None:
     mpi = ROOT / "components" / "mpi-allreduce-bench" / "component.yaml"
     spec = load(str(mpi))

@@ -24,7 +24,7 @@ import base64
 import hashlib
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -111,7 +111,8 @@ def _text(data: bytes) -> str | None:
 def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[str, str]) -> CodePlan:
     """The CodePlan ``options`` (``code``, ``store``, ``store_secret``, ``store_endpoint``,
     ``packages``, ``workdir``) give for ``spec``; ``env``: where the store's endpoint and region
-    are read when not given (AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_REGION)."""
+    are read when not given (AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_REGION). The store's
+    settings are kept whatever the mode: the outputs may go there though the code does not."""
     mode = str(options.get("code") or "auto")
     packages = tuple(str(p) for p in options.get("packages") or ())
     for p in packages:
@@ -119,26 +120,29 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
             raise CompileError(f"--packages {p!r}: give a requirement (name, name==1.2, name>=1), not a pip option")
     if mode not in MODES:
         raise CompileError(f"--code {mode}: give one of {', '.join(MODES)}")
-    store_text = options.get("store")
     store = None
-    if store_text:
+    if options.get("store"):
         from ._store import StoreURI
 
-        store = StoreURI.parse(str(store_text))
+        store = StoreURI.parse(str(options["store"]))
     if mode == "store" and store is None:
         raise CompileError("--code store needs --store s3://BUCKET/PREFIX (an S3-compatible bucket the pods can read)")
+    endpoint = options.get("store_endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    secret = options.get("store_secret")
+    base = CodePlan("image", "", packages=packages, store=store, secret=str(secret) if secret else None,
+                    endpoint=str(endpoint) if endpoint and store else None,
+                    region=(env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")) if store else None)
     no_source = spec.source is None or not spec.code.is_dir()
     if mode in ("configmap", "store") and no_source:
         raise CompileError(f"--code {mode}: {spec.ref} has no code folder on this machine to ship (load the spec "
                            "from its file)")
     if mode == "auto":
         if options.get("workdir"):
-            return CodePlan("image", f"--workdir {options['workdir']} given: the code is expected there",
-                            packages=packages)
+            return replace(base, why=f"--workdir {options['workdir']} given: the code is expected there")
         if no_source:
-            return CodePlan("image", "the spec has no code folder here", packages=packages)
+            return replace(base, why="the spec has no code folder here")
     if mode == "image":
-        return CodePlan("image", "--code image", packages=packages)
+        return replace(base, why="--code image")
     files = code_files(spec)
     size = sum(p.stat().st_size for p in files.values())
     if mode == "auto":
@@ -147,9 +151,9 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
         elif _configmap_bytes(files) <= CONFIGMAP_MAX:
             mode, why = "configmap", f"small enough for a ConfigMap (<= {_size(CONFIGMAP_MAX)})"
         else:
-            return CodePlan("image", f"the code folder {spec.code} ({_size(size)}) is too large for a ConfigMap; the "
-                            "image must hold it: give --store s3://BUCKET/PREFIX to ship it, or build an image with "
-                            "`distcomp build-context`", packages=packages)
+            return replace(base, why=f"the code folder {spec.code} ({_size(size)}) is too large for a ConfigMap; the "
+                           "image must hold it: give --store s3://BUCKET/PREFIX to ship it, or build an image with "
+                           "`distcomp build-context`")
     else:
         why = f"--code {mode}"
     if mode == "configmap":
@@ -158,17 +162,12 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
             raise CompileError(f"--code configmap: the code folder {spec.code} holds {_size(encoded)} once encoded, "
                                f"over a ConfigMap's {_size(CONFIGMAP_MAX)}; use --store s3://BUCKET/PREFIX or "
                                "--code image")
-        return CodePlan("configmap", why, files=files, size=size, packages=packages)
+        return replace(base, mode="configmap", why=why, files=files, size=size)
     from ._store import code_key, pack
 
     assert store is not None
     digest = hashlib.sha256(pack(files)).hexdigest()
-    endpoint = options.get("store_endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    secret = options.get("store_secret")
-    return CodePlan("store", why, files=files, size=size, digest=digest, key=code_key(store, digest), store=store,
-                    secret=str(secret) if secret else None, endpoint=str(endpoint) if endpoint else None,
-                    region=region, packages=packages)
+    return replace(base, mode="store", why=why, files=files, size=size, digest=digest, key=code_key(store, digest))
 
 
 def configmap_name(job: str) -> str:

@@ -96,7 +96,6 @@ def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":
     """A plugin's kind without ``*ReplicaSpecs`` has no pods distcomp can mount code into."""
     from dataclasses import replace
 
-    from ._code import CodePlan
     from ._compile import CompileError
     from ._settings import replica_specs
 
@@ -106,8 +105,8 @@ def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":
     if code.packages:
         raise CompileError(f"--packages: a {manifest.get('kind')} has no pod templates distcomp knows; install them "
                            "in the image")
-    return replace(CodePlan("image", f"a {manifest.get('kind')} has no pod templates distcomp can mount code into"),
-                   packages=code.packages)
+    return replace(code, mode="image", why=f"a {manifest.get('kind')} has no pod templates distcomp can mount code "
+                   "into", files={}, size=0, digest="", key="")
 
 
 def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
