@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,15 +26,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from distcomp.targets.local._ports import free_ports
+from tests._procs import stop_group
+
 REGION = "us-east-1"
 BUCKET = "distcomp-test"
 _POLICY = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -93,17 +88,6 @@ def _up(endpoint: str) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(15)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def _setup(endpoint: str) -> tuple[tuple[str, str], tuple[str, str, str]]:
     """The user, its key and policy, a role and a session of it, and the bucket, made while no
     request is checked yet."""
@@ -128,7 +112,7 @@ def _setup(endpoint: str) -> tuple[tuple[str, str], tuple[str, str, str]]:
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     home = tmp_path_factory.mktemp("s3")
-    port = free_port()
+    port = free_ports(1)[0]
     endpoint = f"http://127.0.0.1:{port}"
     log = home / "moto.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -145,4 +129,4 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         _set_auth(endpoint, "0")
         yield S3Server(endpoint, access, secret, BUCKET, proc.pid, log, session)
     finally:
-        _stop(proc)
+        stop_group(proc)

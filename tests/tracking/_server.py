@@ -3,8 +3,6 @@ and the same database (an outage), always ended by its own pid: its process grou
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from .._procs import stop_group
 from ..targets._jobs import clean_env
 
 
@@ -59,13 +58,6 @@ class Server:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         while self.healthy():  # a worker that outlived its parent would still answer
             time.sleep(0.1)

@@ -4,8 +4,9 @@ Kubernetes API does."""
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -19,3 +20,26 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+class FakeKube:
+    """A stand-in for the Kubernetes API on 127.0.0.1: ``handler`` answers in a thread while the
+    ``with`` block runs; ``client()`` is the real kubernetes client pointed at it."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def client(self) -> Any:
+        from kubernetes import client as k8s
+
+        config = k8s.Configuration()
+        config.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return k8s.ApiClient(config)

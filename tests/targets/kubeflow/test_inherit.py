@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,7 +24,7 @@ from distcomp.targets.kubeflow._inherit import (combine, fit_trainjob, inherit_o
 from distcomp.targets.kubeflow._podtemplate import load as load_template
 from distcomp.targets.kubeflow._settings import JobSettings, replica_specs
 
-from ._http import JsonHandler
+from ._http import FakeKube, JsonHandler
 from ._kfp_pod import step_pod
 from .test_manifests import JOBS, validate
 
@@ -201,7 +199,7 @@ FORBIDDEN = (f'pods "{POD}" is forbidden: User "system:serviceaccount:{NS}:pipel
              f'"pods" in API group "" in the namespace "{NS}"')
 
 
-class Api:
+class Api(FakeKube):
     """GET /api/v1/namespaces/NS/pods/NAME: the pod, or the API server's 403 or 404 Status."""
 
     def __init__(self, pod: dict[str, Any], answer: int = 200) -> None:
@@ -221,20 +219,7 @@ class Api:
                 else:
                     self._send(200, pod)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-    def __enter__(self) -> "Api":
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def client(self) -> Any:
-        config = k8s.Configuration()
-        config.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        return k8s.ApiClient(config)
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -8,20 +8,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
-from kubernetes import client as k8s
 
 import distcomp
 from distcomp.targets.kubeflow._target import KubeflowTarget
 
-from ._http import JsonHandler
+from ._http import FakeKube, JsonHandler
 from .test_manifests import JOBS
 from ._scratch import scratch
 
@@ -30,7 +27,7 @@ PLURALS = {"PyTorchJob": "kubeflow.org/v1/namespaces/ml/pytorchjobs", "TFJob": "
            "TrainJob": "trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs"}
 
 
-class Cluster:
+class Cluster(FakeKube):
     """One job (its compiled manifest) and a pod for every label selector asked: the pod's log
     names the selector; it has one line when first read and two after."""
 
@@ -64,21 +61,11 @@ class Cluster:
                     self._send(404, {"kind": "Status", "code": 404})
 
         pods: dict[str, str] = {}
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-    def __enter__(self) -> "Cluster":
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
     def target(self) -> KubeflowTarget:
-        config = k8s.Configuration()
-        config.host = f"http://127.0.0.1:{self.server.server_address[1]}"
         target = KubeflowTarget()
-        target._api = k8s.ApiClient(config)
+        target._api = self.client()
         target._options = {"poll": 0.0}
         return target
 

@@ -30,7 +30,8 @@ from botocore.utils import percent_encode
 from distcomp.errors import UsageError
 from distcomp.targets.kubeflow import _podstore as ps
 from distcomp.targets.kubeflow._store import SOURCE, StoreURI, code_key, download_tree, pack, upload_code
-from tests._s3server import S3Server, free_port, s3_server  # noqa: F401
+from distcomp.targets.local._ports import free_ports
+from tests._s3server import S3Server, s3_server  # noqa: F401
 
 
 def pod(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -238,7 +239,7 @@ def test_a_missing_bucket_is_one_line_with_a_hint(s3_server: S3Server) -> None:
 
 
 def test_a_server_that_is_down_is_one_line_with_a_hint(s3_server: S3Server, tmp_path: Path) -> None:
-    down = s3_server.env(AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{free_port()}")
+    down = s3_server.env(AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{free_ports(1)[0]}")
     with pytest.raises(UsageError) as info:
         upload_code(StoreURI(s3_server.bucket), b"code", down)
     assert str(info.value).endswith("cannot connect: connection refused (is the store up, and is the endpoint "

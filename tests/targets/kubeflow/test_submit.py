@@ -9,8 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
@@ -22,7 +20,7 @@ from kubernetes import client as k8s
 
 from ...conftest import REPO
 from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
-from ._http import JsonHandler
+from ._http import FakeKube, JsonHandler
 
 JOB = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs"
 MANIFEST = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
@@ -45,7 +43,7 @@ def condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
             "lastTransitionTime": "2026-11-22T01:00:00Z"}
 
 
-class FakeApi:
+class FakeApi(FakeKube):
     """Answers from ``statuses`` (one per GET of the job at ``job``/NAME), records every request;
     the pod ``ddp-master-0`` is listed for a selector holding ``leader``."""
 
@@ -112,20 +110,7 @@ class FakeApi:
                     api.configmap = None
                 self._send(200, {"kind": "Status", "status": "Success"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-    def __enter__(self) -> "FakeApi":
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def client(self) -> k8s.ApiClient:
-        config = k8s.Configuration()
-        config.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        return k8s.ApiClient(config)
+        super().__init__(Handler)
 
 
 @pytest.fixture
