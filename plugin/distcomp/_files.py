@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterable
 
 
 def write_atomic(path: Path, text: str, durable: bool = False) -> None:
@@ -59,3 +60,19 @@ def tree_usage(top: str | os.PathLike[str]) -> tuple[int, int]:
             except OSError:
                 pass
     return files, size
+
+
+def targz(entries: Iterable[tuple[str, bytes, int]]) -> bytes:
+    """A reproducible tar.gz of (name, data, mode) entries, in the order given: no times, owners
+    or user names, gzip without a timestamp, so the same entries always give the same bytes."""
+    import gzip
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)

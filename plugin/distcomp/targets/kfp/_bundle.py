@@ -9,16 +9,14 @@ timestamp): compiling the same spec twice gives the same pipeline YAML.
 from __future__ import annotations
 
 import base64
-import gzip
-import io
 import os
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import yaml
 
+from ..._files import targz
 from ...spec import BUILTIN_LAUNCHERS, ComponentSpec, check_text
 from ._errors import KfpTargetError
 
@@ -87,10 +85,4 @@ def _code_files(folder: Path) -> list[tuple[str, bytes, int]]:
 
 
 def _archive(entries: list[tuple[str, bytes, int]]) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data, mode in entries:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, 0
-            tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)).decode("ascii")
+    return base64.b64encode(targz(entries)).decode("ascii")

@@ -145,10 +145,11 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
         return replace(base, why="--code image")
     files = code_files(spec)
     size = sum(p.stat().st_size for p in files.values())
+    encoded = _configmap_bytes(files) if mode == "configmap" or (mode == "auto" and store is None) else 0
     if mode == "auto":
         if store is not None:
             mode, why = "store", "--store given"
-        elif _configmap_bytes(files) <= CONFIGMAP_MAX:
+        elif encoded <= CONFIGMAP_MAX:
             mode, why = "configmap", f"small enough for a ConfigMap (<= {_size(CONFIGMAP_MAX)})"
         else:
             return replace(base, why=f"the code folder {spec.code} ({_size(size)}) is too large for a ConfigMap; the "
@@ -157,7 +158,6 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
     else:
         why = f"--code {mode}"
     if mode == "configmap":
-        encoded = _configmap_bytes(files)
         if encoded > CONFIGMAP_MAX:
             raise CompileError(f"--code configmap: the code folder {spec.code} holds {_size(encoded)} once encoded, "
                                f"over a ConfigMap's {_size(CONFIGMAP_MAX)}; use --store s3://BUCKET/PREFIX or "

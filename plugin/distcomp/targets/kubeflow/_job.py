@@ -53,8 +53,9 @@ def _mpi_env_note(manifest: Mapping[str, Any]) -> list[str]:
 
 
 def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
-           extra_env: Mapping[str, str] | None = None) -> KubeflowJob:
-    """The job ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
+           extra_env: Mapping[str, str] | None = None, code: "CodePlan | None" = None) -> KubeflowJob:
+    """The job ``options`` describe (``extra_env``: e.g. the MLflow run's). ``code``: the plan
+    an earlier call made for the same options (not packed and hashed again)."""
     from ...plugins import get_plugin_manager
     from ...spec import InputError, bind_inputs
     from ._code import apply as apply_code
@@ -77,7 +78,7 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
         volumes = dict(options.get("volumes") or {})
         name = job_name(options.get("name"), spec)
         settings = settings_of(options)
-        code = plan_code(spec, options, os.environ)
+        code = code or plan_code(spec, options, os.environ)
         outputs = plan_outputs(list(spec.outputs), outs, volumes, name, code.store, list(options.get("scratch") or ()))
         manifest = compile_job(spec, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
                                name=name, namespace=options.get("namespace"),

@@ -9,17 +9,15 @@ what to set.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import os
 import re
-import tarfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Mapping
 
+from ..._files import targz
 from ...errors import UsageError
 from . import _podstore
 from ._podstore import StoreError
@@ -103,19 +101,15 @@ def pack(files: Mapping[str, Path]) -> bytes:
         if rel in entries:
             raise UsageError(f"{name!r} and another name both mean {rel!r} in the code archive")
         entries[rel] = Path(path)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel in sorted(entries):
-            path = entries[rel]
-            try:
-                data, mode = path.read_bytes(), path.stat().st_mode
-            except OSError as exc:
-                raise UsageError(f"{path}: cannot be read to pack the code ({exc.strerror or exc})") from None
-            info = tarfile.TarInfo(rel)
-            info.size, info.mtime = len(data), 0
-            info.mode = 0o755 if mode & 0o111 else 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)
+    packed = []
+    for rel in sorted(entries):
+        path = entries[rel]
+        try:
+            data, mode = path.read_bytes(), path.stat().st_mode
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot be read to pack the code ({exc.strerror or exc})") from None
+        packed.append((rel, data, 0o755 if mode & 0o111 else 0o644))
+    return targz(packed)
 
 
 def _hint(exc: StoreError) -> str:

@@ -84,7 +84,7 @@ class KubeflowTarget:
 
             upload(first.code, notify)
         self._tracking = self._start_tracking(spec, options, notify) if options.get("tracking", True) else None
-        job = job_of(spec, options, self._tracking.env() if self._tracking else None)
+        job = job_of(spec, options, self._tracking.env() if self._tracking else None, first.code)
         manifest = job.manifest
         notes = manifest["metadata"].setdefault("annotations", {})
         notes[OUTPUTS] = json.dumps(dict(job.outputs.where), sort_keys=True)
