@@ -333,3 +333,31 @@ def test_every_kind_carries_the_code_and_packages_within_its_crd(job: str, train
         if fetchers:
             assert fetchers[0]["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
             assert fetchers[0]["command"][:2] == ["python", "-c"] and fetchers[0]["command"][3] == "fetch"
+
+
+def test_an_mpijob_worker_is_ready_only_once_its_packages_are_installed() -> None:
+    """mpi-operator starts the launcher once every worker is ready: the worker's readiness is
+    the file its install step writes, so mpirun never starts a rank before its packages."""
+    path = ROOT / "tests" / "launchers" / "jobs" / "mpi" / "component.yaml"
+    manifest = job_of(load(str(path)).with_overrides(nodes=2), {"image": "i:1", "name": "j", "code": "image",
+                                                                "packages": ["numpy"], "scratch": ["result"]}).manifest
+    worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    probe = worker["readinessProbe"]["exec"]["command"]
+    assert probe[:2] == ["test", "-e"] and f"&& touch {probe[2]} && exec" in worker["command"][2]
+    assert worker["command"][3:] == ["/usr/sbin/sshd", "-De"]
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert "readinessProbe" not in launcher and "touch" not in launcher["command"][2]
+
+
+def test_download_says_when_nothing_was_uploaded(tmp_path: Path, s3_server: S3Server,  # noqa: F811
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from distcomp.targets.kubeflow._transfer import download
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    job = job_of(load(str(EXAMPLE)), _options(store=f"s3://{s3_server.bucket}/empty-{tmp_path.name}"))
+    said: list[str] = []
+    assert download(job, tmp_path / "out", said.append) == {}
+    assert said == [f"warning: output 'model': nothing under s3://{s3_server.bucket}/empty-{tmp_path.name}"
+                    "/outputs/ddp/model/"]
+    assert not (tmp_path / "out" / "model").exists()

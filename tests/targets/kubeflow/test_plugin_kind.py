@@ -110,3 +110,20 @@ def test_a_manifest_of_a_kind_no_plugin_provides_is_refused_before_any_request()
         else:
             raise AssertionError("a kind no plugin provides was submitted")
     assert api.requests == []
+
+
+def test_a_kind_without_pod_templates_says_the_image_must_hold_the_code(tmp_path: Path) -> None:
+    """distcomp cannot mount a ConfigMap into pods it does not lay out: compile says the image
+    must hold the code (no ConfigMap is written), and --packages is refused by name."""
+    install(tmp_path / "site")
+    spec = tmp_path / "solo.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"),
+                                                        *filter(None, [os.environ.get("PYTHONPATH")])])}
+    argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(spec), "--image", "i:1"]
+    compiled = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert compiled.returncode == 0, compiled.stderr
+    assert "code: the image's (a SoloJob has no pod templates distcomp can mount code into)" in compiled.stderr
+    assert "ConfigMap" not in compiled.stdout
+    packages = subprocess.run([*argv, "--packages", "numpy"], capture_output=True, text=True, timeout=60, env=env)
+    assert packages.returncode == 2 and "--packages: a SoloJob has no pod templates" in packages.stderr
