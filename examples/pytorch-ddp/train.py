@@ -122,9 +122,6 @@ def main() -> None:
         torch.save(model.state_dict(), args.model_dir / "model.pt")
         (args.model_dir / "metrics.json").write_text(json.dumps({"loss": history, "world_size": world}))
         runtime.log_artifact(str(args.model_dir / "model.pt"), "model")
-    # DDP's reducer holds the process group: released first, the group ends in destroy_process_group,
-    # not at interpreter exit (where gloo's teardown can abort the process: SIGABRT, seen under load)
-    del ddp
     dist.barrier()
     dist.destroy_process_group()
 
