@@ -2,7 +2,10 @@
 
 from pathlib import Path
 
-from distcomp.spec import check_text
+import pytest
+import yaml
+
+from distcomp.spec import _source, check_text
 from distcomp.spec._source import MAX_DEPTH, parse
 
 
@@ -22,10 +25,39 @@ def test_keys_stay_as_written() -> None:
     assert doc.data == {"on": 1, "1": "x", "null": "y"}
 
 
-def test_deep_nesting_is_an_error_not_a_crash() -> None:
+TOO_DEEP = f"the document is nested too deeply (more than {MAX_DEPTH} levels)"
+
+
+# Both loaders: libyaml (PyYAML >= 6.0.4 has its own 1000-level limit, hit while scanning ahead)
+# and the pure-Python one, so the message holds whichever PyYAML build a user has.
+@pytest.fixture(params=["libyaml", "python"])
+def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setattr(_source, "_Base", yaml.SafeLoader)
+    return str(request.param)
+
+
+def test_deep_nesting_is_an_error_not_a_crash(loader: str) -> None:
     n = 100_000
-    assert errors("[" * n + "]" * n) == [
-        f"s.yaml:1:{MAX_DEPTH + 1}: <document>: the document is nested too deeply (more than {MAX_DEPTH} levels)"]
+    assert errors("[" * n + "]" * n) == [f"s.yaml:1:{MAX_DEPTH + 1}: <document>: {TOO_DEEP}"]
+
+
+def test_deep_block_nesting_is_located(loader: str) -> None:
+    text = "".join(" " * i + f"k{i}:\n" for i in range(1500)) + " " * 1500 + "v: 1\n"
+    # the mapping at depth MAX_DEPTH + 1 starts at the key on line MAX_DEPTH + 1
+    assert errors(text) == [f"s.yaml:{MAX_DEPTH + 1}:{MAX_DEPTH + 1}: <document>: {TOO_DEEP}"]
+
+
+def test_deep_nesting_after_a_long_line(loader: str) -> None:
+    pad = "x: " + "a" * 2000 + "\n"
+    # depth 1 is the top mapping, so '[' number MAX_DEPTH (column 3 + MAX_DEPTH) goes too deep
+    assert errors(pad + "y: " + "[" * 5000 + "]" * 5000 + "\n") == [
+        f"s.yaml:2:{3 + MAX_DEPTH}: <document>: {TOO_DEEP}"]
+
+
+def test_syntax_error_in_a_deep_document_is_still_a_syntax_error(loader: str) -> None:
+    out = errors("a: [[[[1, 2]]\nb: c\n")
+    assert len(out) == 1 and out[0].startswith("s.yaml:") and "YAML syntax error" in out[0]
 
 
 def test_recursive_alias() -> None:

@@ -103,8 +103,26 @@ class _Builder:
 
 
 def _too_deep(text: str) -> yaml.Event | None:
-    """The first event nested deeper than MAX_DEPTH, read from libyaml's iterative parser."""
-    loader, depth = _Base(text), 0
+    """The first event nested deeper than MAX_DEPTH, read from an iterative parser.
+
+    libyaml is tried first (fast). Since PyYAML 6.0.4 its scanner has a nesting limit of its own
+    (1000) that it can hit while looking ahead, before we see the event at depth MAX_DEPTH + 1;
+    on any libyaml error the pure-Python parser, which has no such limit, says where the
+    document first goes too deep. A real syntax error is reported by the parse that follows.
+    """
+    try:
+        return _first_too_deep(_Base, text)
+    except yaml.YAMLError:
+        if _Base is yaml.SafeLoader:
+            return None
+        try:
+            return _first_too_deep(yaml.SafeLoader, text)
+        except yaml.YAMLError:
+            return None
+
+
+def _first_too_deep(loader_type: type, text: str) -> yaml.Event | None:
+    loader, depth = loader_type(text), 0
     try:
         while loader.check_event():
             event = loader.get_event()
