@@ -25,6 +25,7 @@ from ._ports import release_ports
 from ._prepare import prepare
 from ._procs import COOKIE, set_subreaper
 from ._records import Failure, FoundOutput, RunOptions, RunResult, describe_signal
+from ._stored import stored_code_copy
 from ._supervisor import Attempt, StartError, Supervisor
 
 Notify = Callable[[str], None]
@@ -47,7 +48,8 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
     job has it."""
     held = claim or claim_run_dir(options.run_dir, options.job_id, options.grace)
     try:
-        return _Job(spec, topology, values, outputs, options, console, notify, held).run()
+        with stored_code_copy(spec, options.run_dir, notify) as ran:
+            return _Job(ran, topology, values, outputs, options, console, notify, held).run()
     finally:
         release_ports()
         if claim is None:
