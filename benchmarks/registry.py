@@ -14,7 +14,13 @@ entry, the SpecifierSet filter and max() (no deprecations, no hash check). Goal:
 locate() <= 20 ms (median of --repeat calls). Printed beside: the first call of the process
 (empty caches), a fresh `python -c locate(...)` process, and the publish time per version.
 
-    python benchmarks/registry.py [--versions N] [--repeat N] [--check]
+Then the cost of running from the registry: `distcomp run NAME@1.0.0` against `distcomp run
+FOLDER` of the same 100-file component (a spec and 99 Python files; the rank prints a line),
+fresh processes taken in turns, --runs of each. The registry run re-hashes the stored version
+and runs in a fresh copy of it, removed at the end. Goal: <= +50 ms. Printed beside: making and
+removing that copy alone, in this process.
+
+    python benchmarks/registry.py [--versions N] [--repeat N] [--runs N] [--check]
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from _report import Row, finish, load, seconds_at_most, wall  # benchmarks/_report.py
+from _report import Row, added_at_most, finish, load, seconds_at_most, wall  # benchmarks/_report.py
 
 NAME = "bench-component"
 SPEC = """\
@@ -44,6 +50,55 @@ launcher:
 code: .
 """
 CASES = [("latest", "99.98.0", None), ("^50", "50.99.0", ">=50,<51"), (">=10,<11", "10.99.0", ">=10,<11")]
+
+
+RUN_SPEC = """\
+name: bench-run
+version: 1.0.0
+type: DistributedComponent
+launcher:
+  type: torch.distributed
+  additional_arguments: python run.py
+code: .
+"""
+RUN_FILES = 100  # the spec and 99 code files
+
+
+def run_cost(tmp: Path, runs: int) -> Row:
+    """A registry run against a plain run of the same 100-file component (see the docstring)."""
+    from distcomp.registry import open_registry, working_copy
+
+    src, root, work = tmp / "run-src", tmp / "run-registry", tmp / "run-work"
+    for n in range(RUN_FILES - 2):
+        module = src / f"pkg{n % 10}" / f"mod{n}.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(f"VALUE = {n}\n" + "# a line of code, roughly as long as a real one\n" * 40)
+    (src / "component.yaml").write_text(RUN_SPEC)
+    (src / "run.py").write_text("print('ran')\n")
+    stored = Path(open_registry(str(root)).publish(src).location)
+    work.mkdir()
+    env = {**os.environ, "DISTCOMP_REGISTRY": str(root)}
+    label = "distcomp run NAME@1.0.0 (100 files)"
+    try:
+        plain, ours = [], []
+        for i in range(runs + 1):  # the first pair warms the caches and is not counted
+            a = wall([sys.executable, "-m", "distcomp", "run", str(src), "--no-tracking", "--run-dir",
+                      f"plain{i}"], env, work)
+            b = wall([sys.executable, "-m", "distcomp", "run", "bench-run@1.0.0", "--no-tracking", "--run-dir",
+                      f"registry{i}"], env, work)
+            if i:
+                plain.append(a)
+                ours.append(b)
+        copies = []
+        for i in range(max(runs, 10)):
+            start = time.perf_counter()
+            copy = working_copy(stored, work / f"copy{i}")
+            assert copy is not None and not copy.remove()
+            copies.append(time.perf_counter() - start)
+        return Row(label, "run FOLDER", ours, plain, added_at_most(0.050),
+                   notes={"the working copy alone: make + remove, in process": copies})
+    except Exception as exc:  # report it in the table
+        return Row(label, "run FOLDER", [], [], added_at_most(0.050), error=f"{type(exc).__name__}: {exc}")
 
 
 def version(i: int) -> str:
@@ -90,6 +145,7 @@ def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="locate() among many published versions")
     parser.add_argument("--versions", type=int, default=10_000, help="how many versions to publish (10,000)")
     parser.add_argument("--repeat", type=int, default=50, help="calls timed per reference (50)")
+    parser.add_argument("--runs", type=int, default=7, help="registry and plain runs timed each (7)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     return parser.parse_args()
 
@@ -134,6 +190,7 @@ def main() -> int:
             except Exception as exc:  # report it in the table
                 rows.append(Row(label, "scandir+Version", [], [], seconds_at_most(0.020),
                                 error=f"{type(exc).__name__}: {exc}"))
+        rows.append(run_cost(Path(tmp), args.runs))
     return finish(rows, before, time.perf_counter() - t0, args.check)
 
 

@@ -1,6 +1,8 @@
-"""Is a path inside a stored version? Cheap (a few stats and one small JSON, no hashing), for
-every ``distcomp run`` start: a job whose code folder is stored code runs with its bytecode
-kept elsewhere (``stored_code_env``), so no ``.pyc`` beside the stored files is ever read.
+"""Is a path inside a stored version, or a registry? Cheap (a few stats and one small JSON, no
+hashing), for every ``distcomp run`` start: a job whose code folder is stored code runs in a
+copy (``_working``), and a rank started in stored code all the same (``prepare`` called on
+its own) keeps its bytecode elsewhere (``stored_code_env``), so no ``.pyc`` beside the stored
+files is ever read; no run folder or output may lie in a registry (``inside_store``).
 
 A stored version is ``NAME/VERSION/`` holding a ``manifest.json`` that names that NAME and
 VERSION (what ``read_manifest`` checks first); the folder of a plain project rarely is.
