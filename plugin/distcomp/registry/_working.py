@@ -40,9 +40,7 @@ class WorkingCopy:
         for rel in self.files:
             try:
                 os.unlink(self.folder / rel)
-            except FileNotFoundError:
-                pass
-            except IsADirectoryError:  # the job put a folder where a file was
+            except OSError:  # gone, or the job put a folder where a file was (or a file where a folder was)
                 pass
         for folder, dirs, _names in os.walk(self.folder, topdown=False):
             if os.path.basename(folder) == _BYTECODE:

@@ -46,9 +46,13 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
     ``claim`` is the run folder already held (``distcomp run`` takes it before creating the
     MLflow run); without one the folder is claimed here, which raises RunDirBusy if another
     job has it."""
+    def say(message: str) -> None:
+        if notify is not None:
+            notify(mask(message, secret_values(values)))
+
     held = claim or claim_run_dir(options.run_dir, options.job_id, options.grace)
     try:
-        with stored_code_copy(spec, options.run_dir, notify) as ran:
+        with stored_code_copy(spec, options.run_dir, say) as ran:  # a registry job: its ranks run in a copy
             return _Job(ran, topology, values, outputs, options, console, notify, held).run()
     finally:
         release_ports()
