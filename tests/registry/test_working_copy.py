@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +159,12 @@ def test_the_working_copy_is_verified_and_shares_no_file_with_the_store(stored: 
     (copy.folder / "pkg" / "__pycache__" / "mod.pyc").write_bytes(b"x")
     assert copy.remove() == ["notes"]
     assert sorted(str(p.relative_to(copy.folder)) for p in copy.folder.rglob("*")) == ["notes", "notes/a.txt"]
+    # a folder the job turned into a link (here: to the stored one) is never deleted through
+    again = working_copy(stored, tmp_path / "w")
+    assert again is not None and again.folder == tmp_path / "w-2"
+    shutil.rmtree(again.folder / "pkg")
+    (again.folder / "pkg").symlink_to(stored / "pkg")
+    assert again.remove() == ["pkg"] and (stored / "pkg" / "mod.py").is_file()
     assert working_copy(tmp_path, tmp_path / "plain") is None and not (tmp_path / "plain").exists()
     # changed after the spec was loaded: the copy says so, and nothing of it is left
     os.chmod(stored / "pkg" / "mod.py", 0o644)

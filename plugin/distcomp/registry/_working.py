@@ -37,9 +37,19 @@ class WorkingCopy:
     def remove(self) -> list[str]:
         """Remove the copied files (changed or not), bytecode and the folders left empty; what
         else the job wrote there (``lightning_logs/``) stays. Returns those top-level entries."""
+        top = str(self.folder)
+        plain: dict[str, bool] = {"": True}  # folder -> no symbolic link on the way from ``top``
+
+        def no_link(folder: str) -> bool:
+            if folder not in plain:
+                plain[folder] = no_link(os.path.dirname(folder)) and not os.path.islink(os.path.join(top, folder))
+            return plain[folder]
+
         for rel in self.files:
+            if not no_link(os.path.dirname(rel)):  # the job made a folder a link: never delete through it
+                continue
             try:
-                os.unlink(self.folder / rel)
+                os.unlink(os.path.join(top, rel))
             except OSError:  # gone, or the job put a folder where a file was (or a file where a folder was)
                 pass
         for folder, dirs, _names in os.walk(self.folder, topdown=False):
