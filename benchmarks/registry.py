@@ -14,13 +14,20 @@ entry, the SpecifierSet filter and max() (no deprecations, no hash check). Goal:
 locate() <= 20 ms (median of --repeat calls). Printed beside: the first call of the process
 (empty caches), a fresh `python -c locate(...)` process, and the publish time per version.
 
-    python benchmarks/registry.py [--versions N] [--repeat N] [--check]
+Then the cost of running from the registry: `distcomp run NAME@1.0.0` against `distcomp run
+FOLDER` of the same 100-file component (a spec and 99 Python files; the rank prints a line),
+fresh processes taken in turns, --runs of each. The registry run re-hashes the stored version
+and runs in a fresh copy of it, removed at the end. Goal: <= +50 ms. Printed beside: making and
+removing that copy alone, in this process.
+
+    python benchmarks/registry.py [--versions N] [--repeat N] [--runs N] [--only-runs] [--check]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -28,7 +35,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from _report import Row, finish, load, seconds_at_most, wall  # benchmarks/_report.py
+from _report import Row, added_at_most, finish, load, seconds_at_most, wall  # benchmarks/_report.py
 
 NAME = "bench-component"
 SPEC = """\
@@ -44,6 +51,65 @@ launcher:
 code: .
 """
 CASES = [("latest", "99.98.0", None), ("^50", "50.99.0", ">=50,<51"), (">=10,<11", "10.99.0", ">=10,<11")]
+
+
+RUN_SPEC = """\
+name: bench-run
+version: 1.0.0
+type: DistributedComponent
+launcher:
+  type: torch.distributed
+  additional_arguments: python run.py
+code: .
+"""
+RUN_FILES = 100  # the spec and 99 code files
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_cost(tmp: Path, runs: int) -> Row:
+    """A registry run against a plain run of the same 100-file component (see the docstring)."""
+    from distcomp.registry import open_registry, working_copy
+
+    src, root, work = tmp / "run-src", tmp / "run-registry", tmp / "run-work"
+    for n in range(RUN_FILES - 2):
+        module = src / f"pkg{n % 10}" / f"mod{n}.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(f"VALUE = {n}\n" + "# a line of code, roughly as long as a real one\n" * 40)
+    (src / "component.yaml").write_text(RUN_SPEC)
+    (src / "run.py").write_text("print('ran')\n")
+    stored = Path(open_registry(str(root)).publish(src).location)
+    work.mkdir()
+    env = {**os.environ, "DISTCOMP_REGISTRY": str(root)}
+    label = "distcomp run NAME@1.0.0 (100 files)"
+    try:
+        plain, ours, plain_cpu, ours_cpu = [], [], [], []
+        for i in range(runs + 1):  # the first pair warms the caches and is not counted
+            for spec, times, cpu in ((str(src), plain, plain_cpu), ("bench-run@1.0.0", ours, ours_cpu)):
+                before = children_cpu()
+                took = wall([sys.executable, "-m", "distcomp", "run", spec, "--no-tracking", "--run-dir",
+                             f"run{i}-{'plain' if times is plain else 'registry'}"], env, work)
+                if i:
+                    times.append(took)
+                    cpu.append(children_cpu() - before)
+        copies, copies_cpu = [], []
+        for i in range(max(runs, 10)):
+            start, cpu = time.perf_counter(), time.process_time()
+            copy = working_copy(stored, work / f"copy{i}")
+            assert copy is not None and not copy.remove()
+            copies.append(time.perf_counter() - start)
+            copies_cpu.append(time.process_time() - cpu)
+        # CPU seconds (user + system) are told beside: on a busy machine they vary less than wall time
+        return Row(label, "run FOLDER", ours, plain, added_at_most(0.050),
+                   notes={"CPU of the registry run (distcomp and its rank)": ours_cpu,
+                          "CPU of the plain run": plain_cpu,
+                          "the working copy alone: make + remove, in process": copies,
+                          "the working copy alone, CPU": copies_cpu})
+    except Exception as exc:  # report it in the table
+        return Row(label, "run FOLDER", [], [], added_at_most(0.050), error=f"{type(exc).__name__}: {exc}")
 
 
 def version(i: int) -> str:
@@ -90,6 +156,8 @@ def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="locate() among many published versions")
     parser.add_argument("--versions", type=int, default=10_000, help="how many versions to publish (10,000)")
     parser.add_argument("--repeat", type=int, default=50, help="calls timed per reference (50)")
+    parser.add_argument("--runs", type=int, default=7, help="registry and plain runs timed each (7)")
+    parser.add_argument("--only-runs", action="store_true", help="only the registry run against the plain one")
     parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     return parser.parse_args()
 
@@ -99,6 +167,8 @@ def main() -> int:
     before, t0 = load(), time.perf_counter()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="distcomp-bench-registry-") as tmp:
+        if args.only_runs:
+            return finish([run_cost(Path(tmp), args.runs)], before, time.perf_counter() - t0, args.check)
         root = Path(tmp) / "registry"
         workers = os.cpu_count() or 1
         chunks = [list(range(w, args.versions, workers)) for w in range(workers)]
@@ -134,6 +204,7 @@ def main() -> int:
             except Exception as exc:  # report it in the table
                 rows.append(Row(label, "scandir+Version", [], [], seconds_at_most(0.020),
                                 error=f"{type(exc).__name__}: {exc}"))
+        rows.append(run_cost(Path(tmp), args.runs))
     return finish(rows, before, time.perf_counter() - t0, args.check)
 
 

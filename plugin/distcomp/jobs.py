@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from .spec import ComponentSpec, InputError, SymlinkLoop, bind_inputs, command_problems, is_uri, resolve_path
 
-__all__ = ["Job", "create_outputs", "default_run_dir", "make_job", "place_problem"]
+__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem"]
 
 # Folders a job must never write into as its run folder or an output: these themselves...
 SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/dev/shm", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
@@ -35,9 +35,22 @@ class Job:
     job_id: str = field(default="")
 
 
+def job_base(cwd: Path) -> Path:
+    """Where what a job puts relative to the current folder goes (its default run folder, a
+    relative MLflow store): ``cwd``, unless it lies in a component registry, which no job may
+    change (``cd REGISTRY/NAME/VERSION && distcomp run .``): then the user's data folder,
+    ``$XDG_DATA_HOME/distcomp`` (default ``~/.local/share/distcomp``)."""
+    from .registry import inside_store
+
+    if inside_store(cwd) is None:
+        return cwd
+    data = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(os.path.abspath(data)) / "distcomp"
+
+
 def default_run_dir(spec: ComponentSpec, base: Path) -> Path:
-    """``runs/NAME-YYYYmmdd-HHMMSS-xxxx`` under ``base``: unique, and sorted by time."""
-    return base / RUNS / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    """``runs/NAME-YYYYmmdd-HHMMSS-xxxx`` under ``job_base(base)``: unique, and sorted by time."""
+    return job_base(base) / RUNS / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
 def _check_local_ports(spec: ComponentSpec, values: Mapping[str, Any]) -> list[str]:
@@ -127,8 +140,21 @@ def _place_problem(path: Path, code: Path, holds: str) -> str | None:
     return _creatable(path)
 
 
+def _in_registry(path: Path) -> str | None:
+    """Why a job must not write ``path``, when it lies in a component registry, or None."""
+    from .registry import inside_store
+
+    try:
+        store = inside_store(path)
+    except (OSError, ValueError):  # a NUL byte, a link loop: place_problem says so
+        return None
+    return None if store is None else f"is inside the component registry at {store}, which no job may change"
+
+
 def _run_dir_problems(run_dir: Path, code: Path) -> list[str]:
-    why, fix = place_problem(run_dir, code), "give --run-dir a new folder of its own"
+    why, fix = _in_registry(run_dir), "give --run-dir a folder outside the registry"
+    if why is None:
+        why, fix = place_problem(run_dir, code), "give --run-dir a new folder of its own"
     if why is None:
         real, code = resolve_path(run_dir), code.resolve()
         if real.is_relative_to(code) and not real.is_relative_to(code / RUNS):
@@ -145,9 +171,12 @@ def _output_problems(spec: ComponentSpec, outputs: Mapping[str, str]) -> list[st
     problems = []
     for name, path in outputs.items():
         holds = spec.outputs[name].holds
-        why = place_problem(Path(path), spec.code, holds)
-        if why:
+        why = _in_registry(Path(path))
+        fix = f"give --output {name}=PATH outside the registry"
+        if why is None:
+            why = place_problem(Path(path), spec.code, holds)
             fix = f"give --output {name}=PATH naming {'a file' if holds == 'file' else 'a folder'} of its own"
+        if why:
             problems.append(f"output '{name}' ({spec.outputs[name].type}) at {_show(path)} {why}; {fix}")
     return problems
 

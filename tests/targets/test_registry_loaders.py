@@ -198,7 +198,8 @@ def test_ranks_of_a_registry_job_never_read_stored_bytecode(who: Path, tmp_path:
 
 def test_a_registry_job_writes_no_bytecode_into_the_registry(who: Path, tmp_path: Path) -> None:
     """Run as root (CI, containers), Python writes __pycache__ through read-only modes: a job
-    would change the stored version it runs. Its bytecode goes to $XDG_CACHE_HOME/distcomp."""
+    would change the stored version it runs. Its ranks run in a copy in the run folder: the
+    bytecode goes there, and is removed with the copy."""
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
@@ -208,7 +209,6 @@ def test_a_registry_job_writes_no_bytecode_into_the_registry(who: Path, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert (work / "run" / "outputs" / "result" / "who.txt").read_text() == "source"
     assert not (who / "__pycache__").exists()
-    assert (cache / "distcomp" / "pycache" / who.relative_to("/") / "__pycache__").exists() is False
-    assert (cache / "distcomp" / "pycache" / who.relative_to("/") / f"helper.{sys.implementation.cache_tag}.pyc"
-            ).is_file()
+    assert not (work / "run" / "work").exists()  # the copy, its bytecode included, is gone
+    assert not (cache / "distcomp").exists()  # no bytecode of a copy piles up in the user's cache
     assert locate("who@1.0.0").parent == who  # still verifies

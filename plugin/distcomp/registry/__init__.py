@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from ._reference import parse_reference
     from ._registry import Registry
     from ._store import RegistryStore
-    from ._stored import pycache_prefix, stored_code_env, stored_version
+    from ._stored import inside_store, pycache_prefix, stored_code_env, stored_version
+    from ._working import WorkingCopy, working_copy
 
 _MODULES = {
     "_directory": ("DirectoryStore", "directory_store"),
@@ -40,15 +41,16 @@ _MODULES = {
     "_reference": ("parse_reference",),
     "_registry": ("Registry",),
     "_store": ("RegistryStore",),
-    "_stored": ("pycache_prefix", "stored_code_env", "stored_version"),
+    "_stored": ("inside_store", "pycache_prefix", "stored_code_env", "stored_version"),
+    "_working": ("WorkingCopy", "working_copy"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "DeprecatedComponentWarning", "DirectoryStore", "Manifest", "Published", "Reference", "Registry",
-    "RegistryError", "RegistryStore", "Resolved", "Summary", "VersionInfo", "default_location",
-    "directory_store", "locate", "open_registry", "parse_reference", "pycache_prefix", "stored_code_env",
-    "stored_version",
+    "RegistryError", "RegistryStore", "Resolved", "Summary", "VersionInfo", "WorkingCopy", "default_location",
+    "directory_store", "inside_store", "locate", "open_registry", "parse_reference", "pycache_prefix",
+    "stored_code_env", "stored_version", "working_copy",
 ]
 
 

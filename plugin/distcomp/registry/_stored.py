@@ -1,6 +1,8 @@
-"""Is a path inside a stored version? Cheap (a few stats and one small JSON, no hashing), for
-every ``distcomp run`` start: a job whose code folder is stored code runs with its bytecode
-kept elsewhere (``stored_code_env``), so no ``.pyc`` beside the stored files is ever read.
+"""Is a path inside a stored version, or a registry? Cheap (a few stats and one small JSON, no
+hashing), for every ``distcomp run`` start: a job whose code folder is stored code runs in a
+copy (``_working``), and a rank started in stored code all the same (``prepare`` called on
+its own) keeps its bytecode elsewhere (``stored_code_env``), so no ``.pyc`` beside the stored
+files is ever read; no run folder or output may lie in a registry (``inside_store``).
 
 A stored version is ``NAME/VERSION/`` holding a ``manifest.json`` that names that NAME and
 VERSION (what ``read_manifest`` checks first); the folder of a plain project rarely is.
@@ -13,9 +15,10 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["pycache_prefix", "stored_code_env", "stored_version"]
+__all__ = ["inside_store", "pycache_prefix", "stored_code_env", "stored_version"]
 
 _MANIFEST = "manifest.json"  # _manifest.MANIFEST, without importing its hashing on this path
+_STAGING = ".staging"  # _directory.STAGING: every directory store that was published to has one
 _MAX_MANIFEST = 64 * 1024 * 1024
 
 
@@ -34,6 +37,40 @@ def stored_version(path: str | os.PathLike[str]) -> Path | None:
     here = Path(os.path.abspath(path))
     for folder in (here, *here.parents):
         if os.path.isfile(folder / _MANIFEST) and _describes(folder):
+            return folder
+    return None
+
+
+def _holds_versions(root: Path) -> bool:
+    """Whether some ``root/NAME/VERSION`` is a stored version (stops at the first one)."""
+    try:
+        names = [e.path for e in os.scandir(root) if e.name[:1] != "." and e.is_dir(follow_symlinks=False)]
+        for name in names:
+            with os.scandir(name) as versions:
+                if any(v.is_dir(follow_symlinks=False) and _describes(Path(v.path)) for v in versions):
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def inside_store(path: str | os.PathLike[str]) -> Path | None:
+    """The folder of a component registry that ``path`` (existing or not, links resolved) lies
+    in, or None. A job must never write there: a stored version that changes fails its hash,
+    and a stray ``NAME/VERSION`` folder breaks resolving NAME. A registry is the configured
+    one (``$DISTCOMP_REGISTRY``, else the user's), or a folder holding a stored version or
+    ``.staging`` beside stored versions. A few stats per parent folder: cheap for every run."""
+    from ._locate import default_location
+
+    here = Path(os.path.realpath(path))
+    configured = default_location()
+    roots = [] if "://" in configured else [Path(os.path.realpath(os.path.expanduser(configured)))]
+    if any(here.is_relative_to(root) for root in roots):
+        return next(root for root in roots if here.is_relative_to(root))
+    for folder in (here, *here.parents):
+        if os.path.isfile(folder / _MANIFEST) and _describes(folder):
+            return folder.parent.parent
+        if os.path.isdir(folder / _STAGING) and _holds_versions(folder):
             return folder
     return None
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from ...errors import JobError, UsageError
 from ...launchers._advice import advice
@@ -60,7 +61,7 @@ def job_id(run_dir: Path) -> str:
 def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str], None] | None = None,
               say: Say | None = None, cwd: Path | None = None) -> JobOutcome:
     """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
-    from ...jobs import create_outputs, default_run_dir, make_job
+    from ...jobs import create_outputs, default_run_dir, job_base, make_job
     from ...plugins import PluginError, get_plugin_manager
     from ...redact import mask, secret_values
     from ...spec import RenderError
@@ -78,6 +79,10 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     except PluginError as exc:
         raise UsageError(str(exc)) from None
     run_dir = Path(request.run_dir) if request.run_dir else default_run_dir(spec, cwd)
+    base = job_base(cwd)  # cwd, unless it lies in a registry: defaults must not be written there
+    if base != cwd:
+        notify(f"the current folder is inside a component registry, which no job may change: the run folder, a "
+               f"relative MLflow store and its artifacts default to {base}")
     try:
         job = make_job(spec, dict(request.inputs), dict(request.outputs), run_dir, cwd)
         RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
@@ -100,12 +105,13 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     except RunDirBusy as exc:
         raise UsageError(str(exc)) from None
     secrets = secret_values(job.values)
-    with held:  # released at the end; undone if the job never started (a tracking store out of reach)
+    # released at the end; undone if the job never started (a tracking store out of reach)
+    with held, _working_folder(base, cwd):
         roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
         notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
                f"process(es), world size {topology.world_size} ({roles})"
                + (f"; {own.describe()}" if own is not None else ""))
-        tracking = _start_tracking(job, topology, cwd, request.experiment, notify) if request.tracking else None
+        tracking = _start_tracking(job, topology, base, request.experiment, notify) if request.tracking else None
         ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
         record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
                              "tracking_uri": ref.tracking_uri}} if ref else {}
@@ -131,6 +137,26 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         _report(result, cwd, notify)
         _end_tracking(tracking, monitors, result, job.run_dir, notify)
     return outcome_of(result, ref)
+
+
+@contextmanager
+def _working_folder(base: Path, cwd: Path) -> Iterator[None]:
+    """This process works from ``base`` while the job runs when the current folder lies in a
+    registry: what MLflow resolves from the current folder (a new experiment's ``./mlruns``,
+    where the job's logs are stored as artifacts) must not be written there either."""
+    if base == cwd:
+        yield
+        return
+    base.mkdir(parents=True, exist_ok=True)
+    here = os.getcwd()
+    os.chdir(base)
+    try:
+        yield
+    finally:
+        try:
+            os.chdir(here)
+        except OSError:  # the folder went away meanwhile: stay where we are
+            pass
 
 
 def _report(result: "RunResult", cwd: Path, notify: Say) -> None:

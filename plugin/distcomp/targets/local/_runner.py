@@ -25,6 +25,7 @@ from ._ports import release_ports
 from ._prepare import prepare
 from ._procs import COOKIE, set_subreaper
 from ._records import Failure, FoundOutput, RunOptions, RunResult, describe_signal
+from ._stored import stored_code_copy
 from ._supervisor import Attempt, StartError, Supervisor
 
 Notify = Callable[[str], None]
@@ -45,9 +46,14 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
     ``claim`` is the run folder already held (``distcomp run`` takes it before creating the
     MLflow run); without one the folder is claimed here, which raises RunDirBusy if another
     job has it."""
+    def say(message: str) -> None:
+        if notify is not None:
+            notify(mask(message, secret_values(values)))
+
     held = claim or claim_run_dir(options.run_dir, options.job_id, options.grace)
     try:
-        return _Job(spec, topology, values, outputs, options, console, notify, held).run()
+        with stored_code_copy(spec, options.run_dir, say) as ran:  # a registry job: its ranks run in a copy
+            return _Job(ran, topology, values, outputs, options, console, notify, held).run()
     finally:
         release_ports()
         if claim is None:
