@@ -253,3 +253,36 @@ def test_a_name_too_long_for_the_filesystem_is_refused(work: Path) -> None:
             f"  output 'model' (AnyDirectory) at {long}/m is not a usable path (File name too long); "
             "give --output model=PATH naming a folder of its own")
     assert files(work.parent) == before
+
+
+# -- --status-file -----------------------------------------------------------------------------
+
+STATUS_FIX = "give --status-file a file of its own outside the code folder"
+
+
+@pytest.mark.parametrize("command", [["run"], ["submit", "--target", "local"]], ids=["run", "submit-local"])
+def test_a_status_file_is_checked_like_an_output_before_anything_starts(work: Path, command: list[str]) -> None:
+    (work / "sub").mkdir()
+    before = {p: p.read_bytes() for p in work.parent.rglob("*") if p.is_file()}
+    for path, why in (
+            ("afile", f"is inside the code folder {work}, which is published and packaged with the component"),
+            ("sub/new.json", f"is inside the code folder {work}, which is published and packaged with the component"),
+            ("component.yaml", "is the spec itself"),
+            (".", "is the code folder"),
+            ("..", f"holds the code folder {work} ({work.parent})"),
+            ("/", "is a system folder"),
+            ("/etc/distcomp.json", "is inside the system folder /etc"),
+            ("afile/x.json", f"cannot be created: {work}/afile is a file")):
+        shown = str(work) if path == "." else path if path.startswith("/") else f"{work}/{path}"
+        refused(distcomp(*command, "component.yaml", "--status-file", path, cwd=work),
+                f"distcomp {command[0]}: status file {shown} {why}; {STATUS_FIX}")
+    # nothing ran: no run folder, no MLflow store, every file as it was
+    assert {p: p.read_bytes() for p in work.parent.rglob("*") if p.is_file()} == before
+    assert files(work.parent) == {"comp", "comp/component.yaml", "comp/afile", "comp/sub"}
+
+
+def test_a_status_file_under_the_code_folders_runs_folder_or_outside_it_is_written(work: Path) -> None:
+    for path in ("runs/status.json", "../status.json"):
+        proc = distcomp("run", "component.yaml", "--no-tracking", "--quiet", "--status-file", path, cwd=work)
+        assert proc.returncode == 0, proc.stderr
+        assert '"state": "succeeded"' in (work / path).read_text()
