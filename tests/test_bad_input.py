@@ -286,3 +286,20 @@ def test_a_status_file_under_the_code_folders_runs_folder_or_outside_it_is_writt
         proc = distcomp("run", "component.yaml", "--no-tracking", "--quiet", "--status-file", path, cwd=work)
         assert proc.returncode == 0, proc.stderr
         assert '"state": "succeeded"' in (work / path).read_text()
+
+
+# -- the tracking store ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["run"], ["submit", "--target", "local"]], ids=["run", "submit-local"])
+def test_a_sqlite_store_that_cannot_be_opened_is_refused_before_mlflow_is_asked(work: Path,
+                                                                                 command: list[str]) -> None:
+    """Not after MLflow's retries (over a minute and a half for a folder): one line, nothing made."""
+    (work.parent / "adir").mkdir()
+    before = files(work.parent)
+    fix = "name a database file in a folder you can write, e.g. sqlite:///mlflow.db, or pass --no-tracking"
+    for uri, why in ((f"sqlite:///{work.parent}/adir", f"{work.parent}/adir is a folder"),
+                     ("sqlite:///../nowhere/m.db", f"its folder {work}/../nowhere does not exist"),
+                     ("sqlite:///afile/m.db", f"{work}/afile is not a folder")):
+        proc = distcomp(*command, "component.yaml", cwd=work, MLFLOW_TRACKING_URI=uri)
+        refused(proc, f"distcomp {command[0]}: MLflow tracking: MLFLOW_TRACKING_URI={uri!r}: {why}; {fix}")
+    assert files(work.parent) == before  # no run folder, no database

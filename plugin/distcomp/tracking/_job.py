@@ -33,7 +33,7 @@ from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, RunDat
                        TrackingError, truncate, user)
 from ..redact import is_secret
 from ._store import Store, open_store
-from ._uri import DEFAULT_URI, resolve_uri, sqlite_path
+from ._uri import DEFAULT_URI, sqlite_path, usable_uri
 
 if TYPE_CHECKING:
     from ..jobs import Job
@@ -164,7 +164,7 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
     Returns None, after a notice, when tracking was not asked for explicitly and MLflow is not
     installed; raises TrackingError when the store cannot be used."""
     say = notify or (lambda _m: None)
-    uri = resolve_uri(environ, cwd)
+    uri = usable_uri(environ, cwd)
     db = sqlite_path(uri)
     if db is not None and not Path(db).exists():
         if importlib.util.find_spec("mlflow") is None:
