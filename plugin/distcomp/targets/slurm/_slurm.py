@@ -57,6 +57,15 @@ def submit(script_path: str) -> str:
     return job_id
 
 
+def test(script_text: str) -> None:
+    """Ask sbatch whether it would take the job (``--test-only``: nothing is queued); a refusal
+    (an unknown partition or account, more memory than a node has) is the user's to fix."""
+    proc = subprocess.run(["sbatch", "--test-only"], input=script_text, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        text = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
+        raise UsageError(f"Slurm refused the job: {text or f'sbatch --test-only exited with {proc.returncode}'}")
+
+
 def show(job_id: str) -> SlurmJob | None:
     """The job, or None once Slurm has forgotten it (MinJobAge after its end) or never had it."""
     proc = run(["scontrol", "show", "job", "-o", job_id], "asking Slurm for the job", check=False)
