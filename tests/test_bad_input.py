@@ -303,3 +303,15 @@ def test_a_sqlite_store_that_cannot_be_opened_is_refused_before_mlflow_is_asked(
         proc = distcomp(*command, "component.yaml", cwd=work, MLFLOW_TRACKING_URI=uri)
         refused(proc, f"distcomp {command[0]}: MLflow tracking: MLFLOW_TRACKING_URI={uri!r}: {why}; {fix}")
     assert files(work.parent) == before  # no run folder, no database
+
+
+def test_an_input_over_mlflows_param_limit_is_cut_and_the_run_says_so(work: Path) -> None:
+    from mlflow import MlflowClient
+
+    proc = distcomp("run", "component.yaml", "-i", "msg=" + "m" * 7000, "--quiet", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert "truncated" not in proc.stderr and "m" * 100 not in proc.stderr  # no MLflow warning with the value
+    (run,) = MlflowClient(f"sqlite:///{work / 'mlflow.db'}").search_runs(["1"])
+    assert run.data.params["msg"] == "m" * 6000  # MLflow's limit, cut as MLflow cuts it
+    assert run.data.tags["distcomp.truncated_param.msg"] == ("7000 characters, over MLflow's limit: the param holds "
+                                                             "the first 6000")

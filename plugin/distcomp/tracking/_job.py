@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ._delivery import REPORTS_ENV
 from ._ending import REPORTS_DIR, end
-from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
+from ._records import (MAX_KEY, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                        TrackingError, truncate, user)
 from ..redact import is_secret
 from ._store import Store, open_store
@@ -136,8 +136,9 @@ def _text(value: Any) -> str:
 
 
 def job_params(values: Mapping[str, Any]) -> dict[str, str]:
-    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow."""
-    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else truncate(_text(value), MAX_PARAM_VALUE)
+    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow. A value
+    over MLflow's limit is cut by the store, which tags the run with it (``_params.fit``)."""
+    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else _text(value)
             for name, value in values.items() if value is not None}
 
 
