@@ -110,3 +110,20 @@ def test_a_sqlite_store_that_is_a_folder_is_refused_before_the_job_folder_exists
     refused(proc, f"distcomp submit: MLflow tracking: MLFLOW_TRACKING_URI={uri!r}: {tmp_path}/adir is a folder; "
                   "name a database file in a folder you can write, e.g. sqlite:///mlflow.db, or pass --no-tracking")
     assert list(jobs.iterdir()) == [] and list((tmp_path / "adir").iterdir()) == []
+
+
+def test_a_controller_out_of_reach_is_not_called_a_refusal(slurm_cluster: Path, tmp_path: Path) -> None:
+    """sbatch --test-only that cannot reach slurmctld: exit 1 (try again later), not 2; nothing made."""
+    conf = (slurm_cluster / "slurm.conf").read_text()
+    dead = tmp_path / "slurm.conf"
+    dead.write_text("\n".join("SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line
+                              for line in conf.splitlines()) + "\n")
+    jobs = tmp_path / "jobs"
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "submit", "--target", "slurm", str(TORCH),
+                           "--job-dir", str(jobs)], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "SLURM_CONF": str(dead)}, timeout=300)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("distcomp submit: cannot reach Slurm to submit the job: ")
+    assert "Unable to contact slurm controller" in proc.stderr
+    assert not jobs.exists()
