@@ -73,3 +73,20 @@ def test_a_special_file_in_the_code_folder_is_refused_in_one_line(special: tuple
         "holds files and folders; remove it, or move it out of the code folder"]
     assert sorted(p.name for p in code.parent.iterdir() if p.name != "registry") == ["comp"]  # no out
     assert not [p for p in (code.parent / "registry").rglob("*") if not p.is_dir()]  # no stored version
+
+
+@pytest.mark.parametrize("command", [["compile", "--target", "mlflow", "comp", "-o", "out"],
+                                     ["compile", "--target", "kfp", "comp", "-o", "out.yaml"]], ids=["mlflow", "kfp"])
+def test_a_link_that_leads_nowhere_is_refused_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    """MLflow's copy gave copytree's raw list of failures; the KFP bundle left the file out silently."""
+    code = tmp_path / "comp"
+    code.mkdir()
+    (code / "component.yaml").write_text(SPEC)
+    (code / "main.py").write_text("print('hi')\n")
+    (code / "data").symlink_to("/nonexistent/data")
+    proc = distcomp(*command, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"distcomp compile: {str(code / 'data')!r} in the code folder is a symbolic link that leads nowhere "
+        "(/nonexistent/data); remove it, or make it point at a file"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["comp"]

@@ -87,12 +87,16 @@ def targz(entries: Iterable[tuple[str, bytes, int]]) -> bytes:
 
 def code_file_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path``, met in a code folder, cannot be packed or copied with the code (a FIFO, a
-    socket, a device; a symbolic link is judged by what it points at), or None. Every walk of a
-    code folder (a target's copy or bundle, publishing) asks this, so all refuse alike."""
+    socket, a device, a symbolic link that leads nowhere; a link is judged by what it points at),
+    or None. Every walk of a code folder (a target's copy or bundle, publishing) asks this, so
+    all refuse alike."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return None  # gone, or a broken link: the walk's own concern
+        if os.path.islink(path):
+            return (f"{os.fspath(path)!r} in the code folder is a symbolic link that leads nowhere "
+                    f"({os.readlink(path)}); remove it, or make it point at a file")
+        return None  # gone meanwhile: the walk's own concern
     kind = next((what for test, what in _SPECIAL if test(mode)), None)
     if kind is None:
         return None

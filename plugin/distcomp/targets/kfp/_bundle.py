@@ -82,7 +82,7 @@ def _code_files(folder: Path) -> list[tuple[str, bytes, int]]:
             why = code_file_problem(path)
             if why:
                 raise KfpTargetError(why)
-            if not path.is_file():  # a broken link
+            if not path.is_file():  # gone meanwhile
                 continue
             mode = 0o755 if os.access(path, os.X_OK) else 0o644
             out.append((f"{CODE_DIR}/{path.relative_to(folder).as_posix()}", path.read_bytes(), mode))
