@@ -253,3 +253,65 @@ def test_a_name_too_long_for_the_filesystem_is_refused(work: Path) -> None:
             f"  output 'model' (AnyDirectory) at {long}/m is not a usable path (File name too long); "
             "give --output model=PATH naming a folder of its own")
     assert files(work.parent) == before
+
+
+# -- --status-file -----------------------------------------------------------------------------
+
+STATUS_FIX = "give --status-file a file of its own outside the code folder"
+
+
+@pytest.mark.parametrize("command", [["run"], ["submit", "--target", "local"]], ids=["run", "submit-local"])
+def test_a_status_file_is_checked_like_an_output_before_anything_starts(work: Path, command: list[str]) -> None:
+    (work / "sub").mkdir()
+    before = {p: p.read_bytes() for p in work.parent.rglob("*") if p.is_file()}
+    for path, why in (
+            ("afile", f"is inside the code folder {work}, which is published and packaged with the component"),
+            ("sub/new.json", f"is inside the code folder {work}, which is published and packaged with the component"),
+            ("component.yaml", "is the spec itself"),
+            (".", "is the code folder"),
+            ("..", f"holds the code folder {work} ({work.parent})"),
+            ("/", "is a system folder"),
+            ("/etc/distcomp.json", "is inside the system folder /etc"),
+            ("afile/x.json", f"cannot be created: {work}/afile is a file")):
+        shown = str(work) if path == "." else path if path.startswith("/") else f"{work}/{path}"
+        refused(distcomp(*command, "component.yaml", "--status-file", path, cwd=work),
+                f"distcomp {command[0]}: status file {shown} {why}; {STATUS_FIX}")
+    # nothing ran: no run folder, no MLflow store, every file as it was
+    assert {p: p.read_bytes() for p in work.parent.rglob("*") if p.is_file()} == before
+    assert files(work.parent) == {"comp", "comp/component.yaml", "comp/afile", "comp/sub"}
+
+
+def test_a_status_file_under_the_code_folders_runs_folder_or_outside_it_is_written(work: Path) -> None:
+    for path in ("runs/status.json", "../status.json"):
+        proc = distcomp("run", "component.yaml", "--no-tracking", "--quiet", "--status-file", path, cwd=work)
+        assert proc.returncode == 0, proc.stderr
+        assert '"state": "succeeded"' in (work / path).read_text()
+
+
+# -- the tracking store ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["run"], ["submit", "--target", "local"]], ids=["run", "submit-local"])
+def test_a_sqlite_store_that_cannot_be_opened_is_refused_before_mlflow_is_asked(work: Path,
+                                                                                 command: list[str]) -> None:
+    """Not after MLflow's retries (over a minute and a half for a folder): one line, nothing made."""
+    (work.parent / "adir").mkdir()
+    before = files(work.parent)
+    fix = "name a database file in a folder you can write, e.g. sqlite:///mlflow.db, or pass --no-tracking"
+    for uri, why in ((f"sqlite:///{work.parent}/adir", f"{work.parent}/adir is a folder"),
+                     ("sqlite:///../nowhere/m.db", f"its folder {work}/../nowhere does not exist"),
+                     ("sqlite:///afile/m.db", f"{work}/afile is not a folder")):
+        proc = distcomp(*command, "component.yaml", cwd=work, MLFLOW_TRACKING_URI=uri)
+        refused(proc, f"distcomp {command[0]}: MLflow tracking: MLFLOW_TRACKING_URI={uri!r}: {why}; {fix}")
+    assert files(work.parent) == before  # no run folder, no database
+
+
+def test_an_input_over_mlflows_param_limit_is_cut_and_the_run_says_so(work: Path) -> None:
+    from mlflow import MlflowClient
+
+    proc = distcomp("run", "component.yaml", "-i", "msg=" + "m" * 7000, "--quiet", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert "truncated" not in proc.stderr and "m" * 100 not in proc.stderr  # no MLflow warning with the value
+    (run,) = MlflowClient(f"sqlite:///{work / 'mlflow.db'}").search_runs(["1"])
+    assert run.data.params["msg"] == "m" * 6000  # MLflow's limit, cut as MLflow cuts it
+    assert run.data.tags["distcomp.truncated_param.msg"] == ("7000 characters, over MLflow's limit: the param holds "
+                                                             "the first 6000")

@@ -1,10 +1,17 @@
-"""Files: writing outputs whole or not at all, and measuring what a folder holds."""
+"""Files: writing outputs whole or not at all, measuring what a folder holds, and the one rule
+for what a code folder may hold."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
+
+# what a code folder may not hold: reading one would block (a FIFO), fail or never end
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 def write_atomic(path: Path, text: str, durable: bool = False) -> None:
@@ -76,3 +83,33 @@ def targz(entries: Iterable[tuple[str, bytes, int]]) -> bytes:
             info.size, info.mode, info.mtime = len(data), mode, 0
             tar.addfile(info, io.BytesIO(data))
     return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)
+
+
+def code_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path``, met in a code folder, cannot be packed or copied with the code (a FIFO, a
+    socket, a device, a symbolic link that leads nowhere; a link is judged by what it points at),
+    or None. Every walk of a code folder (a target's copy or bundle, publishing) asks this, so
+    all refuse alike."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        if os.path.islink(path):
+            return (f"{os.fspath(path)!r} in the code folder is a symbolic link that leads nowhere "
+                    f"({os.readlink(path)}); remove it, or make it point at a file")
+        return None  # gone meanwhile: the walk's own concern
+    kind = next((what for test, what in _SPECIAL if test(mode)), None)
+    if kind is None:
+        return None
+    return (f"{os.fspath(path)!r} in the code folder is {kind}, not a regular file: a code folder holds files and "
+            "folders; remove it, or move it out of the code folder")
+
+
+def checked_copy(error: Callable[[str], Exception]) -> Callable[[str, str], object]:
+    """A ``shutil.copytree`` copy function that raises ``error(code_file_problem)`` for a special
+    file instead of blocking on it or adding it to copytree's list of failures."""
+    def copy(src: str, dst: str) -> object:
+        why = code_file_problem(src)
+        if why:
+            raise error(why)
+        return shutil.copy2(src, dst)
+    return copy

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from .spec import ComponentSpec, InputError, SymlinkLoop, bind_inputs, command_problems, is_uri, resolve_path
 
-__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem"]
+__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem", "status_file_problem"]
 
 # Folders a job must never write into as its run folder or an output: these themselves...
 SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/dev/shm", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
@@ -151,16 +151,45 @@ def _in_registry(path: Path) -> str | None:
     return None if store is None else f"is inside the component registry at {store}, which no job may change"
 
 
+def _inside_code(path: Path, code: Path) -> str | None:
+    """Why ``path`` (a place ``place_problem`` accepted) is inside the code folder, which is published
+    and packaged with the component, or None; its own ``runs/`` folder is skipped by both."""
+    real, code = resolve_path(path), code.resolve()
+    if real.is_relative_to(code) and not real.is_relative_to(code / RUNS):
+        return f"is inside the code folder {code}, which is published and packaged with the component"
+    return None
+
+
 def _run_dir_problems(run_dir: Path, code: Path) -> list[str]:
     why, fix = _in_registry(run_dir), "give --run-dir a folder outside the registry"
     if why is None:
         why, fix = place_problem(run_dir, code), "give --run-dir a new folder of its own"
     if why is None:
-        real, code = resolve_path(run_dir), code.resolve()
-        if real.is_relative_to(code) and not real.is_relative_to(code / RUNS):
-            why = f"is inside the code folder {code}, which is published and packaged with the component"
-            fix = f"give --run-dir a folder outside it, or under its {RUNS}/ folder"
+        why = _inside_code(run_dir, code)
+        fix = f"give --run-dir a folder outside it, or under its {RUNS}/ folder"
     return [f"run folder {_show(run_dir)} {why}; {fix}"] if why else []
+
+
+def status_file_problem(path: Path, spec: ComponentSpec, cwd: Path) -> str | None:
+    """Why ``--status-file PATH`` must not be written, as the whole message, or None: the places an
+    output file may not go (``place_problem``), the code folder's files and the spec itself. The
+    CLI asks before anything starts, so a bad one costs no run."""
+    path = path if path.is_absolute() else cwd / path
+    fix = "give --status-file a file of its own outside the code folder"
+    why = _in_registry(path)
+    if why is not None:
+        fix = "give --status-file a file outside the registry"
+    else:
+        why = place_problem(path, spec.code, "file")
+    if why is None:
+        try:
+            if spec.source is not None and resolve_path(path) == spec.source.resolve():
+                why = "is the spec itself"
+            else:
+                why = _inside_code(path, spec.code)
+        except (SymlinkLoop, OSError):  # place_problem has resolved it already
+            why = None
+    return f"status file {_show(path)} {why}; {fix}" if why else None
 
 
 def _show(path: str | Path) -> str:

@@ -196,7 +196,7 @@ def test_params_keep_secrets_out() -> None:
                          "unset": None, "notes": "y" * 7000})
     assert params["api_key"] == params["DB_PASSWORD"] == params["auth_token"] == "***"
     assert params["epochs"] == "3" and params["cfg"] == "[1, 2]" and "unset" not in params
-    assert len(params["notes"]) == 6000 and params["notes"].endswith("[cut by distcomp]")
+    assert params["notes"] == "y" * 7000  # whole: the store cuts it to MLflow's limit, and says so in a tag
 
 
 def test_creating_a_run_does_not_import_mlflow(sqlite_uri: str, tmp_path: Path) -> None:
@@ -239,6 +239,23 @@ def test_a_param_conflict_costs_no_other_param_on_any_store(each_store: tuple, t
     # a value over MLflow's 6000 characters is cut, as MLflow cuts it
     assert store.log(run.run_id, {}, {"long": "x" * 6001}) == []
     assert client.get_run(run.run_id).data.params["long"] == "x" * 6000
+
+
+def test_a_param_over_mlflows_limit_is_cut_and_the_run_says_so_on_any_store(
+        each_store: tuple, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+    store, uri = each_store
+    run = store.create_run(store.experiment(f"long-{tmp_path.name}"), "r", {}, {"made": "m" * 7000, "ok": "1"})
+    assert store.log(run.run_id, {}, {"logged": "l" * (MAX_PARAM_VAL_LENGTH + 1), "fits": "f" * 6000}) == []
+    data = MlflowClient(uri).get_run(run.run_id).data
+    assert data.params == {"made": "m" * MAX_PARAM_VAL_LENGTH, "ok": "1", "logged": "l" * MAX_PARAM_VAL_LENGTH,
+                           "fits": "f" * 6000}
+    notes = {k: v for k, v in data.tags.items() if k.startswith("distcomp.truncated_param.")}
+    assert notes == {
+        "distcomp.truncated_param.made": "7000 characters, over MLflow's limit: the param holds the first 6000",
+        "distcomp.truncated_param.logged": "6001 characters, over MLflow's limit: the param holds the first 6000"}
+    assert "truncated" not in capfd.readouterr().err  # MLflow's own warning (the value's start) is not printed
 
 
 @pytest.fixture(params=["rest", "client"])

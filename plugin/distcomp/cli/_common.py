@@ -43,6 +43,16 @@ def load_spec(ref: str) -> "ComponentSpec":
     return load(ref, warn=deprecated)
 
 
+def check_status_file(path: str | None, spec: "ComponentSpec") -> None:
+    """``--status-file``: refused before anything starts where an output file could not go either
+    (``jobs.status_file_problem``), so a bad one costs no run and overwrites nothing."""
+    from ..jobs import status_file_problem
+
+    why = status_file_problem(Path(path), spec, Path.cwd()) if path else None
+    if why:
+        raise _Usage(why)
+
+
 def launcher_table() -> dict[str, str]:
     """Every launcher name and alias the installed plugins provide (built-ins included)."""
     from ..plugins import PluginError, get_plugin_manager

@@ -24,11 +24,13 @@ def _inputs(args: argparse.Namespace) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..api import run
-    from ._common import load_spec
+    from ._common import check_status_file, load_spec
 
     if args.no_tracking and (args.system_metrics or args.experiment):
         raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
-    outcome = run(load_spec(args.spec), inputs=_inputs(args), outputs=pairs(args.output, "--output"),
+    spec = load_spec(args.spec)
+    check_status_file(args.status_file, spec)
+    outcome = run(spec, inputs=_inputs(args), outputs=pairs(args.output, "--output"),
                   nodes=args.nodes, nproc_per_node=args.nproc_per_node, run_dir=args.run_dir,
                   tracking=not args.no_tracking, experiment=args.experiment, timeout=args.timeout,
                   max_restarts=args.max_restarts, grace=args.grace, system_metrics=args.system_metrics,

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, load_spec, number, pairs, positive,
-                      speaker)
+from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file, load_spec, number, pairs,
+                      positive, speaker)
 
 if TYPE_CHECKING:
     from ..outcome import JobOutcome
@@ -162,6 +162,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     say = speaker("submit")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
+    check_status_file(args.status_file, spec)
     values = target_values(args, target, submitting=True)
     handle = submit(spec, args.target, nodes=nodes_and_range(args, target, values),
                     nproc_per_node=args.nproc_per_node, notify=say, **values)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from .._files import code_file_problem
 from ._manifest import FileEntry, safe_path
 from ._records import RegistryError
 
@@ -102,6 +103,9 @@ def _code_files(code: Path, spec_file: Path, skip: frozenset[Path],
             if not safe_path(rel):
                 raise RegistryError(f"{spec_file}: cannot publish {str(path)!r}: control characters in its name")
             target = _link(path, code, spec_file, skip, allow_external) if path.is_symlink() else None
+            special = code_file_problem(path)
+            if special:
+                raise RegistryError(f"{spec_file}: {special}")
             if not path.is_file():
                 raise RegistryError(f"{spec_file}: {path} in the code folder is not a regular file; remove it to "
                                     "publish")

@@ -11,8 +11,8 @@ from ._job import EXPERIMENT_KIND, RANK_SITE, JobRun, describe, job_params, job_
 from ._records import Metric, RunRef, StoreUnavailable, TrackingError
 from ._retry import Retry
 from ._store import open_store
-from ._uri import DEFAULT_URI, resolve_uri
+from ._uri import DEFAULT_URI, resolve_uri, usable_uri
 
 __all__ = ["DEFAULT_URI", "EXPERIMENT_KIND", "RANK_SITE", "REPORTS_ENV", "Counts", "JobRun", "Metric", "Report", "Retry", "RunRef", "StoreUnavailable",
            "TrackingError", "describe", "describe_loss", "job_params", "job_tags", "open_store", "read_reports",
-           "resolve_uri", "run_name", "start_run", "write_report"]
+           "resolve_uri", "run_name", "start_run", "usable_uri", "write_report"]

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import mlflow  # noqa: F401  (ImportError here tells open_store that MLflow is missing)
 
-from ._params import KnownParams, log_new
+from ._params import KnownParams, fit, log_new
 from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoredRun,
                        StoreUnavailable, TrackingError)
 from ._retry import TRANSIENT_HTTP
@@ -97,6 +97,7 @@ class ClientStore:
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:
+        tags, params = fit(tags, params)  # MLflow's limit, said in a tag
         from mlflow.entities import Metric as MlflowMetric, Param, RunTag
 
         points = [MlflowMetric(m.key, m.value, m.timestamp, m.step) for m in metrics]

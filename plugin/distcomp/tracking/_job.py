@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ._delivery import REPORTS_ENV
 from ._ending import REPORTS_DIR, end
-from ._records import (MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
+from ._records import (MAX_KEY, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                        TrackingError, truncate, user)
 from ..redact import is_secret
 from ._store import Store, open_store
-from ._uri import DEFAULT_URI, resolve_uri, sqlite_path
+from ._uri import DEFAULT_URI, sqlite_path, usable_uri
 
 if TYPE_CHECKING:
     from ..jobs import Job
@@ -136,8 +136,9 @@ def _text(value: Any) -> str:
 
 
 def job_params(values: Mapping[str, Any]) -> dict[str, str]:
-    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow."""
-    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else truncate(_text(value), MAX_PARAM_VALUE)
+    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow. A value
+    over MLflow's limit is cut by the store, which tags the run with it (``_params.fit``)."""
+    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else _text(value)
             for name, value in values.items() if value is not None}
 
 
@@ -164,7 +165,7 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
     Returns None, after a notice, when tracking was not asked for explicitly and MLflow is not
     installed; raises TrackingError when the store cannot be used."""
     say = notify or (lambda _m: None)
-    uri = resolve_uri(environ, cwd)
+    uri = usable_uri(environ, cwd)
     db = sqlite_path(uri)
     if db is not None and not Path(db).exists():
         if importlib.util.find_spec("mlflow") is None:

@@ -4,6 +4,8 @@ A param is immutable in MLflow, and MLflow refuses a whole batch when one of its
 holds another value, so sending a known key again can cost the new params beside it. Each store
 keeps what it knows a run holds (one ``run_data()`` read at first use, then what it sent) and
 sends only new keys; a key that holds another value is reported by name and kept as it is.
+A value over MLflow's limit is cut as MLflow cuts it (its first 6000 characters), and the run
+says so in a tag per cut param (``fit``), where MLflow would only warn on the console.
 """
 
 from __future__ import annotations
@@ -11,8 +13,22 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from ..redact import REDACTED, is_secret
+from ._records import MAX_KEY, MAX_PARAM_VALUE, truncate
 
 Read = Callable[[str], Mapping[str, str]]  # run id -> the params the run holds now
+TRUNCATED = "distcomp.truncated_param."  # + a param's name: its value was cut to MLflow's limit
+
+
+def fit(tags: Mapping[str, str], params: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(tags, params) as every store writes them: each value over ``MAX_PARAM_VALUE`` (MLflow's
+    ``MAX_PARAM_VAL_LENGTH``) cut to its first characters, as MLflow cuts it, and a tag
+    ``distcomp.truncated_param.NAME`` with its full length, so the run shows it was cut."""
+    cut = {k: len(v) for k, v in params.items() if len(v) > MAX_PARAM_VALUE}
+    if not cut:
+        return dict(tags), dict(params)
+    notes = {truncate(TRUNCATED + k, MAX_KEY): f"{n} characters, over MLflow's limit: the param holds the first "
+             f"{MAX_PARAM_VALUE}" for k, n in cut.items()}
+    return {**tags, **notes}, {k: v[:MAX_PARAM_VALUE] for k, v in params.items()}
 
 
 def conflict(run_id: str, key: str, old: str, new: str) -> str:

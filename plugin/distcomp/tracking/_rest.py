@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import quote, urlencode, urlsplit
 
 from ._artifacts import copy_files, local_root, safe_artifact_path, upload_with_mlflow
-from ._params import KnownParams, log_new
+from ._params import KnownParams, fit, log_new
 from ._records import (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, Metric, RunData, RunRef, StoredRun,
                        StoreUnavailable, TrackingError)
 from ._retry import TRANSIENT_HTTP, Retry
@@ -175,6 +175,7 @@ class RestStore:
 
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:
+        tags, params = fit(tags, params)  # MLflow's limit, said in a tag
         for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
             points = [{"key": m.key, "value": _json_float(m.value), "timestamp": m.timestamp, "step": m.step}
                       for m in metrics[i:i + MAX_METRICS_PER_BATCH]]

@@ -17,8 +17,8 @@ from typing import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from ._artifacts import copy_files, local_root, upload_with_mlflow
-from ._params import conflict
-from ._records import (MAX_PARAM_VALUE, Metric, RunData, RunRef, StoredRun, StoreUnavailable, TrackingError,
+from ._params import conflict, fit
+from ._records import (Metric, RunData, RunRef, StoredRun, StoreUnavailable, TrackingError,
                        user as _user)
 from ._uri import sqlite_path
 
@@ -147,6 +147,7 @@ class SqliteStore:
                 "start_time, end_time, deleted_time, source_version, lifecycle_stage, artifact_uri, experiment_id) "
                 "VALUES (?, ?, 'UNKNOWN', '', '', ?, 'RUNNING', ?, NULL, NULL, '', 'active', ?, ?)",
                 (run_id, name, user, _now(), artifact_uri, int(experiment_id)))
+            tags, params = fit(tags, params)
             all_tags = {"mlflow.runName": name, "mlflow.user": user, **tags}
             db.executemany("INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?)",
                            [(k, v, run_id) for k, v in all_tags.items()])
@@ -182,6 +183,7 @@ class SqliteStore:
     def log(self, run_id: str, tags: Mapping[str, str], params: Mapping[str, str] = {},
             metrics: Sequence[Metric] = ()) -> list[str]:
         problems = []
+        tags, params = fit(tags, params)
         with self._write() as db:
             row = db.execute("SELECT lifecycle_stage FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
             if row is None or row[0] != "active":
@@ -190,7 +192,6 @@ class SqliteStore:
                            [(k, v, run_id) for k, v in tags.items()])
             for key, value in params.items():
                 old = db.execute("SELECT value FROM params WHERE key = ? AND run_uuid = ?", (key, run_id)).fetchone()
-                value = value[:MAX_PARAM_VALUE]  # as MLflow's own stores cut it
                 if old is None:
                     db.execute("INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)", (key, value, run_id))
                 elif old[0] != value:

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import yaml
 
-from ..._files import targz
+from ..._files import code_file_problem, targz
 from ...spec import BUILTIN_LAUNCHERS, ComponentSpec, check_text
 from ._errors import KfpTargetError
 
@@ -77,7 +77,12 @@ def _code_files(folder: Path) -> list[tuple[str, bytes, int]]:
         dirs[:] = sorted(d for d in dirs if d not in SKIP)
         for name in sorted(files):
             path = Path(root) / name
-            if name in SKIP or name.endswith(".pyc") or not path.is_file():
+            if name in SKIP or name.endswith(".pyc"):
+                continue
+            why = code_file_problem(path)
+            if why:
+                raise KfpTargetError(why)
+            if not path.is_file():  # gone meanwhile
                 continue
             mode = 0o755 if os.access(path, os.X_OK) else 0o644
             out.append((f"{CODE_DIR}/{path.relative_to(folder).as_posix()}", path.read_bytes(), mode))

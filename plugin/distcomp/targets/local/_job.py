@@ -74,6 +74,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     if bad:
         raise UsageError(f"--env {bad[0]!r}: not a variable name (letters, digits and '_', not first a digit)")
     cwd = cwd or Path.cwd()
+    if request.tracking:
+        check_tracking_uri(cwd)
     try:
         launcher = get_plugin_manager().launcher(spec.distribution.launcher)
     except PluginError as exc:
@@ -200,6 +202,17 @@ def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str
     if tracking is not None:
         notify(describe(tracking))
     return tracking
+
+
+def check_tracking_uri(cwd: Path) -> None:
+    """A store that cannot be used (a SQLite path that is a folder, ...) is refused before anything
+    of the job exists, not after MLflow's retries."""
+    from ...tracking import TrackingError, usable_uri
+
+    try:
+        usable_uri(os.environ, cwd)
+    except TrackingError as exc:
+        raise UsageError(f"MLflow tracking: {exc}") from None
 
 
 def _start_monitors(tracking: "JobRun | None", topology: "Topology", log_dir: Path) -> "Monitors | None":

@@ -74,6 +74,7 @@ class LocalTarget:
         """``distcomp run`` in its own session, writing RUN_DIR/console.log; returns once the job
         is started (its status.json says running) or has failed to start (its console tells why)."""
         from ...jobs import default_run_dir, make_job
+        from ._job import check_tracking_uri
 
         if spec.source is None:
             raise UsageError(f"{spec.ref}: a spec that is not in a file cannot run in the background; save it "
@@ -82,6 +83,8 @@ class LocalTarget:
         run_dir = Path(options.get("run_dir") or default_run_dir(spec, cwd))
         run_dir = run_dir if run_dir.is_absolute() else cwd / run_dir
         make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), run_dir, cwd)
+        if options.get("tracking", True):
+            check_tracking_uri(cwd)  # before the run folder and its console exist
         argv = [sys.executable, "-m", "distcomp", "run", str(spec.source), "--run-dir", str(run_dir),
                 "--nodes", str(spec.distribution.nodes), "--max-restarts", str(options.get("max_restarts", 0)),
                 "--grace", str(options.get("grace", 5.0))]

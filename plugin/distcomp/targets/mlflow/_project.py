@@ -14,6 +14,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..._files import checked_copy
 from .._spec import SpecLike
 from ._errors import MlflowTargetError
 from ._mlproject import MLPROJECT, is_ours, mlproject_text
@@ -100,7 +101,7 @@ def _copy_code(code: Path, dst: Path, avoid: set[Path]) -> None:
         skip = {n for n in names if n in SKIP or here / n in avoid}
         return skip | (SKIP_TOP.intersection(names) if here == code else set())
 
-    shutil.copytree(code, dst, ignore=ignore, dirs_exist_ok=True)
+    shutil.copytree(code, dst, ignore=ignore, dirs_exist_ok=True, copy_function=checked_copy(MlflowTargetError))
     # a registry keeps its snapshots read-only; the project is the user's to edit and replace
     for folder, _dirs, files in os.walk(dst):
         for path in (Path(folder), *(Path(folder) / f for f in files)):

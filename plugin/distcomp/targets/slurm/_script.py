@@ -10,6 +10,7 @@ first failing rank can be named after Slurm has killed the others (``--kill-on-b
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,20 +65,52 @@ def resources_of(spec: "ComponentSpec", options: Mapping[str, object], timeout: 
             if isinstance(res.get(key), int) and not isinstance(res.get(key), bool):
                 gpus = res[key]
                 break
+    mem_flag = "--mem" if options.get("mem") else "the spec's resources.memory"
     mem = options.get("mem") or res.get("memory") or res.get("mem")
     cpus = options.get("cpus_per_task") or res.get("cpus_per_task")
     extra = tuple(str(x) for x in cast("tuple[str, ...]", options.get("sbatch") or ()))
     for line in extra:
-        if "\n" in line or not line.strip().startswith("-"):
+        if _CONTROL.search(line) or not line.strip().startswith("-"):
             raise UsageError(f"--sbatch {line!r}: give one sbatch option per flag, as in --sbatch=--qos=high "
                              "(it becomes an #SBATCH line)")
-    return Resources(minutes, _word(options.get("partition")), _word(options.get("account")),
-                     int(gpus) if isinstance(gpus, int) else None, str(mem) if mem else None,
+    return Resources(minutes, _word(options.get("partition"), "--partition", _NAME, _NAME_HINT),
+                     _word(options.get("account"), "--account", _NAME, _NAME_HINT),
+                     int(gpus) if isinstance(gpus, int) else None, _word(mem, mem_flag, _MEM, _MEM_HINT),
                      int(cpus) if isinstance(cpus, int) else None, extra)
 
 
-def _word(value: object) -> str | None:
-    return str(value) if value else None
+# A value becomes part of an #SBATCH line, which sbatch reads up to its end: a line break in one
+# would start a line of the script itself, so every value has the shape Slurm gives it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NAME = re.compile(r"[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*")
+_NAME_HINT = "a Slurm name: letters, digits, '_', '-', '.', '+' (several separated by commas)"
+_MEM = re.compile(r"[0-9]+[KMGTkmgt]?")
+_MEM_HINT = "a size as sbatch --mem takes it: a number of megabytes, or with a K, M, G or T suffix (16G, 16000M; 0: all)"
+
+
+def _word(value: object, flag: str, shape: "re.Pattern[str]", hint: str) -> str | None:
+    if not value:
+        return None
+    if not shape.fullmatch(str(value)):
+        raise UsageError(f"{flag} {str(value)!r}: expected {hint}")
+    return str(value)
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why the job folder's path cannot be written into the script and sbatch's ``--chdir`` and
+    ``--output``, or None. A space is quoted; a line break, a double quote and Slurm's ``%``
+    (a file name pattern in ``--output``) cannot be."""
+    text = str(folder)
+    if _CONTROL.search(text):
+        return "holds a control character (a line break, a tab, ...)"
+    bad = sorted(set(text) & {'"', "%", "\\"})
+    return f"holds {' and '.join(repr(c) for c in bad)}, which sbatch's options cannot carry" if bad else None
+
+
+def _path(folder: Path, tail: str = "") -> str:
+    """A job folder path in an #SBATCH line: sbatch takes a double-quoted value whole."""
+    text = f"{folder}{tail}"
+    return f'"{text}"' if " " in text else text
 
 
 def _q(value: str) -> str:
@@ -102,7 +135,8 @@ def sbatch_lines(name: str, nodes: int, tasks_per_node: int, folder: Path, res: 
         lines.append(f"--mem={res.mem}")
     if res.cpus_per_task:
         lines.append(f"--cpus-per-task={res.cpus_per_task}")
-    lines += [f"--chdir={folder}", f"--output={folder}/slurm-%j.out", f"--error={folder}/slurm-%j.out"]
+    lines += [f"--chdir={_path(folder)}", f"--output={_path(folder, '/slurm-%j.out')}",
+              f"--error={_path(folder, '/slurm-%j.out')}"]
     lines += [line.strip() for line in res.extra]
     return ["#SBATCH " + line for line in lines]
 

@@ -57,6 +57,21 @@ def submit(script_path: str) -> str:
     return job_id
 
 
+_UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused")
+
+
+def test(script_text: str) -> None:
+    """Ask sbatch whether it would take the job (``--test-only``: nothing is queued); a refusal
+    (an unknown partition or account, more memory than a node has) is the user's to fix."""
+    proc = subprocess.run(["sbatch", "--test-only"], input=script_text, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        text = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
+        text = text or f"sbatch --test-only exited with {proc.returncode}"
+        if any(down in text for down in _UNREACHABLE):  # not the user's mistake: try again later
+            raise JobError(f"cannot reach Slurm to submit the job: {text}")
+        raise UsageError(f"Slurm refused the job: {text}")
+
+
 def show(job_id: str) -> SlurmJob | None:
     """The job, or None once Slurm has forgotten it (MinJobAge after its end) or never had it."""
     proc = run(["scontrol", "show", "job", "-o", job_id], "asking Slurm for the job", check=False)

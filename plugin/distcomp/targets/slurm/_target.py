@@ -78,6 +78,11 @@ class SlurmTarget:
                 env: Mapping[str, str]) -> str:
         from ._script import resources_of, script
 
+        from ._script import folder_problem
+
+        why = folder_problem(folder)
+        if why:
+            raise UsageError(f"--job-dir {str(folder.parent)!r} {why}; give a job dir whose path has none")
         res = resources_of(spec, options, options.get("timeout"))
         return script(spec, argv, folder, spec.name, res, env)
 
@@ -97,16 +102,18 @@ class SlurmTarget:
             job = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
         except InputError as exc:
             raise UsageError(str(exc)) from None
-        folder.mkdir(parents=True)
-        _copy_code(spec, folder / "code")
+        argv = spec.render(job.values, job.outputs)
+        # the options and sbatch's own judgement (partition, account, memory, time) before anything
+        # of the job exists: a refused job leaves no job folder, no code copy and no MLflow run
+        _slurm.test(self._script(spec, options, argv, folder, dict(spec.environment_variables)))
+        if options.get("tracking", True):
+            _check_tracking_uri(job_dir)
+        _make_folder(spec, folder)
         create_outputs(job)
-        for sub in ("logs", "exits", "errors"):
-            (folder / sub).mkdir()
         env = dict(spec.environment_variables)
         tracking = self._start_tracking(job, options, job_dir, notify) if options.get("tracking", True) else None
         if tracking is not None:
             env.update(tracking.env())
-        argv = spec.render(job.values, job.outputs)
         (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
@@ -122,6 +129,7 @@ class SlurmTarget:
         except BaseException as exc:
             if tracking is not None:
                 tracking.finish(None, folder / "logs", f"sbatch failed: {exc}", JobState.FAILED)
+            shutil.rmtree(folder, ignore_errors=True)  # no job: no folder that status or reap would find
             raise
         record["slurm_job_id"] = job_id
         _write_json(folder / RECORD, record)
@@ -136,8 +144,7 @@ class SlurmTarget:
         from ...plugins import get_plugin_manager
         from ...tracking import TrackingError, describe, start_run
 
-        environ = dict(os.environ)
-        environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{job_dir}/mlflow.db")
+        environ = _tracking_env(job_dir)
         topology = layout(job.spec, get_plugin_manager().launcher(job.spec.distribution.launcher).type.factory(job.spec))
         try:
             tracking = start_run(job, topology, environ, Path.cwd(), options.get("experiment"), notify,
@@ -387,14 +394,51 @@ def _outcome_from(data: Mapping[str, Any]) -> JobOutcome:
                       details=data.get("details") or {})
 
 
+def _tracking_env(job_dir: Path) -> dict[str, str]:
+    """The env the job's run is made with: $MLFLOW_TRACKING_URI, else a SQLite file in the job dir."""
+    environ = dict(os.environ)
+    environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{job_dir}/mlflow.db")
+    return environ
+
+
+def _check_tracking_uri(job_dir: Path) -> None:
+    """A store that cannot be used is refused before the job folder exists (not after MLflow's retries)."""
+    from ...tracking import TrackingError, usable_uri
+
+    if not job_dir.exists() and "MLFLOW_TRACKING_URI" not in os.environ:
+        return  # the default store's folder is made with the job folder
+    try:
+        usable_uri(_tracking_env(job_dir), Path.cwd())
+    except TrackingError as exc:
+        raise UsageError(f"MLflow tracking: {exc}") from None
+
+
+def _make_folder(spec: "ComponentSpec", folder: Path) -> None:
+    """The job folder with its code snapshot and the ranks' subfolders; removed again if any of
+    it fails (a FIFO in the code folder, a full disk), so a refused job leaves no folder."""
+    new_job_dir = not folder.parent.exists()
+    folder.mkdir(parents=True)
+    try:
+        _copy_code(spec, folder / "code")
+        for sub in ("logs", "exits", "errors"):
+            (folder / sub).mkdir()
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        if new_job_dir:
+            shutil.rmtree(folder.parent, ignore_errors=True)
+        raise
+
+
 def _copy_code(spec: "ComponentSpec", dst: Path) -> None:
     """A snapshot of the code folder (less caches and run leftovers), and the spec file beside it."""
+    from ..._files import checked_copy
+
     def ignore(_folder: str, names: list[str]) -> set[str]:
         return {n for n in names if n in SKIP}
 
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
-    shutil.copytree(spec.code, dst, ignore=ignore, symlinks=True)
+    shutil.copytree(spec.code, dst, ignore=ignore, symlinks=True, copy_function=checked_copy(UsageError))
     if spec.source is not None and spec.source.is_file():
         shutil.copy2(spec.source, dst.parent / spec.source.name)
 
