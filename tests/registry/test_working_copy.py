@@ -126,6 +126,20 @@ def test_run_folders_and_outputs_inside_the_registry_are_refused(stored: Path, t
     assert snapshot(root) == before and list(work.iterdir()) == []  # nothing was written
 
 
+@pytest.mark.parametrize("where", ["in the stored version", "the registry's root"])
+def test_a_status_file_inside_the_registry_is_refused(stored: Path, tmp_path: Path, where: str) -> None:
+    root = stored.parent.parent
+    path = stored / "status.json" if where == "in the stored version" else root / "status.json"
+    before = snapshot(root)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = distcomp("scribble@1.0.0", "--no-tracking", "--status-file", str(path), cwd=work)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"distcomp run: status file {path} is inside the component registry at {root}, which no "
+                           "job may change; give --status-file a file outside the registry\n")
+    assert snapshot(root) == before and list(work.iterdir()) == []  # nothing ran, nothing was written
+
+
 def test_inside_store_knows_a_registry_by_its_versions_or_its_location(stored: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from distcomp.registry import inside_store
