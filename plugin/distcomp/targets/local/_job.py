@@ -105,7 +105,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
                f"process(es), world size {topology.world_size} ({roles})"
                + (f"; {own.describe()}" if own is not None else ""))
-        tracking = _start_tracking(job, topology, cwd, request.experiment, notify) if request.tracking else None
+        tracking = _start_tracking(job, topology, cwd, request, notify) if request.tracking else None
         ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
         record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
                              "tracking_uri": ref.tracking_uri}} if ref else {}
@@ -162,13 +162,14 @@ def rel(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str | None,
+def _start_tracking(job: "Job", topology: "Topology", cwd: Path, request: LocalRun,
                     notify: Say) -> "JobRun | None":
     """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
     from ...tracking import TrackingError, describe, start_run
 
     try:
-        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify, local_ranks=True)
+        tracking = start_run(job, topology, os.environ, cwd, request.experiment, notify=notify, local_ranks=True,
+                             given=request.env)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
     if tracking is not None:

@@ -6,7 +6,8 @@ a nested one inside the first, metrics in each;
 --mode unhooked: rank 0 starts a Python that ignores PYTHONPATH (-I: no distcomp hook), which
 makes a run; only the end-of-job search of the experiment can find it;
 --mode elsewhere: rank 0 logs to a store of its own (mlflow.set_tracking_uri), which stays its own;
---mode env: only writes what this Python was given (PYTHONPATH, sitecustomize, imports).
+--mode env: only writes what this Python was given (PYTHONPATH, sitecustomize, imports, and
+where the user's module `mymod` was found, if it was).
 STATE_DIR/rankN.json says what the rank saw."""
 
 import argparse
@@ -25,6 +26,13 @@ seen: dict[str, object] = {"pythonpath": os.environ.get("PYTHONPATH"),
                            "sitecustomize": getattr(sys.modules.get("sitecustomize"), "__file__", None),
                            "user_site_ran": os.environ.get("USER_SITE_RAN"),
                            "imported": sorted(m for m in ("mlflow", "distcomp", "typing") if m in sys.modules)}
+
+if args.mode == "env":
+    try:
+        import mymod  # a module of the user's, on the PYTHONPATH they gave
+        seen["mymod"] = mymod.__file__
+    except ImportError:
+        seen["mymod"] = None
 
 if args.mode == "twice":
     import mlflow
