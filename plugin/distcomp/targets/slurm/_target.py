@@ -97,6 +97,9 @@ class SlurmTarget:
             job = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
         except InputError as exc:
             raise UsageError(str(exc)) from None
+        argv = spec.render(job.values, job.outputs)
+        self._script(spec, options, argv, folder, dict(spec.environment_variables))  # a job Slurm cannot run (its
+        # launcher, an --sbatch line) is refused before anything of it exists: its folder, its MLflow run
         folder.mkdir(parents=True)
         _copy_code(spec, folder / "code")
         create_outputs(job)
@@ -106,8 +109,12 @@ class SlurmTarget:
         tracking = self._start_tracking(job, options, job_dir, notify) if options.get("tracking", True) else None
         if tracking is not None:
             env.update(tracking.env())
-        argv = spec.render(job.values, job.outputs)
-        (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
+        try:
+            (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
+        except BaseException as exc:  # the run exists: it ends FAILED with the reason, never left RUNNING
+            if tracking is not None:
+                tracking.finish(None, folder / "logs", f"not submitted: {exc}", JobState.FAILED)
+            raise
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
                                   "processes_per_node": spec.distribution.processes_per_node or 1,
