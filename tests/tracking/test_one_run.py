@@ -116,6 +116,23 @@ def test_a_script_logging_to_its_own_store_keeps_it_and_is_told(sqlite_uri: str,
            f"{made.info.experiment_id} of {own}, the script's own store)" in proc.stderr, explain(proc)
 
 
+def test_the_jobs_server_spelled_with_a_trailing_slash_is_the_jobs_store(mlflow_server: str, tmp_path: Path) -> None:
+    """``mlflow.set_tracking_uri(URI + "/")`` names the job's own server: every rank's
+    ``start_run()`` still resumes the job's one run (no run per rank), and a run the script makes
+    with MlflowClient is told as made in the job's experiment, not in "the script's own store"."""
+    experiment = f"slash-{tmp_path.name}"  # the server is the session's
+    proc, seen = run_job(tmp_path, mlflow_server, "slash", "--experiment", experiment)
+    assert proc.returncode == 0, explain(proc)
+    runs = runs_of(mlflow_server, experiment)
+    job = job_run(runs)
+    assert {seen[r]["first"] for r in (0, 1)} == {job.info.run_id}
+    assert job.data.metrics == {"train_loss": 1.0}  # rank 0's: one run, written by rank 0 only
+    side = seen[0]["side"]
+    assert sorted(r.info.run_id for r in runs) == sorted([job.info.run_id, side])
+    assert "the script's own store" not in proc.stderr, explain(proc)
+    assert f"{side} 'side-run' (rank 0, the job's experiment)" in proc.stderr, explain(proc)
+
+
 def test_a_run_made_without_the_hook_is_found_in_the_experiment(mlflow_server: str, tmp_path: Path) -> None:
     """A Python that ignores PYTHONPATH (``-I``) has no hook: the search of the job's experiment
     at its end still finds the run it made (here through the server's REST API)."""
