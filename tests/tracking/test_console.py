@@ -48,3 +48,27 @@ def test_a_closed_console_pipe_ends_nothing_but_the_console(sqlite_uri: str, tmp
     assert [(r.info.run_id, r.info.status) for r in every] == [(run_id, status)]  # no orphan RUNNING run
     # the logs hold what the console did not show
     assert (run_dir / "logs" / "rank0.log").read_text().count("\n") > 1
+
+
+def test_a_notice_that_fails_before_the_ranks_start_ends_the_run_failed(sqlite_uri: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``distcomp.run(notify=...)`` whose callback raises right after the run was made (where a
+    closed console used to stop ``distcomp run``): the error is the caller's, the run is not left
+    RUNNING but ended FAILED with the reason, and no rank started."""
+    import distcomp
+
+    def notify(message: str) -> None:
+        if message.startswith("MLflow run"):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", sqlite_uri)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BrokenPipeError):
+        distcomp.run(FAULT, inputs={"mode": "ok", "state_dir": str(tmp_path / "state")}, run_dir=str(tmp_path / "run"),
+                     notify=notify)
+    client = MlflowClient(sqlite_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert runs[0].data.tags["distcomp.failure"] == ("distcomp stopped before the job started: BrokenPipeError: "
+                                                     "[Errno 32] Broken pipe")
+    assert not (tmp_path / "state").exists()
