@@ -8,6 +8,7 @@ model-training one; with tracking off the rank's Python is left as it was."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,12 +30,12 @@ KIND = "mlflow.experimentKind"
 WAIT = 180
 
 
-def run_job(tmp_path: Path, uri: str | None, mode: str, *flags: str,
-            env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], dict[int, dict[str, Any]]]:
+def run_job(tmp_path: Path, uri: str | None, mode: str, *flags: str, env: dict[str, str] | None = None,
+            spec: Path = SPEC) -> tuple[subprocess.CompletedProcess[str], dict[int, dict[str, Any]]]:
     """``distcomp run`` of the one-run job in ``tmp_path``; what each rank saw (STATE/rankN.json)."""
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "distcomp", "run", str(SPEC), "--quiet", "--run-dir", str(tmp_path / "run"),
+    argv = [sys.executable, "-m", "distcomp", "run", str(spec), "--quiet", "--run-dir", str(tmp_path / "run"),
             "--input", f"mode={mode}", "--input", f"state_dir={state}", *flags]
     full = clean_env(**({"MLFLOW_TRACKING_URI": uri} if uri else {}), **(env or {}))
     full.pop("PYTHONPATH", None)
@@ -115,6 +116,23 @@ def test_a_script_logging_to_its_own_store_keeps_it_and_is_told(sqlite_uri: str,
            f"{made.info.experiment_id} of {own}, the script's own store)" in proc.stderr, explain(proc)
 
 
+def test_the_jobs_server_spelled_with_a_trailing_slash_is_the_jobs_store(mlflow_server: str, tmp_path: Path) -> None:
+    """``mlflow.set_tracking_uri(URI + "/")`` names the job's own server: every rank's
+    ``start_run()`` still resumes the job's one run (no run per rank), and a run the script makes
+    with MlflowClient is told as made in the job's experiment, not in "the script's own store"."""
+    experiment = f"slash-{tmp_path.name}"  # the server is the session's
+    proc, seen = run_job(tmp_path, mlflow_server, "slash", "--experiment", experiment)
+    assert proc.returncode == 0, explain(proc)
+    runs = runs_of(mlflow_server, experiment)
+    job = job_run(runs)
+    assert {seen[r]["first"] for r in (0, 1)} == {job.info.run_id}
+    assert job.data.metrics == {"train_loss": 1.0}  # rank 0's: one run, written by rank 0 only
+    side = seen[0]["side"]
+    assert sorted(r.info.run_id for r in runs) == sorted([job.info.run_id, side])
+    assert "the script's own store" not in proc.stderr, explain(proc)
+    assert f"{side} 'side-run' (rank 0, the job's experiment)" in proc.stderr, explain(proc)
+
+
 def test_a_run_made_without_the_hook_is_found_in_the_experiment(mlflow_server: str, tmp_path: Path) -> None:
     """A Python that ignores PYTHONPATH (``-I``) has no hook: the search of the job's experiment
     at its end still finds the run it made (here through the server's REST API)."""
@@ -155,6 +173,7 @@ def _user_site(tmp_path: Path) -> Path:
     lib.mkdir()
     (lib / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
     (lib / "job_helper.py").write_text("")
+    (lib / "mymod.py").write_text("")
     return lib
 
 
@@ -169,6 +188,39 @@ def test_tracking_puts_the_hook_before_the_users_pythonpath_and_costs_no_import(
         assert seen[rank]["user_site_ran"] == "yes"
         assert seen[rank]["imported"] == []  # a script without mlflow pays no import: not mlflow, not distcomp
     assert sorted(p.name for p in RANK_SITE.iterdir() if p.suffix == ".py") == ["sitecustomize.py"]
+
+
+def test_an_env_flags_pythonpath_is_kept_behind_the_hook(sqlite_uri: str, tmp_path: Path) -> None:
+    """``--env PYTHONPATH=DIR`` on a tracked job: the hook goes in front of DIR, not instead of it;
+    the rank imports the user's module and the user's own sitecustomize runs (after distcomp's)."""
+    lib = _user_site(tmp_path)
+    proc, seen = run_job(tmp_path, sqlite_uri, "env", "--env", f"PYTHONPATH={lib}")
+    assert proc.returncode == 0, explain(proc)
+    for rank in (0, 1):
+        assert seen[rank]["pythonpath"] == f"{RANK_SITE}:{lib}"
+        assert seen[rank]["mymod"] == str(lib / "mymod.py")
+        assert seen[rank]["sitecustomize"] == str(lib / "sitecustomize.py")
+        assert seen[rank]["user_site_ran"] == "yes"
+
+
+@pytest.mark.parametrize("tracked", [True, False], ids=["tracked", "untracked"])
+def test_an_env_flag_beats_the_specs_pythonpath(sqlite_uri: str, tmp_path: Path, tracked: bool) -> None:
+    """As the README says, ``--env`` is over the spec's ``environment_variables``: PYTHONPATH too,
+    tracked or not; without ``--env`` the spec's is kept (behind the hook when tracked)."""
+    lib = _user_site(tmp_path)
+    code = tmp_path / "code"
+    code.mkdir()
+    shutil.copy(SPEC.parent / "job.py", code / "job.py")
+    spec = code / "component.yaml"
+    spec.write_text(SPEC.read_text() + "environment_variables:\n  PYTHONPATH: /spec/path\n")
+    hook = [str(RANK_SITE)] if tracked else []
+    flags = () if tracked else ("--no-tracking",)
+    for given, expect in (([], ["/spec/path"]), (["--env", f"PYTHONPATH={lib}"], [str(lib)])):
+        where = tmp_path / f"given{len(given)}"
+        where.mkdir()
+        proc, seen = run_job(where, sqlite_uri if tracked else None, "env", *flags, *given, spec=spec)
+        assert proc.returncode == 0, explain(proc)
+        assert {seen[r]["pythonpath"] for r in (0, 1)} == {":".join(hook + expect)}, given
 
 
 def test_tracking_off_leaves_the_ranks_pythonpath_as_it_was(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from distcomp.tracking import Metric, TrackingError, job_params, open_store, resolve_uri
+from distcomp.tracking._uri import normalise
 from distcomp.tracking._client import ClientStore
 from distcomp.tracking._rest import RestStore
 from distcomp.tracking._sqlite import SqliteStore
@@ -189,6 +190,29 @@ def test_uri_defaults_and_absolute_paths(tmp_path: Path) -> None:
     assert resolve_uri({"MLFLOW_TRACKING_URI": "sqlite:///sub/x.db"}, tmp_path) == f"sqlite:///{tmp_path}/sub/x.db"
     assert resolve_uri({"MLFLOW_TRACKING_URI": "sqlite:////abs/x.db"}, tmp_path) == "sqlite:////abs/x.db"
     assert resolve_uri({"MLFLOW_TRACKING_URI": "http://h:5000"}, tmp_path) == "http://h:5000"
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000/"),
+    ("http://Host:5000/api", "HTTP://host:5000/api//"),
+    ("http://host", "http://host:80/"),
+    ("https://host/x", "https://HOST:443/x/"),
+    ("sqlite:///sub/x.db", "sqlite:///{cwd}/sub/./x.db"),
+    ("sqlite:////abs/x.db", "sqlite:////abs/y/../x.db"),
+    ("file:///abs/mlruns/", "/abs/mlruns"),
+    ("mlruns", "file://{cwd}/mlruns"),
+])
+def test_one_store_spelled_two_ways_normalises_to_one_uri(one: str, other: str, tmp_path: Path) -> None:
+    assert normalise(one, tmp_path) == normalise(other.format(cwd=tmp_path), tmp_path)
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("http://host:5000", "http://host:5001"), ("http://host:5000", "https://host:5000"),
+    ("http://host:5000/a", "http://host:5000/b"), ("sqlite:///x.db", "sqlite:////x.db"),
+    ("http://h:5000", "postgresql://h:5000"),
+])
+def test_two_stores_stay_two(one: str, other: str, tmp_path: Path) -> None:
+    assert normalise(one, tmp_path) != normalise(other, tmp_path)
 
 
 def test_params_keep_secrets_out() -> None:

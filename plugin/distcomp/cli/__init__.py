@@ -11,6 +11,7 @@ from typing import Sequence
 from .. import __version__
 from ..errors import DistcompError
 from ._common import EXIT_FAILED, _Usage
+from ._console import guard
 
 __all__ = ["build_parser", "main"]
 
@@ -32,6 +33,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with guard():  # a console that goes away (`| head`) ends what is shown, not what is done
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from ._targets import foreign_flags
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -54,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("distcomp: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # written past the guard (a stream's .buffer): the command could not finish
         return EXIT_FAILED
 
 

@@ -102,11 +102,9 @@ seconds = number(float, 1e-9, "a number of seconds > 0")
 
 def echo(text: str) -> None:
     """Rank output to the console as soon as its batch is in the logs (see targets.local._output)."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader went away (`| head`): stop echoing, and never fail at exit
-        import os
+    from ._console import gone
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise
+    sys.stdout.write(text)  # best effort (``_console.guard``): a reader gone away sends it to /dev/null
+    sys.stdout.flush()
+    if gone(sys.stdout):  # ... and stops the echo (targets.local._output)
+        raise BrokenPipeError("the console's reader went away")

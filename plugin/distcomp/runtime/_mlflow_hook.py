@@ -54,8 +54,16 @@ def job_run_id() -> str | None:
 
 def _elsewhere(uri: str | None) -> bool:
     """True when the script logs to another store than the job's (``set_tracking_uri``, a
-    logger's ``tracking_uri``): the job's run is not there, so MLflow's own way applies."""
-    return uri is not None and uri != os.environ.get(URI_ENV, os.environ.get("MLFLOW_TRACKING_URI"))
+    logger's ``tracking_uri``): the job's run is not there, so MLflow's own way applies. The
+    same store spelled otherwise (``http://host:port/``, a relative SQLite path) is the job's."""
+    if uri is None:
+        return False
+    job = os.environ.get(URI_ENV, os.environ.get("MLFLOW_TRACKING_URI"))
+    if job is None:
+        return True
+    from ..tracking._uri import normalise  # only once mlflow is imported: its cost is nothing beside it
+
+    return normalise(str(uri)) != normalise(job)
 
 
 @functools.cache

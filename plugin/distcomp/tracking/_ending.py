@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Callable
 from ..outcome import JobState
 from ._delivery import Counts, add_to_status, describe as describe_loss, read_reports
 from ._extra import EXTRA_RUNS_TAG, describe as describe_extra, extra_runs
-from ._records import MAX_TAG_VALUE, RunRef, StoreUnavailable, TrackingError, truncate
+from ._records import (FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable, TrackingError,
+                       truncate)
 
 if TYPE_CHECKING:
     from ..targets.local import RunResult
@@ -25,18 +26,24 @@ REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and b
 
 
 def outcome_tags(result: "RunResult | None", state: str, error: str) -> dict[str, str]:
-    tags = {"distcomp.state": str(state)}
+    """The end of a job as tags, whichever target ran it: a FAILED run says why as FAILURE_TAG
+    (the root cause, else ``error``, the target's reason)."""
+    state = JobState.parse(str(state))
+    tags = {STATE_TAG: str(state)}
+    why = ""
     if result is not None:
         tags.update({"distcomp.exit_code": str(result.exit_code), "distcomp.attempts": str(result.attempts),
                      "distcomp.wall_s": f"{result.wall_s:.3f}"})
         if result.root_cause is not None:
             cause = result.root_cause
-            tags.update({"distcomp.failure": truncate(cause.describe(), MAX_TAG_VALUE),
-                         "distcomp.failure.process": cause.name, "distcomp.failure.node": str(cause.node),
-                         "distcomp.failure.exit_code": str(cause.returncode)})
+            why = cause.describe()
+            tags.update({f"{FAILURE_TAG}.process": cause.name, f"{FAILURE_TAG}.node": str(cause.node),
+                         f"{FAILURE_TAG}.exit_code": str(cause.returncode)})
     message = error or (result.message if result is not None else "")
     if message:
-        tags["distcomp.message"] = truncate(message, MAX_TAG_VALUE)
+        tags[MESSAGE_TAG] = truncate(message, MAX_TAG_VALUE)
+    if state.mlflow_status == "FAILED" and (why or message):
+        tags[FAILURE_TAG] = truncate(why or message, MAX_TAG_VALUE)
     return tags
 
 
@@ -57,8 +64,7 @@ def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, 
     """Attach the logs, tag the outcome and the runs rank code made beside the job's (those made
     since ``started_ms``; 0: only those the ranks recorded), end the run; returns (the status the
     store holds, problems)."""
-    state = result.state if result is not None else state
-    state = JobState.parse(str(state))
+    state = JobState.parse(str(result.state if result is not None else state))
     status = state.mlflow_status
     tags = outcome_tags(result, state, error)
     run_dir = log_dir.parent

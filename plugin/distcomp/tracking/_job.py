@@ -93,12 +93,13 @@ def run_name(job: "Job") -> str:
         (f" {truncate(short, 32)}" if short else "")
 
 
-def rank_pythonpath(job: "Job", topology: "Topology", environ: Mapping[str, str]) -> str:
-    """The PYTHONPATH a local rank gets (as the local target builds its env: this process's, the
-    launcher's local default, the spec's), with distcomp's MLflow hook first."""
-    spec_env = job.spec.environment_variables
-    user = spec_env["PYTHONPATH"] if "PYTHONPATH" in spec_env else environ.get(
-        "PYTHONPATH", topology.local_env.get("PYTHONPATH", ""))
+def rank_pythonpath(job: "Job", topology: "Topology", environ: Mapping[str, str],
+                    given: Mapping[str, str] | None = None) -> str:
+    """The PYTHONPATH a local rank gets, with distcomp's MLflow hook in front of it (never in its
+    place). The user's is the one the local target would give without tracking: ``given``
+    (``--env``) over the spec's, over this process's, over the launcher's local default."""
+    user = next((env["PYTHONPATH"] for env in (given or {}, job.spec.environment_variables, environ,
+                                               topology.local_env) if "PYTHONPATH" in env), "")
     rest = [p for p in user.split(os.pathsep) if p and p != str(RANK_SITE)]
     return os.pathsep.join([str(RANK_SITE), *rest])
 
@@ -158,9 +159,10 @@ def _additions(have: RunData, tags: Mapping[str, str],
 
 def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd: Path,
               experiment: str | None = None, notify: Notify | None = None,
-              local_ranks: bool = False) -> JobRun | None:
+              local_ranks: bool = False, given: Mapping[str, str] | None = None) -> JobRun | None:
     """Create (or, given ``MLFLOW_RUN_ID``, resume) the job's run. ``local_ranks``: the ranks
-    run on this machine, so they get distcomp's MLflow hook on their PYTHONPATH.
+    run on this machine, so they get distcomp's MLflow hook in front of their PYTHONPATH;
+    ``given``: the variables the user set for every rank (``--env``), which beat the spec's.
 
     Returns None, after a notice, when tracking was not asked for explicitly and MLflow is not
     installed; raises TrackingError when the store cannot be used."""
@@ -185,12 +187,12 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
         for problem in store.log(run.run_id, tags, params):
             say(f"warning: {problem}")
         return JobRun(store, run, uri, "", attached=True, run_dir=job.run_dir,
-                      pythonpath=rank_pythonpath(job, topology, environ) if local_ranks else None,
+                      pythonpath=rank_pythonpath(job, topology, environ, given) if local_ranks else None,
                       started_ms=started)
     name = experiment or job.spec.name
     run = store.create_run(store.experiment(name, EXPERIMENT_KIND), run_name(job), tags, params)
     return JobRun(store, run, uri, name, run_dir=job.run_dir,
-                  pythonpath=rank_pythonpath(job, topology, environ) if local_ranks else None, started_ms=started)
+                  pythonpath=rank_pythonpath(job, topology, environ, given) if local_ranks else None, started_ms=started)
 
 
 def describe(run: JobRun) -> str:

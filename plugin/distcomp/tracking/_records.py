@@ -18,6 +18,11 @@ MAX_METRICS_PER_BATCH = 1000
 
 TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
+# the tags of a job's end, the same on every target (local, reap, Slurm, Kubeflow)
+STATE_TAG = "distcomp.state"  # the job's JobState
+FAILURE_TAG = "distcomp.failure"  # why a FAILED run failed: the root cause, else the target's reason
+MESSAGE_TAG = "distcomp.message"  # the target's own word on the end, when it has one
+
 
 class TrackingError(UsageError):
     """The store cannot be used: unreachable, refused, or not a kind distcomp can write."""

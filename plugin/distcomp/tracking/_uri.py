@@ -1,7 +1,8 @@
 """The tracking URI a job uses: ``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` here.
 
 Ranks run in the component's folder, so a relative SQLite path is made absolute first:
-every rank must open the same database the launcher created the run in.
+every rank must open the same database the launcher created the run in. ``normalise`` is how
+two URIs are told to name the same store (the job's, and one a script sets).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ._records import TrackingError
 
@@ -73,3 +74,39 @@ def _database_problem(db: Path) -> str | None:
         return None if os.access(folder, os.W_OK | os.X_OK) else f"its folder {folder} cannot be written"
     except OSError as exc:  # a name too long, a folder that cannot be read, ...
         return f"{db} is not a usable path ({exc.strerror or exc})"
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise(uri: str, cwd: Path | None = None) -> str:
+    """One spelling per store, to compare two URIs: the scheme and host in lower case, a default
+    port and trailing slashes dropped (``HTTP://Host:80/`` is ``http://host``), a SQLite or
+    ``file:`` path made absolute from ``cwd`` (default: this process's folder) and normalised,
+    a plain path read as ``file:`` (as MLflow reads it). Other URIs keep all but their scheme's case."""
+    text = uri.strip()
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    base = cwd if cwd is not None else Path.cwd()
+    if scheme == "" and text != "databricks":  # a plain path: MLflow's file store
+        return "file://" + os.path.normpath(base / os.path.expanduser(text))
+    if scheme == "file":
+        return "file://" + os.path.normpath(base / unquote(parts.path))
+    if scheme == "sqlite":  # sqlite:///relative/path, sqlite:////absolute/path (SQLAlchemy's forms)
+        rest, sep, query = text[len("sqlite:"):].partition("?")
+        path = rest[3:] if rest.startswith("///") else rest.lstrip("/")
+        if path not in ("", ":memory:"):
+            path = os.path.normpath(base / path)
+        return "sqlite:///" + path + sep + query
+    if scheme in _DEFAULT_PORTS:
+        host = (parts.hostname or "").lower()
+        if ":" in host:  # IPv6
+            host = f"[{host}]"
+        try:
+            port = parts.port
+        except ValueError:  # not a port: no store to match, left as written
+            return scheme + text[len(parts.scheme):]
+        netloc = (parts.netloc.rpartition("@")[0] + "@" if "@" in parts.netloc else "") + host + \
+            (f":{port}" if port is not None and port != _DEFAULT_PORTS[scheme] else "")
+        return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, parts.fragment))
+    return scheme + text[len(parts.scheme):]

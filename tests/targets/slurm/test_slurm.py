@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import distcomp
 from distcomp.outcome import JobState
 
+from .._jobs import FAULT, clean_env
 from .conftest import JOBS
 
 TORCH = JOBS / "torch" / "component.yaml"
@@ -88,6 +90,26 @@ def test_torch_2x2_on_both_nodes_with_one_mlflow_run(job_dir: Path) -> None:
     assert again.status().state is JobState.SUCCEEDED
     assert any("rank 2 on n2: all_reduce=10.0" in line for line in again.logs(rank=2))
     assert any(line.startswith("[rank3] rank 3 on n2") for line in again.logs())
+
+
+@pytest.mark.slow
+def test_a_failing_job_tells_why_in_the_same_tag_on_slurm_and_here(job_dir: Path, tmp_path: Path) -> None:
+    """One failure tag for every target: the Slurm job's run says why it failed under the same
+    ``distcomp.failure`` as a local job's (Slurm's used to be ``distcomp.message`` only)."""
+    store = f"sqlite:///{job_dir}/mlflow.db"
+    local = subprocess.run([sys.executable, "-m", "distcomp", "run", str(FAULT), "--quiet", "--run-dir",
+                            str(tmp_path / "run"), "--input", "mode=exit", "--input", f"state_dir={tmp_path}"],
+                           cwd=tmp_path, env=clean_env(MLFLOW_TRACKING_URI=store), capture_output=True, text=True,
+                           timeout=120)
+    assert local.returncode == 1, local.stderr
+    here = _mlflow_run(job_dir, json.loads((tmp_path / "run" / "status.json").read_text())["mlflow"]["run_id"])
+    outcome = distcomp.submit(TORCH, "slurm", nodes=2, inputs={"fail_rank": 1}, job_dir=str(job_dir)).wait()
+    assert outcome.tracking is not None
+    there = _mlflow_run(job_dir, outcome.tracking.run_id)
+    for run, said in ((here, "rank 1: disk full, giving up"), (there, "rank 1 fails on purpose")):
+        assert run.info.status == "FAILED" and run.data.tags["distcomp.state"] == "failed"
+        why = run.data.tags["distcomp.failure"]
+        assert "rank1" in why and "exited with code 3" in why and said in why, why
 
 
 @pytest.mark.slow

@@ -283,12 +283,13 @@ def _settle(ref: TrackingRef, state: JobState, error: str) -> str:
     problem, when the store cannot be reached (the job's own state stands, the run stays open)."""
     from mlflow import MlflowClient
 
+    from ...tracking._ending import outcome_tags
+
     client = MlflowClient(ref.tracking_uri)
     try:
         if client.get_run(ref.run_id).info.status == "RUNNING":
-            client.set_tag(ref.run_id, "distcomp.state", state.value)
-            if error:
-                client.set_tag(ref.run_id, "distcomp.message", error[:5000])
+            for key, value in outcome_tags(None, state, error).items():  # as every target tags a job's end
+                client.set_tag(ref.run_id, key, value)
             client.set_terminated(ref.run_id, state.mlflow_status)
     except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

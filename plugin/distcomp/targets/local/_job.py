@@ -113,17 +113,30 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
                f"process(es), world size {topology.world_size} ({roles})"
                + (f"; {own.describe()}" if own is not None else ""))
-        tracking = _start_tracking(job, topology, base, request.experiment, notify) if request.tracking else None
-        ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
-        record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
-                             "tracking_uri": ref.tracking_uri}} if ref else {}
-        options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
-                             request.echo and console is not None, job.job_id,
-                             env={**request.env, **(tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})},
-                             record=record)
-        notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
-        create_outputs(job)
-        monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
+        tracking = _start_tracking(job, topology, base, request, notify) if request.tracking else None
+        monitors: "Monitors | None" = None
+        try:  # the run exists: whatever stops distcomp before the ranks start ends it FAILED, not RUNNING
+            if tracking is not None:
+                from ...tracking import describe
+
+                notify(describe(tracking))
+            ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
+            record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
+                                 "tracking_uri": ref.tracking_uri}} if ref else {}
+            options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
+                                 request.echo and console is not None, job.job_id,
+                                 env={**request.env, **(tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})},
+                                 record=record)
+            notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
+            create_outputs(job)
+            monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
+        except BaseException as exc:
+            try:
+                _end_tracking(tracking, monitors, None, job.run_dir, notify,
+                              mask(f"distcomp stopped before the job started: {type(exc).__name__}: {exc}", secrets))
+            except Exception:  # the notice itself failed: the run is ended, the first error is the one to raise
+                pass
+            raise
         try:
             result = run_topology(spec, topology, job.values, job.outputs, options,
                                   console=console or (lambda _t: None), notify=notify, claim=held)
@@ -190,18 +203,16 @@ def rel(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str | None,
+def _start_tracking(job: "Job", topology: "Topology", cwd: Path, request: LocalRun,
                     notify: Say) -> "JobRun | None":
     """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
-    from ...tracking import TrackingError, describe, start_run
+    from ...tracking import TrackingError, start_run
 
     try:
-        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify, local_ranks=True)
+        return start_run(job, topology, os.environ, cwd, request.experiment, notify=notify, local_ranks=True,
+                         given=request.env)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
-    if tracking is not None:
-        notify(describe(tracking))
-    return tracking
 
 
 def check_tracking_uri(cwd: Path) -> None:

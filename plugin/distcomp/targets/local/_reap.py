@@ -130,8 +130,7 @@ def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: st
 
     try:
         store = open_store(uri)
-        problems = store.log(run_id, {"distcomp.failure": message}) if state == "failed" else []
-        end, more = JobRun(store, store.get_run(run_id), uri, "").finish(None, run_dir / "logs", message, state)
+        end, problems = JobRun(store, store.get_run(run_id), uri, "").finish(None, run_dir / "logs", message, state)
     except (TrackingError, OSError) as exc:
         return "", [f"MLflow run {run_id} in {uri}: could not end it: {exc}"]
-    return f"MLflow run {run_id}: {end}", problems + more
+    return f"MLflow run {run_id}: {end}", problems

@@ -114,7 +114,12 @@ class SlurmTarget:
         tracking = self._start_tracking(job, options, job_dir, notify) if options.get("tracking", True) else None
         if tracking is not None:
             env.update(tracking.env())
-        (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
+        try:
+            (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
+        except BaseException as exc:  # the run exists: it ends FAILED with the reason, never left RUNNING
+            if tracking is not None:
+                tracking.finish(None, folder / "logs", f"not submitted: {exc}", JobState.FAILED)
+            raise
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
                                   "processes_per_node": spec.distribution.processes_per_node or 1,

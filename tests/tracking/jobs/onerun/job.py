@@ -6,7 +6,10 @@ a nested one inside the first, metrics in each;
 --mode unhooked: rank 0 starts a Python that ignores PYTHONPATH (-I: no distcomp hook), which
 makes a run; only the end-of-job search of the experiment can find it;
 --mode elsewhere: rank 0 logs to a store of its own (mlflow.set_tracking_uri), which stays its own;
---mode env: only writes what this Python was given (PYTHONPATH, sitecustomize, imports).
+--mode slash: every rank sets the job's own store spelled with a trailing slash
+(mlflow.set_tracking_uri(URI + "/")), opens a run and logs; rank 0 also makes a run with MlflowClient;
+--mode env: only writes what this Python was given (PYTHONPATH, sitecustomize, imports, and
+where the user's module `mymod` was found, if it was).
 STATE_DIR/rankN.json says what the rank saw."""
 
 import argparse
@@ -25,6 +28,13 @@ seen: dict[str, object] = {"pythonpath": os.environ.get("PYTHONPATH"),
                            "sitecustomize": getattr(sys.modules.get("sitecustomize"), "__file__", None),
                            "user_site_ran": os.environ.get("USER_SITE_RAN"),
                            "imported": sorted(m for m in ("mlflow", "distcomp", "typing") if m in sys.modules)}
+
+if args.mode == "env":
+    try:
+        import mymod  # a module of the user's, on the PYTHONPATH they gave
+        seen["mymod"] = mymod.__file__
+    except ImportError:
+        seen["mymod"] = None
 
 if args.mode == "twice":
     import mlflow
@@ -56,6 +66,18 @@ elif args.mode == "client":
         side = client.create_run(os.environ["MLFLOW_EXPERIMENT_ID"], run_name="side-run")
         client.log_metric(side.info.run_id, "side_metric", 1.0)
         client.set_terminated(side.info.run_id)
+        seen["side"] = side.info.run_id
+elif args.mode == "slash":
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"] + "/")  # the job's store, spelled otherwise
+    with mlflow.start_run() as run:
+        mlflow.log_metric("train_loss", 1.0 + rank)
+        seen["first"] = run.info.run_id
+    if rank == 0:
+        side = MlflowClient().create_run(os.environ["MLFLOW_EXPERIMENT_ID"], run_name="side-run")
+        MlflowClient().set_terminated(side.info.run_id)
         seen["side"] = side.info.run_id
 elif args.mode == "elsewhere" and rank == 0:
     import mlflow
