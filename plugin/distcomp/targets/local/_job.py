@@ -24,6 +24,7 @@ from ...outcome import JobOutcome, JobState, TrackingRef
 if TYPE_CHECKING:
     from ...jobs import Job
     from ...records import Topology
+    from ...redact import Masker
     from ...spec import ComponentSpec
     from ...tracking import JobRun
     from ...tracking._monitors import Monitors
@@ -62,7 +63,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
     from ...jobs import create_outputs, default_run_dir, make_job
     from ...plugins import PluginError, get_plugin_manager
-    from ...redact import mask, secret_values
+    from ...redact import job_masker
     from ...spec import RenderError
     from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
@@ -83,6 +84,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
     except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
         raise UsageError(str(exc).replace("\n", "\n  ")) from None
+    masker = job_masker(spec, job.values, request.env)  # once for the job: every path masks by it
+    notify = _masking(notify, masker)  # the console: what distcomp says of the job is masked too
     try:
         topology = launcher.type.factory(spec)
     except Exception as exc:  # a plugin's factory: name it, do not crash
@@ -99,20 +102,19 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         held = claim(job.run_dir, job.job_id, request.grace)
     except RunDirBusy as exc:
         raise UsageError(str(exc)) from None
-    secrets = secret_values(job.values)
     with held:  # released at the end; undone if the job never started (a tracking store out of reach)
         roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
         notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
                f"process(es), world size {topology.world_size} ({roles})"
                + (f"; {own.describe()}" if own is not None else ""))
-        tracking = _start_tracking(job, topology, cwd, request.experiment, notify) if request.tracking else None
+        tracking = _start_tracking(job, topology, cwd, request.experiment, notify, masker) if request.tracking else None
         ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
         record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
                              "tracking_uri": ref.tracking_uri}} if ref else {}
         options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
                              request.echo and console is not None, job.job_id,
                              env={**request.env, **(tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})},
-                             record=record)
+                             record=record, masker=masker)
         notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
         create_outputs(job)
         monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
@@ -120,7 +122,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
             result = run_topology(spec, topology, job.values, job.outputs, options,
                                   console=console or (lambda _t: None), notify=notify, claim=held)
         except (LaunchError, RenderError) as exc:
-            message = mask(str(exc), secrets)
+            message = masker.text(str(exc))
             notify(f"failed: {message}")
             _end_tracking(tracking, monitors, None, job.run_dir, notify, message)
             return JobOutcome(job_id(job.run_dir), JobState.FAILED, 1, message=message, tracking=ref)
@@ -130,7 +132,11 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
             raise
         _report(result, cwd, notify)
         _end_tracking(tracking, monitors, result, job.run_dir, notify)
-    return outcome_of(result, ref)
+    return outcome_of(result, ref).masked(masker)
+
+
+def _masking(say: Say, masker: "Masker") -> Say:
+    return lambda message: say(masker.text(message))
 
 
 def _report(result: "RunResult", cwd: Path, notify: Say) -> None:
@@ -163,12 +169,13 @@ def rel(path: Path, cwd: Path) -> str:
 
 
 def _start_tracking(job: "Job", topology: "Topology", cwd: Path, experiment: str | None,
-                    notify: Say) -> "JobRun | None":
+                    notify: Say, masker: "Masker") -> "JobRun | None":
     """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
     from ...tracking import TrackingError, describe, start_run
 
     try:
-        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify, local_ranks=True)
+        tracking = start_run(job, topology, os.environ, cwd, experiment, notify=notify, local_ranks=True,
+                             masker=masker)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
     if tracking is not None:
