@@ -77,3 +77,19 @@ def test_tracking_uses_the_same_rule():
 
     assert job_params({"auth_header": "Bearer abc", "db_credentials": "u:p", "epochs": 2}) == {
         "auth_header": "***", "db_credentials": "***", "epochs": "2"}
+
+
+def test_a_bad_secret_input_is_named_not_shown(tmp_path):
+    """Before: ``--input api_key=VALUE`` of the wrong type echoed VALUE in the one-line error."""
+    from distcomp.spec import InputError, bind_inputs, load
+
+    spec_file = tmp_path / "component.yaml"
+    spec_file.write_text("name: sec\nversion: 0.1.0\ntype: DistributedComponent\n"
+                         "inputs:\n  api_key: {type: Integer}\n  epochs: {type: Integer}\noutputs: {}\n"
+                         "launcher:\n  type: torch.distributed\n  process_count_per_node: 1\n"
+                         "  additional_arguments: python x.py --k {inputs.api_key} --e {inputs.epochs}\n")
+    with pytest.raises(InputError) as err:
+        bind_inputs(load(spec_file), {"api_key": "not-a-number-S3CRET", "epochs": "x1"})
+    assert "S3CRET" not in str(err.value)
+    assert "input 'api_key' is an integer (expected an integer, got '***')" in str(err.value)
+    assert "got 'x1'" in str(err.value)  # a plain input's value is still shown

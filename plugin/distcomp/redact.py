@@ -109,12 +109,14 @@ class Masker:
 
     needles: tuple[str, ...] = ()
     _pattern: "re.Pattern[str] | None" = field(default=None, init=False, repr=False, compare=False)
+    _raw: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         needles = tuple(sorted(set(self.needles), key=lambda n: (-len(n), n)))
         object.__setattr__(self, "needles", needles)
         parts = [re.escape(n) if len(n) >= _MIN_LEN else _BEFORE + re.escape(n) + _AFTER for n in needles]
         object.__setattr__(self, "_pattern", re.compile("|".join(parts)) if parts else None)
+        object.__setattr__(self, "_raw", tuple(n.encode("utf-8", "surrogateescape") for n in needles))
 
     @classmethod
     def of(cls, values: Mapping[str, Any], env: Mapping[str, Any] | None = None) -> "Masker":
@@ -141,7 +143,7 @@ class Masker:
 
     def raw(self, data: bytes) -> bytes:
         """A line of a process's output, masked; other bytes stay as written."""
-        if self._pattern is None or not any(n.encode("utf-8", "surrogateescape") in data for n in self.needles):
+        if self._pattern is None or not any(n in data for n in self._raw):
             return data
         return self.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
