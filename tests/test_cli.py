@@ -97,6 +97,22 @@ def test_render_prints_shell_quoted_argv() -> None:
     assert json.loads(proc.stdout) == ["python", "train.py", "--input-path", "/data", "--output-path", "/out"]
 
 
+def test_render_masks_a_secret_as_compile_does(tmp_path: Path) -> None:
+    """Before: render printed a secret input in clear that compile --target local masked."""
+    spec = Path(__file__).parent / "targets" / "jobs" / "supervision" / "component.yaml"
+    given = ["--input", "mode=secret", "--input", "state_dir=/s", "--input", "db_password=hunter2-Sup3r",
+             "--output", "result=/out"]
+    proc = distcomp("render", str(spec), *given, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("--state-dir /s --password *** --result /out\n"), proc.stdout
+    proc = distcomp("render", str(spec), "--json", *given, cwd=tmp_path)
+    argv = json.loads(proc.stdout)
+    assert argv[argv.index("--password") + 1] == "***" and "hunter2" not in proc.stdout
+    proc = distcomp("compile", "--target", "local", str(spec), *given, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "  - --password\n  - '***'\n" in proc.stdout and "hunter2" not in proc.stdout
+
+
 def test_render_defaults_outputs_under_cwd_and_fills_env(tmp_path: Path) -> None:
     spec = CORPUS / "valid" / "sdk-horovod.yaml"
     proc = distcomp("render", str(spec), "--json", cwd=tmp_path)  # what each rank executes: its shell reads $VAR

@@ -14,16 +14,23 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def write_atomic(path: Path, text: str, durable: bool = False) -> None:
+def write_atomic(path: Path, text: str, durable: bool = False, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` through a temporary sibling, so a reader (or a crash) never
     sees half a file and a previous version stays until the new one is complete. The sibling's
     name is this writer's own (pid and a random part): two writers of one file (a supervisor and
     its watchdog, two publishers) never write into each other's. ``durable``: fsync the file and
-    its folder, so the new content survives a power cut (the registry's metadata)."""
+    its folder, so the new content survives a power cut (the registry's metadata). ``mode``: the
+    file's permissions from its creation on (0o600: never readable by others, not even a moment)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
+        if mode is None:
+            f = open(tmp, "w", encoding="utf-8")
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            os.fchmod(fd, mode)  # exactly: the umask may leave fewer bits, not more
+            f = os.fdopen(fd, "w", encoding="utf-8")
+        with f:
             f.write(text)
             if durable:
                 f.flush()

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import enum
 import signal as _signal
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from .redact import Masker
 
 __all__ = ["JobOutcome", "JobState", "TrackingRef"]
 
@@ -101,6 +104,11 @@ class JobOutcome:
                 "root_cause": self.root_cause, "message": self.message, "outputs": dict(self.outputs),
                 "started": self.started, "ended": self.ended, "wall_s": self.wall_s,
                 "tracking": asdict(self.tracking) if self.tracking else None, "details": dict(self.details)}
+
+    def masked(self, masker: "Masker") -> "JobOutcome":
+        """A copy safe to show: the job's secrets masked in its words and its target's record."""
+        return replace(self, root_cause=masker.text(self.root_cause), message=masker.text(self.message),
+                       details=masker.data(dict(self.details)))
 
     def summary(self) -> str:
         """One line: ``JOB: succeeded in 3.1 s`` / ``JOB: failed: CAUSE``."""

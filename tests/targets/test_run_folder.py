@@ -95,3 +95,46 @@ def test_secret_input_is_never_written_in_clear(tmp_path: Path) -> None:
     assert "[rank0]: rank 0: connecting with password ***" in run.stdout
     assert run.status["root_cause"]["tail"][-1] == "rank 1: login refused for password=***"
     assert "    rank 1: login refused for password=***\n" in run.stderr
+
+
+PEM = ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+       "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\n-----END PRIVATE KEY-----")
+
+
+def test_a_multi_line_secret_and_an_env_secret_are_masked_everywhere(sqlite_uri: str, tmp_path: Path) -> None:
+    """A PEM key: its lines are split by the logs and the console, each is masked (before: all in
+    clear); an --env API_TOKEN a rank prints is masked like an input (before: in clear)."""
+    from mlflow import MlflowClient
+
+    token = "tok-Env-9f8e7d6c"
+    run = finish(*launch(tmp_path, "--grace", "2", "--env", f"API_TOKEN={token}", mode="secret", db_password=PEM,
+                         tracking=sqlite_uri), time.monotonic())
+    assert run.returncode == 1, run.explain()
+    clear = [line for line in PEM.splitlines()] + [token]
+    for name, data in everything_under(run.run_dir).items():
+        for text in clear:
+            assert text.encode() not in data, f"{name} holds {text!r}"
+    for text in clear:
+        assert text not in run.stderr and text not in run.stdout, text
+    # masked line by line: rank 1's failure shows *** where each line of the key was
+    assert run.status["root_cause"]["tail"][-4:] == ["rank 1: login refused for password=***", "***", "***", "***"]
+    assert "[rank0]: rank 0: token ***" in run.stdout and "rank 0: token ***" in run.log("rank0")
+    assert "    rank 1: login refused for password=***\n    ***\n    ***\n    ***\n" in run.stderr
+    client = MlflowClient(sqlite_uri)
+    (found,) = client.search_runs([client.get_experiment_by_name("supervision-job").experiment_id])
+    failure = found.data.tags["distcomp.failure"]
+    assert failure.endswith("rank 1: login refused for password=***\n    ***\n    ***\n    ***"), failure
+    for value in [*found.data.tags.values(), *found.data.params.values()]:
+        assert not any(text in value for text in clear), value
+
+
+def test_a_two_character_secret_is_masked_where_it_is_a_word(tmp_path: Path) -> None:
+    """Before: a value under 3 characters was never masked (``--password ab`` in the header)."""
+    run = finish(*launch(tmp_path, "--grace", "2", mode="secret", db_password="ab"), time.monotonic())
+    assert run.returncode == 1, run.explain()
+    header = run.log("rank0").splitlines()[0]
+    assert "--password *** --result" in header and " ab " not in header, header
+    assert "rank 1: login refused for password=***" in run.log("rank1")
+    assert "[rank0]: rank 0: connecting with password ***" in run.stdout
+    assert run.status["root_cause"]["tail"][-1] == "rank 1: login refused for password=***"
+    assert "=== attempt 1: worker 0" in header  # the words around it are kept

@@ -63,6 +63,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from ..errors import UsageError
+    from ..redact import job_masker
     from ..spec import InputError, RenderError, bind_inputs
     from ..spec._template import SHELL
 
@@ -88,8 +89,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     except (InputError, RenderError) as exc:
         print(f"{args.spec}: {exc}".replace("\n", f"\n{args.spec}: "), file=sys.stderr)
         return EXIT_USAGE
-    # the line as the shell gets it; --json: the argv each rank executes (words, or sh -c LINE)
-    print(json.dumps(argv) if args.json else line)
+    # the line as the shell gets it; --json: the argv each rank executes (words, or sh -c LINE); the
+    # job's secrets masked, as compile and every log show them
+    masker = job_masker(spec, values, env)
+    print(json.dumps(masker.argv(argv)) if args.json else masker.text(line))
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import UsageError
+from ..redact import Masker
 from ._diagnostics import did_you_mean, one_of, show
 from ._limits import arg_problem
 
@@ -141,8 +142,8 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
         if name in given or (inp.is_port and inp.default is not None):
             try:  # a port's default is a path, resolved like a given one
                 out[name] = parse_value(inp, given.get(name, inp.default), base)
-            except ValueError as exc:
-                problems.append(str(exc))
+            except ValueError as exc:  # the message shows the value: masked when the name is secret
+                problems.append(Masker.of({name: given.get(name, inp.default)}).text(str(exc)))
         elif inp.default is not None:
             out[name] = inp.default
         elif not inp.optional:

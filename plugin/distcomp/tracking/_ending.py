@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..outcome import JobState
+from ..redact import NONE, Masker
 from ._delivery import Counts, add_to_status, describe as describe_loss, read_reports
 from ._extra import EXTRA_RUNS_TAG, describe as describe_extra, extra_runs
 from ._records import (FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable, TrackingError,
@@ -60,13 +61,13 @@ def undelivered(run_dir: Path, run: RunRef) -> tuple[Counts, list[str]]:
 
 
 def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, error: str,
-        state: str, started_ms: int = 0) -> tuple[str, list[str]]:
+        state: str, started_ms: int = 0, masker: Masker = NONE) -> tuple[str, list[str]]:
     """Attach the logs, tag the outcome and the runs rank code made beside the job's (those made
     since ``started_ms``; 0: only those the ranks recorded), end the run; returns (the status the
-    store holds, problems)."""
+    store holds, problems). Every tag passes the job's ``masker`` (the failure's last lines)."""
     state = JobState.parse(str(result.state if result is not None else state))
     status = state.mlflow_status
-    tags = outcome_tags(result, state, error)
+    tags = masker.data(outcome_tags(result, state, error))
     run_dir = log_dir.parent
     lost, problems = undelivered(run_dir, run)
     if lost.total:
@@ -77,7 +78,7 @@ def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, 
     if extra:
         warning = describe_extra(run, extra)
         problems.append(warning)
-        tags[EXTRA_RUNS_TAG] = truncate(warning, MAX_TAG_VALUE)
+        tags[EXTRA_RUNS_TAG] = truncate(masker.text(warning), MAX_TAG_VALUE)
     status_json = run_dir / "status.json"
     section: dict[str, object] = {"run_id": run.run_id, "undelivered": lost.as_dict()}
     add_to_status(status_json, "tracking", section)  # before it is attached: the copy in MLflow says it too

@@ -31,7 +31,7 @@ from ._delivery import REPORTS_ENV
 from ._ending import REPORTS_DIR, end
 from ._records import (MAX_KEY, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                        TrackingError, truncate, user)
-from ..redact import is_secret
+from ..redact import NONE, Masker, is_secret, job_masker
 from ._store import Store, open_store
 from ._uri import DEFAULT_URI, sqlite_path, usable_uri
 
@@ -60,6 +60,7 @@ class JobRun:
     run_dir: Path | None = None  # the job's folder, when the ranks can write it (not in a cluster's pods)
     pythonpath: str | None = None  # the ranks' PYTHONPATH, the hook first; None: ranks elsewhere, left alone
     started_ms: int = 0  # when the job began, by this machine's clock: runs made since are the job's
+    masker: Masker = NONE  # the job's secrets: masked in every tag (the failure's last lines)
 
     def env(self) -> dict[str, str]:
         """What every rank needs to log into this run."""
@@ -81,7 +82,7 @@ class JobRun:
         when it did not accept the end) and the problems.
 
         ``result`` is None when the job did not run to an end (``error`` and ``state`` say why)."""
-        return end(self.store, self.run, result, log_dir, error, state, self.started_ms)
+        return end(self.store, self.run, result, log_dir, error, state, self.started_ms, self.masker)
 
 
 def run_name(job: "Job") -> str:
@@ -136,10 +137,11 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def job_params(values: Mapping[str, Any]) -> dict[str, str]:
-    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow. A value
-    over MLflow's limit is cut by the store, which tags the run with it (``_params.fit``)."""
-    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else _text(value)
+def job_params(values: Mapping[str, Any], masker: Masker = NONE) -> dict[str, str]:
+    """The inputs as MLflow params; a secret-looking name keeps its value out of MLflow, and the
+    job's secrets are masked in the others (a URL that holds the password input). A value over
+    MLflow's limit is cut by the store, which tags the run with it (``_params.fit``)."""
+    return {truncate(name, MAX_KEY): REDACTED if is_secret(name) else masker.text(_text(value))
             for name, value in values.items() if value is not None}
 
 
@@ -159,10 +161,12 @@ def _additions(have: RunData, tags: Mapping[str, str],
 
 def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd: Path,
               experiment: str | None = None, notify: Notify | None = None,
-              local_ranks: bool = False, given: Mapping[str, str] | None = None) -> JobRun | None:
+              local_ranks: bool = False, given: Mapping[str, str] | None = None,
+              masker: Masker | None = None) -> JobRun | None:
     """Create (or, given ``MLFLOW_RUN_ID``, resume) the job's run. ``local_ranks``: the ranks
     run on this machine, so they get distcomp's MLflow hook in front of their PYTHONPATH;
     ``given``: the variables the user set for every rank (``--env``), which beat the spec's.
+    ``masker``: the job's secrets (default: from its inputs and the spec's environment variables).
 
     Returns None, after a notice, when tracking was not asked for explicitly and MLflow is not
     installed; raises TrackingError when the store cannot be used."""
@@ -179,7 +183,8 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
         say(f"creating the MLflow database {db} (first use: a few seconds)")
     store = open_store(uri, environ)
     started = int(time.time() * 1000)
-    tags, params = job_tags(job, topology), job_params(job.values)
+    masker = masker if masker is not None else job_masker(job.spec, job.values)
+    tags, params = masker.data(job_tags(job, topology)), job_params(job.values, masker)
     existing = environ.get("MLFLOW_RUN_ID", "").strip()
     if existing:  # MLflow's convention: the run to resume (an MLflow Project, a pipeline step)
         run = store.get_run(existing)
@@ -188,11 +193,12 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
             say(f"warning: {problem}")
         return JobRun(store, run, uri, "", attached=True, run_dir=job.run_dir,
                       pythonpath=rank_pythonpath(job, topology, environ, given) if local_ranks else None,
-                      started_ms=started)
+                      started_ms=started, masker=masker)
     name = experiment or job.spec.name
     run = store.create_run(store.experiment(name, EXPERIMENT_KIND), run_name(job), tags, params)
     return JobRun(store, run, uri, name, run_dir=job.run_dir,
-                  pythonpath=rank_pythonpath(job, topology, environ, given) if local_ranks else None, started_ms=started)
+                  pythonpath=rank_pythonpath(job, topology, environ, given) if local_ranks else None,
+                  started_ms=started, masker=masker)
 
 
 def describe(run: JobRun) -> str:

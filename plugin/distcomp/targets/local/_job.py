@@ -25,6 +25,7 @@ from ...outcome import JobOutcome, JobState, TrackingRef
 if TYPE_CHECKING:
     from ...jobs import Job
     from ...records import Topology
+    from ...redact import Masker
     from ...spec import ComponentSpec
     from ...tracking import JobRun
     from ...tracking._monitors import Monitors
@@ -63,7 +64,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
     from ...jobs import create_outputs, default_run_dir, job_base, make_job
     from ...plugins import PluginError, get_plugin_manager
-    from ...redact import mask, secret_values
+    from ...redact import job_masker
     from ...spec import RenderError
     from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
@@ -90,6 +91,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
     except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
         raise UsageError(str(exc).replace("\n", "\n  ")) from None
+    masker = job_masker(spec, job.values, request.env)  # once for the job: every path masks by it
+    notify = _masking(notify, masker)  # the console: what distcomp says of the job is masked too
     try:
         topology = launcher.type.factory(spec)
     except Exception as exc:  # a plugin's factory: name it, do not crash
@@ -106,14 +109,13 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         held = claim(job.run_dir, job.job_id, request.grace)
     except RunDirBusy as exc:
         raise UsageError(str(exc)) from None
-    secrets = secret_values(job.values)
     # released at the end; undone if the job never started (a tracking store out of reach)
     with held, _working_folder(base, cwd):
         roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
         notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
                f"process(es), world size {topology.world_size} ({roles})"
                + (f"; {own.describe()}" if own is not None else ""))
-        tracking = _start_tracking(job, topology, base, request, notify) if request.tracking else None
+        tracking = _start_tracking(job, topology, base, request, notify, masker) if request.tracking else None
         monitors: "Monitors | None" = None
         try:  # the run exists: whatever stops distcomp before the ranks start ends it FAILED, not RUNNING
             if tracking is not None:
@@ -126,14 +128,14 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
             options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
                                  request.echo and console is not None, job.job_id,
                                  env={**request.env, **(tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})},
-                                 record=record)
+                                 record=record, masker=masker)
             notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
             create_outputs(job)
             monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
         except BaseException as exc:
             try:
                 _end_tracking(tracking, monitors, None, job.run_dir, notify,
-                              mask(f"distcomp stopped before the job started: {type(exc).__name__}: {exc}", secrets))
+                              masker.text(f"distcomp stopped before the job started: {type(exc).__name__}: {exc}"))
             except Exception:  # the notice itself failed: the run is ended, the first error is the one to raise
                 pass
             raise
@@ -141,7 +143,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
             result = run_topology(spec, topology, job.values, job.outputs, options,
                                   console=console or (lambda _t: None), notify=notify, claim=held)
         except (LaunchError, RenderError) as exc:
-            message = mask(str(exc), secrets)
+            message = masker.text(str(exc))
             notify(f"failed: {message}")
             _end_tracking(tracking, monitors, None, job.run_dir, notify, message)
             return JobOutcome(job_id(job.run_dir), JobState.FAILED, 1, message=message, tracking=ref)
@@ -151,7 +153,11 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
             raise
         _report(result, cwd, notify)
         _end_tracking(tracking, monitors, result, job.run_dir, notify)
-    return outcome_of(result, ref)
+    return outcome_of(result, ref).masked(masker)
+
+
+def _masking(say: Say, masker: "Masker") -> Say:
+    return lambda message: say(masker.text(message))
 
 
 @contextmanager
@@ -204,13 +210,13 @@ def rel(path: Path, cwd: Path) -> str:
 
 
 def _start_tracking(job: "Job", topology: "Topology", cwd: Path, request: LocalRun,
-                    notify: Say) -> "JobRun | None":
+                    notify: Say, masker: "Masker") -> "JobRun | None":
     """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
     from ...tracking import TrackingError, start_run
 
     try:
         return start_run(job, topology, os.environ, cwd, request.experiment, notify=notify, local_ranks=True,
-                         given=request.env)
+                         given=request.env, masker=masker)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
 

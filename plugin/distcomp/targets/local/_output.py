@@ -6,17 +6,17 @@ has its lines split back into the ranks they came from by its launcher's demulti
 What reaches the console is on disk first: lines are written to the log files as they come,
 and ``flush`` (once per batch the supervisor reads) pushes the files, then shows the batch on
 the console; so a ``distcomp run`` killed with SIGKILL leaves logs holding all it showed.
-A secret input's value (``distcomp.redact``) is masked in every line before it goes anywhere.
+The job's secrets (``distcomp.redact.Masker``) are masked in every line before it goes anywhere.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
-from typing import IO, Callable, Sequence
+from typing import IO, Callable
 
 from ...records import Replica
-from ...redact import mask
+from ...redact import NONE, Masker
 
 TAIL_LINES = 15
 
@@ -24,11 +24,10 @@ TAIL_LINES = 15
 class Logs:
     """The open log files and tails of one job, by name (``rank0``, ``launcher0``)."""
 
-    def __init__(self, log_dir: Path, console: Callable[[str], None] | None, secrets: Sequence[str] = ()) -> None:
+    def __init__(self, log_dir: Path, console: Callable[[str], None] | None, masker: Masker = NONE) -> None:
         self.log_dir = log_dir
         self.console = console
-        self.secrets = tuple(secrets)
-        self._needles = tuple(s.encode("utf-8", "surrogateescape") for s in self.secrets)
+        self.masker = masker
         self._files: dict[str, IO[bytes]] = {}
         self._dirty: set[str] = set()
         self._shown: list[str] = []  # console lines waiting for their log lines to be on disk
@@ -42,15 +41,14 @@ class Logs:
         """Start (or continue, on a restart) ``name``'s log; a user's old logs are kept."""
         if name not in self._files:
             self._files[name] = open(self.path(name), "ab")
-        self._files[name].write(mask(header, self.secrets).encode() + b"\n")
+        self._files[name].write(self.masker.text(header).encode("utf-8", "surrogateescape") + b"\n")
         self._dirty.add(name)
         self.tails[name] = deque(maxlen=TAIL_LINES)
 
     def line(self, name: str, raw: bytes) -> None:
         if name not in self._files:
             self.open(name, f"=== {name}")
-        if any(n in raw for n in self._needles):  # decoded only then: other bytes stay as written
-            raw = mask(raw.decode("utf-8", "surrogateescape"), self.secrets).encode("utf-8", "surrogateescape")
+        raw = self.masker.raw(raw)  # decoded only when it holds a secret: other bytes stay as written
         self._files[name].write(raw + b"\n")
         self._dirty.add(name)
         text = raw.decode("utf-8", "replace").rstrip("\r")

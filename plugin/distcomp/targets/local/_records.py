@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from ...errors import OptionError
 from ...outcome import JobState
+from ...redact import Masker
 
 State = JobState  # running in status.json meanwhile; then succeeded, failed, timed_out or cancelled
 
@@ -23,6 +24,7 @@ class RunOptions:
     job_id: str = "distcomp"
     env: Mapping[str, str] = field(default_factory=dict)  # set in every process, over the spec's (tracking)
     record: Mapping[str, Any] = field(default_factory=dict)  # more for status.json (the MLflow run)
+    masker: Masker | None = None  # the job's secrets; None: from its inputs and env (``redact.job_masker``)
 
     def __post_init__(self) -> None:
         if self.timeout is not None and self.timeout <= 0:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 from ...errors import JobError
 from ...outcome import JobState
 from ...records import Topology
-from ...redact import mask, secret_values
+from ...redact import job_masker
 from ...spec import ComponentSpec, RenderError
 from . import _partial, _status
 from ._claim import Claim, claim as claim_run_dir
@@ -46,9 +46,11 @@ def run_topology(spec: ComponentSpec, topology: Topology, values: Mapping[str, A
     ``claim`` is the run folder already held (``distcomp run`` takes it before creating the
     MLflow run); without one the folder is claimed here, which raises RunDirBusy if another
     job has it."""
+    masker = options.masker if options.masker is not None else job_masker(spec, values, options.env)
+
     def say(message: str) -> None:
         if notify is not None:
-            notify(mask(message, secret_values(values)))
+            notify(masker.text(message))
 
     held = claim or claim_run_dir(options.run_dir, options.job_id, options.grace)
     try:
@@ -66,7 +68,7 @@ class _Job:
                  claim: Claim) -> None:
         self.spec, self.topology, self.values, self.outputs = spec, topology, values, dict(outputs)
         self.options, self.claim = options, claim
-        self.secrets = secret_values(values)
+        self.masker = options.masker if options.masker is not None else job_masker(spec, values, options.env)
         self._notify = notify
         self.console = console if options.echo else None
         self.status = options.run_dir / _status.NAME
@@ -77,11 +79,11 @@ class _Job:
 
     def say(self, message: str) -> None:
         if self._notify is not None:
-            self._notify(mask(message, self.secrets))
+            self._notify(self.masker.text(message))
 
     def _write(self, result: RunResult) -> None:
         try:
-            _status.write(self.status, {**result.to_json(), **self.base}, self.secrets)
+            _status.write(self.status, {**result.to_json(), **self.base}, self.masker)
         except OSError:  # a full disk: the console report still says what happened
             pass
 
@@ -92,7 +94,7 @@ class _Job:
         self._write(RunResult(JobState.RUNNING, run_dir, 0, 0.0, outputs=self.outputs, incomplete_outputs=self.markers))
         self.claim.started = True
         previous = set_subreaper(True)  # a rank's orphans come back to us, not to PID 1
-        logs = Logs(run_dir / "logs", self.console, self.secrets)
+        logs = Logs(run_dir / "logs", self.console, self.masker)
         supervisor = Supervisor(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
                                 self.topology.processes_per_node, self.claim.cookie)
         t0 = time.monotonic()
@@ -188,9 +190,9 @@ class _Job:
             incomplete: dict[str, str] = {}
         else:
             why = result.message or (result.root_cause.describe().splitlines()[0] if result.root_cause else "")
-            _partial.mark(self.markers, mask(f"incomplete: job {self.options.job_id} {result.state}: {why}\n"
-                                             f"see {self.status}. Removed when a job writing here succeeds.\n",
-                                             self.secrets))
+            _partial.mark(self.markers, self.masker.text(f"incomplete: job {self.options.job_id} {result.state}: "
+                                                         f"{why}\nsee {self.status}. Removed when a job writing "
+                                                         "here succeeds.\n"))
             incomplete = self.markers
         final = RunResult(result.state, result.run_dir, result.attempts, result.wall_s, result.processes,
                           result.root_cause, result.failures, result.signal, result.message, self.outputs,

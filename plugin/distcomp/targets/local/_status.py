@@ -1,7 +1,7 @@
 """status.json: ``running`` with the supervisor's identity while a job runs, the final record after.
 
 Written whole or not at all (a temporary file renamed over it). Every string in it passes
-through the job's secret values (``distcomp.redact``) first: a secret input never lands here,
+through the job's masker (``distcomp.redact``) first: a secret input never lands here,
 whatever the rank printed into the tails of its log.
 """
 
@@ -12,10 +12,10 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ..._files import write_atomic
-from ...redact import mask
+from ...redact import NONE, Masker
 from ._procs import boot_id, start_time
 
 NAME = "status.json"
@@ -28,20 +28,10 @@ def supervisor(watchdog: int | None = None) -> dict[str, Any]:
             "boot_id": boot_id(), "watchdog_pid": watchdog}
 
 
-def _masked(value: Any, secrets: Sequence[str]) -> Any:
-    if isinstance(value, str):
-        return mask(value, secrets)
-    if isinstance(value, dict):
-        return {k: _masked(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_masked(v, secrets) for v in value]
-    return value
-
-
-def write(path: Path, record: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
+def write(path: Path, record: Mapping[str, Any], masker: Masker = NONE) -> None:
     """Replace ``path`` with ``record`` whole, or raise OSError and leave the old one. One writer
     at a time: whoever holds the run folder's lock."""
-    write_atomic(path, json.dumps(_masked(dict(record), secrets), indent=2) + "\n")
+    write_atomic(path, json.dumps(masker.data(dict(record)), indent=2) + "\n")
 
 
 def read(path: Path) -> dict[str, Any] | None:

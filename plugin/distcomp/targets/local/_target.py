@@ -44,7 +44,7 @@ class LocalTarget:
         from ...launchers.own import layout
         from ...plugins import get_plugin_manager
         from ...records import COMMAND
-        from ...redact import mask, secret_values
+        from ...redact import job_masker
         from ...spec import InputError, RenderError, bind_inputs
 
         given_out = dict(options.get("outputs") or {})
@@ -59,15 +59,15 @@ class LocalTarget:
         except (InputError, RenderError) as exc:
             raise UsageError(str(exc)) from None
         topology = layout(spec, get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec))
-        secrets = secret_values(values)
+        masker = job_masker(spec, values)
         processes = []
         for r in topology.replicas:
             argv = [a for item in r.argv for a in (command if item == COMMAND else [item])]
             processes.append({"name": r.name, "role": r.role, "node": r.node, "rank": r.rank,
-                              "argv": [mask(a, secrets) for a in argv], "env": dict(r.env)})
+                              "argv": masker.argv(argv), "env": dict(r.env)})
         plan = {"component": spec.ref, "launcher": topology.launcher, "nodes": topology.nodes,
                 "processes_per_node": topology.processes_per_node, "world_size": topology.world_size,
-                "command": mask(line, secrets), "processes": processes}
+                "command": masker.text(line), "processes": processes}
         return Compiled(kind=f"local plan of {spec.ref}", text=yaml.safe_dump(plan, sort_keys=False), data=plan)
 
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:

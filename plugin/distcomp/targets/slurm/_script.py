@@ -5,6 +5,7 @@ ranks' logs, ``FOLDER/exits`` one line per rank that ended), written by ``submit
 by ``compile``. Each rank is wrapped in a small ``sh -c`` that sets its launcher's env from
 Slurm's task variables, sends its output to its own log and records its exit code, so the
 first failing rank can be named after Slurm has killed the others (``--kill-on-bad-exit``).
+The job's secrets are not in it: it reads them from ``FOLDER/secrets.sh`` (``targets._secrets``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from ...errors import UsageError
+from ...redact import NONE, Masker
+from .._secrets import NAME as SECRETS, shell_line, shell_word
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -174,9 +177,10 @@ def torch_env(nodes: int, per_node: int, folder: Path) -> dict[str, str]:
 
 
 def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, res: Resources,
-           env: Mapping[str, str]) -> str:
+           env: Mapping[str, str], masker: Masker = NONE) -> str:
     """The whole sbatch script for the job in ``folder``; ``argv``: the rendered command (each
-    value one word), ``env``: variables for every rank (the spec's, the MLflow run's)."""
+    value one word), ``env``: variables for every rank (the spec's, the MLflow run's); each text
+    ``masker`` masks is a reference to ``FOLDER/secrets.sh``, which the script reads."""
     from ...launchers.own import find
 
     d = spec.distribution
@@ -184,7 +188,7 @@ def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, 
     launcher = d.launcher
     own = find(spec)
     ntasks: int | None = None
-    command = shlex.join(argv)
+    command = shell_line(list(argv), masker)
     head = ["#!/bin/bash",
             f"# distcomp: {spec.ref} on Slurm, {launcher}, {nodes} node(s) x {per_node} process(es)",
             f"# job folder: {folder} (code/ the code snapshot, logs/rankN.log, exits/rankN)"]
@@ -207,7 +211,9 @@ def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, 
         'mkdir -p "$DISTCOMP_JOB_FOLDER/logs" "$DISTCOMP_JOB_FOLDER/exits" "$DISTCOMP_JOB_FOLDER/errors"',
         'cd "$DISTCOMP_JOB_FOLDER/code"',
     ]
-    body += [f"export {k}={_q(v)}" for k, v in env.items()]
+    if masker:  # its secrets, from a file only its owner reads; not exported: the ranks' env lacks them
+        body.append(f'. "$DISTCOMP_JOB_FOLDER/{SECRETS}"  # DISTCOMP_SECRET_N: the job\'s secrets (mode 600)')
+    body += [f"export {k}={shell_word(v, masker)}" for k, v in env.items()]
     return "\n".join(body) + "\n" + launch
 
 

@@ -8,6 +8,13 @@ run), the ranks' logs and exit records, and, once someone saw the end, ``outcome
 after Slurm has forgotten it (MinJobAge). The job's MLflow run is created before sbatch, handed
 to every rank through the script's env, and ended with the job's state by whoever first sees
 the end (``wait``, ``status``, ``cancel``; ``outcome.json`` is made once, exclusively).
+
+The job's secrets (``distcomp.redact``) are in ``secrets.sh`` only (mode 600), which the script
+reads: ``job.sbatch`` names them (and is mode 600 too when the job has any), and everything
+distcomp shows or writes of the job (the console, ``outcome.json``, MLflow tags and params,
+``logs``) masks them. The ranks' logs and Slurm's own output hold what the ranks print: they are
+masked in place once the job has ended (before they become MLflow artifacts); while it runs,
+``logs/`` of a job with secrets is readable by its owner only.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from ...errors import JobError, UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
 from ...target import Compiled, Notify
+from .. import _secrets
 
 if TYPE_CHECKING:
+    from ...redact import Masker
     from ...spec import ComponentSpec
     from ._slurm import SlurmJob
 
@@ -55,6 +64,7 @@ class SlurmTarget:
     # -- compiling -------------------------------------------------------------------------
     def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
         """The sbatch script for a job folder under the job dir (nothing is written)."""
+        from ...redact import job_masker
         from ...spec import InputError, RenderError, bind_inputs
 
         folder = _job_dir(options) / _folder_name(spec)
@@ -68,14 +78,18 @@ class SlurmTarget:
             argv = spec.render(values, outputs)
         except (InputError, RenderError) as exc:
             raise UsageError(str(exc)) from None
-        text = self._script(spec, options, argv, folder, dict(spec.environment_variables))
-        return Compiled(kind=f"sbatch script of {spec.ref}", text=text,
-                        notes=(f"written for the job folder {folder}; `distcomp submit --target slurm` copies the "
-                               "spec and its code there before sbatch",))
+        masker = job_masker(spec, values)
+        text = self._script(spec, options, argv, folder, dict(spec.environment_variables), masker)
+        notes: tuple[str, ...] = (f"written for the job folder {folder}; `distcomp submit --target slurm` copies "
+                                  "the spec and its code there before sbatch",)
+        if masker:
+            notes += (f"the job's secrets are not in the script: it reads them from {folder / _secrets.NAME} "
+                      "(mode 600), which `distcomp submit --target slurm` writes",)
+        return Compiled(kind=f"sbatch script of {spec.ref}", text=text, notes=notes)
 
     @staticmethod
     def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
-                env: Mapping[str, str]) -> str:
+                env: Mapping[str, str], masker: "Masker") -> str:
         from ._script import resources_of, script
 
         from ._script import folder_problem
@@ -84,11 +98,13 @@ class SlurmTarget:
         if why:
             raise UsageError(f"--job-dir {str(folder.parent)!r} {why}; give a job dir whose path has none")
         res = resources_of(spec, options, options.get("timeout"))
-        return script(spec, argv, folder, spec.name, res, env)
+        return script(spec, argv, folder, spec.name, res, env, masker)
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
+        from ..._files import write_atomic
         from ...jobs import create_outputs, make_job
+        from ...redact import job_masker
         from ...spec import InputError
         from . import _slurm
 
@@ -103,22 +119,27 @@ class SlurmTarget:
         except InputError as exc:
             raise UsageError(str(exc)) from None
         argv = spec.render(job.values, job.outputs)
+        masker = job_masker(spec, job.values)
         # the options and sbatch's own judgement (partition, account, memory, time) before anything
         # of the job exists: a refused job leaves no job folder, no code copy and no MLflow run
-        _slurm.test(self._script(spec, options, argv, folder, dict(spec.environment_variables)))
+        _slurm.test(self._script(spec, options, argv, folder, dict(spec.environment_variables), masker))
         if options.get("tracking", True):
             _check_tracking_uri(job_dir)
-        _make_folder(spec, folder)
+        _make_folder(spec, folder, masker)
+        if masker:
+            _secrets.write(folder / _secrets.NAME, masker)
         create_outputs(job)
         env = dict(spec.environment_variables)
-        tracking = self._start_tracking(job, options, job_dir, notify) if options.get("tracking", True) else None
+        tracking = (self._start_tracking(job, options, job_dir, notify, masker) if options.get("tracking", True)
+                    else None)
         if tracking is not None:
             env.update(tracking.env())
         try:
-            (folder / SCRIPT).write_text(self._script(spec, options, argv, folder, env), encoding="utf-8")
+            write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker),
+                         mode=0o600 if masker else None)
         except BaseException as exc:  # the run exists: it ends FAILED with the reason, never left RUNNING
             if tracking is not None:
-                tracking.finish(None, folder / "logs", f"not submitted: {exc}", JobState.FAILED)
+                tracking.finish(None, folder / "logs", masker.text(f"not submitted: {exc}"), JobState.FAILED)
             raise
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
@@ -143,7 +164,8 @@ class SlurmTarget:
         notify(f"submitted Slurm job {job_id} ({spec.ref}); job folder: {folder}")
         return job_id
 
-    def _start_tracking(self, job: Any, options: Mapping[str, Any], job_dir: Path, notify: Notify) -> Any:
+    def _start_tracking(self, job: Any, options: Mapping[str, Any], job_dir: Path, notify: Notify,
+                        masker: "Masker") -> Any:
         """The job's run in $MLFLOW_TRACKING_URI, else a SQLite file in the job dir (shared with the nodes)."""
         from ...launchers.own import layout
         from ...plugins import get_plugin_manager
@@ -153,7 +175,7 @@ class SlurmTarget:
         topology = layout(job.spec, get_plugin_manager().launcher(job.spec.distribution.launcher).type.factory(job.spec))
         try:
             tracking = start_run(job, topology, environ, Path.cwd(), options.get("experiment"), notify,
-                                 local_ranks=True)
+                                 local_ranks=True, masker=masker)
         except TrackingError as exc:
             raise UsageError(f"MLflow tracking: {exc}") from None
         if tracking is not None:
@@ -214,7 +236,7 @@ class SlurmTarget:
 
         folder = self._folder(job_id)
         if (folder / OUTCOME).is_file():
-            return _outcome_from(_read_json(folder / OUTCOME))
+            return _outcome_from(_read_json(folder / OUTCOME)).masked(_masker(folder))
         job = _slurm.show(job_id.removeprefix(PREFIX))
         if job is None or job.state.terminal:
             return self._end(folder, job_id, job)
@@ -226,7 +248,8 @@ class SlurmTarget:
         return JobOutcome(PREFIX + job_id.removeprefix(PREFIX), job.state,
                           message=f"Slurm: {job.slurm_state}" + (f" ({reason})" if reason else ""),
                           outputs=record.get("outputs") or {}, started=record.get("submitted"),
-                          tracking=_tracking_ref(record), details={"folder": str(folder), **job.fields})
+                          tracking=_tracking_ref(record),
+                          details={"folder": str(folder), **job.fields}).masked(_masker(folder))
 
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
         """One rank's log (``rank``), or every rank's with its ``[rankN]`` prefix and Slurm's own
@@ -242,6 +265,7 @@ class SlurmTarget:
             raise UsageError(f"Slurm job {sid}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
         offsets: dict[Path, int] = {}
         partial: dict[Path, str] = {}
+        masker = _masker(folder)  # the ranks' logs hold what they printed: masked as shown
         while True:
             ended = not follow or (folder / OUTCOME).is_file()
             if not ended:
@@ -254,7 +278,7 @@ class SlurmTarget:
                 files.append((folder / f"slurm-{sid}.out", "[slurm] "))
             for path, prefix in files:
                 for line in new_lines(path, offsets, partial, final=ended):
-                    yield prefix + line
+                    yield prefix + masker.text(line)
             if ended:
                 return
             time.sleep(0.3)
@@ -285,6 +309,7 @@ class SlurmTarget:
         caller (another process) reads what the first wrote."""
         sid = job_id.removeprefix(PREFIX)
         record = _read_json(folder / RECORD)
+        masker = _masker(folder)
         if job is None:
             state, message = (JobState.CANCELLED, "cancelled") if cancelled else (
                 JobState.UNKNOWN, f"Slurm no longer knows job {sid} and nobody recorded its end")
@@ -303,7 +328,7 @@ class SlurmTarget:
                              root_cause=cause, message=message, outputs=record.get("outputs") or {},
                              started=record.get("submitted"), ended=time.time(),
                              wall_s=_wall(job), tracking=_tracking_ref(record),
-                             details={"folder": str(folder), **(job.fields if job else {})})
+                             details={"folder": str(folder), **(job.fields if job else {})}).masked(masker)
         if state is JobState.UNKNOWN:
             return outcome
         try:
@@ -315,14 +340,17 @@ class SlurmTarget:
                 time.sleep(0.1)
             return outcome
         os.close(fd)
-        problem = self._end_tracking(folder, record, state, cause or message)
+        for path in [*(folder / "logs").glob("*.log"), *(folder / "errors").glob("*"), folder / f"slurm-{sid}.out"]:
+            _mask_file(path, masker)  # before the logs become MLflow artifacts
+        problem = self._end_tracking(folder, record, state, outcome.root_cause or outcome.message, masker)
         data = outcome.to_json()
         if problem:
             data["details"] = {**data["details"], "tracking_problem": problem}
         _write_json(folder / OUTCOME, data)
         return outcome
 
-    def _end_tracking(self, folder: Path, record: Mapping[str, Any], state: JobState, error: str) -> str:
+    def _end_tracking(self, folder: Path, record: Mapping[str, Any], state: JobState, error: str,
+                      masker: "Masker") -> str:
         """End the job's run (this instance's JobRun, else the run job.json names), with the ranks'
         logs attached; a problem is returned and told, not raised: the job's own state stands."""
         mlflow = record.get("mlflow") or {}
@@ -337,12 +365,40 @@ class SlurmTarget:
                 run = store.get_run(mlflow["run_id"])
                 from ...tracking._ending import end
 
-                status, problems = end(store, run, None, folder / "logs", error, state.value)
+                status, problems = end(store, run, None, folder / "logs", error, state.value, masker=masker)
             else:
                 status, problems = tracking.finish(None, folder / "logs", error, state.value)
         except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
             return f"MLflow run {mlflow['run_id']} is left as it was: {type(exc).__name__}: {exc}"
         return "; ".join(problems) if status == "RUNNING" else ""
+
+
+def _masker(folder: Path) -> "Masker":
+    """The job's masker, from the secrets file its script reads (none: a job without secrets)."""
+    return _secrets.read(folder / _secrets.NAME)
+
+
+def _mask_file(path: Path, masker: "Masker") -> None:
+    """``path`` rewritten with the job's secrets masked, line by line (the same lines, its mode
+    kept), when it holds any; the new version replaces the old whole."""
+    if not masker or not path.is_file():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.masking")
+    changed = False
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, path.stat().st_mode & 0o777)
+        with open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+            for line in src:
+                masked = masker.raw(line)
+                changed = changed or masked != line
+                dst.write(masked)
+        if changed:
+            os.replace(tmp, path)
+    except OSError:  # a file that cannot be rewritten: what distcomp shows of it is masked still
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def root_cause(folder: Path, sid: str, state: JobState) -> str:
@@ -418,15 +474,16 @@ def _check_tracking_uri(job_dir: Path) -> None:
         raise UsageError(f"MLflow tracking: {exc}") from None
 
 
-def _make_folder(spec: "ComponentSpec", folder: Path) -> None:
+def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
     """The job folder with its code snapshot and the ranks' subfolders; removed again if any of
-    it fails (a FIFO in the code folder, a full disk), so a refused job leaves no folder."""
+    it fails (a FIFO in the code folder, a full disk), so a refused job leaves no folder. With
+    secrets, logs/ (what ranks print, secrets too until the end masks them) is the owner's only."""
     new_job_dir = not folder.parent.exists()
     folder.mkdir(parents=True)
     try:
         _copy_code(spec, folder / "code")
         for sub in ("logs", "exits", "errors"):
-            (folder / sub).mkdir()
+            (folder / sub).mkdir(mode=0o700 if masker and sub == "logs" else 0o777)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         if new_job_dir:

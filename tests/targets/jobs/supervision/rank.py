@@ -11,7 +11,7 @@ its pid, the pids of the processes it started (``started``) and its MASTER_PORT.
                   reached its own job (after the barrier in $BARRIER_DIR, if set)
   squat           like bind, but rank 1 first has another process take MASTER_PORT (once)
   partial         rank 0 writes a checkpoint into --result, then fails on attempt 0 (always with --end fail)
-  secret          print --password; rank 1 then fails naming it
+  secret          print --password (and $API_TOKEN); rank 1 then fails naming it
 """
 
 import argparse
@@ -164,6 +164,8 @@ def main() -> None:
     elif args.mode == "secret":
         record(state, name, pid=os.getpid(), started=[], port=port)
         print(f"rank {rank}: connecting with password {args.password}", flush=True)
+        if os.environ.get("API_TOKEN"):  # a secret of the job's env (--env), printed like the input
+            print(f"rank {rank}: token {os.environ['API_TOKEN']}", flush=True)
         if rank == 1:
             time.sleep(0.3)
             print(f"rank 1: login refused for password={args.password}", flush=True)
