@@ -419,7 +419,8 @@ class _ShellLine:
 
     def _until(self, i: int, closer: str | None) -> tuple[list[str], int]:
         """Render from ``i`` to the end, or to ``closer`` (an optional block's end) in the context it opened in."""
-        s, out, ctx = self.s, [], self.ctx  # type: ignore[var-annotated]
+        s, ctx = self.s, self.ctx
+        out: list[str] = []
         depth = ctx.depth
         opener_v1 = self.dialect == "v1"
         while i < len(s):
