@@ -102,6 +102,7 @@ REFUSED = [
     ("cat <<'EOF'\n${{inputs.name}}\nEOF", "quoted end word"),
     ("echo ${X${{inputs.name}}}", "inside a ${NAME} name"),
     ("echo $(printf '%s' '${{inputs.name}}')", "inside '...' within a nested part"),
+    ("echo $(date) 'at ${{inputs.name}}'", "inside '...' in a line that also uses $( )"),
 ]
 
 

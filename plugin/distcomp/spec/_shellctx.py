@@ -93,8 +93,11 @@ class Tracker:
         if kind in ("sq", "ansi"):
             if kind == "sq" and plain_path:
                 return "paste-sq"  # literal text the program gets as is (a shell's script is refused above)
-            raise Refusal(f"{ref_source} is inside '...' within a nested part of the command, where the shell may "
-                          "read the quotes differently", hint=f'use double quotes there: "... {ref_source} ..."')
+            where = "in a line that also uses $( ), backticks, ${X:-...}, a here-document or a comment before it" \
+                if all(f.kind == "sub" for f in self.frames[:-1]) else \
+                "within a nested part of the command"
+            raise Refusal(f"{ref_source} is inside '...' {where}, where the shell may read those quotes "
+                          "differently", hint=f'use double quotes there: "... {ref_source} ..."')
         if kind == "arith":
             raise Refusal(f"{ref_source} is inside $(( )): the shell would evaluate the value as an expression "
                           "(bash runs a[$(cmd)] in it)", hint="compute it in the program, which gets the value as an argument")
