@@ -84,3 +84,13 @@ def test_a_value_is_exact_inside_substitutions_and_defaults_on_every_rank(tmp_pa
         for flag in ("--default", "--sub", "--tick", "--plain"):
             assert argv[argv.index(flag) + 1] == HOSTILE, (flag, argv)
     assert sorted(rec["argv"][rec["argv"].index("--seen") + 1] for rec in records) == ["0", "1"]
+
+
+def test_render_shows_where_a_value_goes_in_as_a_variable() -> None:
+    """`distcomp render`: the value quoted once at the line's start, read where the shell would parse it again."""
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "render", str(JOB / "contexts.yaml"), "-o", "out=/o",
+                           "-i", "value=it's"], capture_output=True, text=True, timeout=60, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ("dc_in_value='it'\"'\"'s' dc_out_out=/o; cd sub && python record.py --seen \"$RANK\" "
+                           "--default \"${UNSET_X:-${dc_in_value}}\" --sub \"$(printf '%s' \"${dc_in_value}\")\" "
+                           "--tick \"`printf '%s' \"${dc_in_value}\"`\" --plain \"${dc_in_value}\" --out \"${dc_out_out}\"\n")
