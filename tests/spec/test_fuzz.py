@@ -705,3 +705,29 @@ def test_value_is_one_word_of_the_shell_line(value: str) -> None:
     assert argv[:2] == ["/bin/sh", "-c"]
     out = subprocess.run(argv, capture_output=True, env={"VAR": "v", "PATH": "/usr/bin:/bin"}, check=True).stdout
     assert out.decode().split("\0")[:-1] == [value, f"dq {value} v", f"sq {value}", "v"]
+
+
+INJECT_NESTED = """\
+type: command
+name: inject
+inputs:
+  name: {type: string}
+command: >-
+  printf '%s\\0' "${UNSET_X:-${{inputs.name}}}" "$(printf '%s.' ${{inputs.name}})"
+  "`printf '%s.' ${{inputs.name}}`" ${UNSET_X:-${{inputs.name}}}
+distribution: {type: pytorch}
+"""
+
+
+@settings(FUZZ, max_examples=150)
+@given(value=nasty, shell=st.sampled_from(["/bin/sh", "bash"]))
+def test_value_is_exact_where_the_shell_parses_again(value: str, shell: str) -> None:
+    """Inside "${X:-...}", "$( )", backticks and an unquoted ${X:-...}, through dash and bash:
+    the program gets the value exactly (the `.` keeps the trailing newlines $( ) would drop)."""
+    if "\x00" in value:
+        return
+    spec = loads(INJECT_NESTED, "inject.yaml")
+    argv = spec.render(bind_inputs(spec, {"name": value}), {})
+    assert argv[:2] == ["/bin/sh", "-c"]
+    out = subprocess.run([shell, "-c", argv[2]], capture_output=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
+    assert out.decode().split("\0")[:-1] == [value, f"{value}.", f"{value}.", value]

@@ -63,3 +63,34 @@ def test_render_shows_the_line_each_rank_runs(tmp_path: Path) -> None:
     validate = subprocess.run([sys.executable, "-m", "distcomp", "validate", str(JOB / "torch.yaml")],
                               capture_output=True, text=True, timeout=60, env=clean_env())
     assert validate.returncode == 0 and "warning" not in validate.stdout + validate.stderr  # no `&&` warning
+
+
+HOSTILE = "$(touch pwned) `touch pwned` it's \"two words\" $HOME \\"
+
+
+def test_a_value_is_exact_inside_substitutions_and_defaults_on_every_rank(tmp_path: Path) -> None:
+    """`"${X:-${{inputs.v}}}"`, `"$(printf %s ${{inputs.v}})"` and backticks: each rank's program gets
+    the value as given, and the `$(touch ...)` in it ran nowhere (issue 22)."""
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "run", str(JOB / "contexts.yaml"), "--no-tracking",
+                           "--run-dir", str(tmp_path / "run"), "--output", f"out={tmp_path / 'out'}",
+                           "--input", f"value={HOSTILE}"],
+                          capture_output=True, text=True, timeout=180, env=clean_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not list(JOB.rglob("pwned")) and not list(tmp_path.rglob("pwned"))
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("*.json"))]
+    assert len(records) == 2
+    for rec in records:
+        argv = rec["argv"]
+        for flag in ("--default", "--sub", "--tick", "--plain"):
+            assert argv[argv.index(flag) + 1] == HOSTILE, (flag, argv)
+    assert sorted(rec["argv"][rec["argv"].index("--seen") + 1] for rec in records) == ["0", "1"]
+
+
+def test_render_shows_where_a_value_goes_in_as_a_variable() -> None:
+    """`distcomp render`: the value quoted once at the line's start, read where the shell would parse it again."""
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "render", str(JOB / "contexts.yaml"), "-o", "out=/o",
+                           "-i", "value=it's"], capture_output=True, text=True, timeout=60, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ("dc_in_value='it'\"'\"'s' dc_out_out=/o; cd sub && python record.py --seen \"$RANK\" "
+                           "--default \"${UNSET_X:-${dc_in_value}}\" --sub \"$(printf '%s' \"${dc_in_value}\")\" "
+                           "--tick \"`printf '%s' \"${dc_in_value}\"`\" --plain \"${dc_in_value}\" --out \"${dc_out_out}\"\n")

@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Literal, Mapping, Union
 
 from ..errors import UsageError
 from ._diagnostics import closest
+from ._shellctx import Refusal, Tracker
 
 Dialect = Literal["v1", "v2"]
 
@@ -188,12 +189,19 @@ _SHELL_CHARS = {"v1": set("$;&|<>()`*?~#!\n{}"), "v2": set("$;&|<>()`*?~#!\n{}[]
 _SHELL_WORDS = frozenset({"cd", "export", "exec", "if", "for", "while", "until", "case", "set", "source", ".",
                           "eval", "ulimit", "umask", "unset", "trap", "{", "!", "alias", "type", "wait", "read"})
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN_RUN = re.compile(r"[^\s{}$\[\]\\'\"`()#<>;&|*?~!]+")  # text no context reads specially
 
 
 def parse(source: str, dialect: Dialect) -> tuple[CommandTemplate, list[TemplateIssue]]:
     """Parse ``source``; structural problems come back as issues, never exceptions."""
     p = _Parser(source, dialect)
     items = p.run()
+    if not any(i.severity == "error" for i in p.issues):  # a value where no quoting is exact: refused
+        line = _ShellLine(source, dialect, lambda ref: "x", {}, check=True)
+        line.run()
+        for snippet, at, why in line.refusals:
+            p.issues.append(TemplateIssue(why.message, snippet, line.s.count(snippet, 0, at), hint=why.hint))
     return CommandTemplate(source, items, dialect), p.issues
 
 
@@ -349,27 +357,40 @@ class _Parser:
 
 
 def _needs_shell(source: str, dialect: Dialect) -> bool:
-    line = _ShellLine(source, dialect, lambda ref: "x", {})
+    line = _ShellLine(source, dialect, lambda ref: "x", {}, check=True)
     text = line.run()
     first = text.split(None, 1)[0] if text.split() else ""
     return line.special or first in _SHELL_WORDS or bool(_ASSIGNMENT.match(first))
 
 
 class _ShellLine:
-    """Copies the author's text as written, putting each value in as one quoted word that
-    closes and reopens the quote it stands in (``"a ${{inputs.x}}"`` -> ``"a "'VALUE'""``)
-    and keeping or dropping optional blocks. ``special``: whether anything outside quotes
-    needs a shell."""
+    """Copies the author's text as written, putting each value in where the shell reads it as
+    exactly that text (``_shellctx``): one quoted word in plain words and in a top-level
+    ``"..."`` (closing and reopening it: ``"a ${{inputs.x}}"`` -> ``"a "'VALUE'""``), a
+    reference to a variable assigned at the line's start in nested parts (``"$(echo
+    ${{inputs.x}})"`` -> ``dc_in_x='VALUE'; "$(echo "${dc_in_x}")"``), and keeping or dropping
+    optional blocks. ``special``: whether anything outside quotes needs a shell. ``check``:
+    collect the places no quoting makes safe (``refusals``) instead of raising."""
 
     def __init__(self, source: str, dialect: Dialect, lookup: ValueLookup, env: Mapping[str, str],
-                 v2: bool = False) -> None:
+                 v2: bool = False, check: bool = False) -> None:
         self.s, self.dialect, self.lookup, self.env = source.strip(), dialect, lookup, env
         self.v2 = v2  # write references and blocks back in azure-ai-ml's syntax instead of values
         self.special = False
+        self.check = check
+        self.refusals: list[tuple[str, int, Refusal]] = []  # (the reference as written, where, why)
+        self.assigned: dict[str, str] = {}  # variable -> value, in order of first use
+        ref_at = _V1_REF if dialect == "v1" else _V2_EXPR
+        self.ctx = Tracker(self.s, lambda i: ref_at.match(self.s, i) is not None)
 
     def run(self) -> str:
         out, _ = self._until(0, None)
-        return "".join(out).strip()
+        line = "".join(out).strip()
+        if self.assigned:  # a plain word at the very start: the one place quoting is always exact
+            import shlex
+
+            line = " ".join(f"{name}={shlex.quote(value)}" for name, value in self.assigned.items()) + "; " + line
+        return line
 
     def _value(self, value: str, quote: str | None) -> str:
         import shlex
@@ -377,13 +398,38 @@ class _ShellLine:
         word = shlex.quote(value)
         return word if quote is None else f"{quote}{word}{quote}"  # close, the word, reopen
 
+    def _put(self, ref: Ref, value: str, at: int) -> str:
+        """The text that stands for ``value`` at ``at``; a refused place raises (or, checking, is noted)."""
+        try:
+            placement = self.ctx.place(ref.source)
+        except Refusal as why:
+            if not self.check:
+                raise RenderError(f"{why.message}; {why.hint}") from None
+            self.refusals.append((ref.source, at, why))
+            return ""
+        if placement in ("paste", "paste-dq", "paste-sq"):
+            return self._value(value, {"paste": None, "paste-dq": '"', "paste-sq": "'"}[placement])
+        name = f"dc_{ref.kind[:-1].replace('input', 'in').replace('output', 'out')}_{ref.name}"
+        if not _IDENTIFIER.fullmatch(name):
+            name = f"dc_ref{len(self.assigned)}"
+        name = next(n for n in (name, *(f"{name}_{k}" for k in range(1, 1000)))
+                    if self.assigned.get(n, value) == value)
+        self.assigned[name] = value
+        return "${" + name + "}" if placement == "var-dq" else '"${' + name + '}"'
+
     def _until(self, i: int, closer: str | None) -> tuple[list[str], int]:
-        """Render from ``i`` to the end, or to ``closer`` (an optional block's end) outside quotes."""
-        s, out, quote = self.s, [], None  # type: ignore[var-annotated]
+        """Render from ``i`` to the end, or to ``closer`` (an optional block's end) in the context it opened in."""
+        s, ctx = self.s, self.ctx
+        out: list[str] = []
+        depth = ctx.depth
         opener_v1 = self.dialect == "v1"
         while i < len(s):
+            if ctx.top.kind not in ("param", "heredoc") and (run := _PLAIN_RUN.match(s, i)):
+                out.append(run.group())  # nothing in it opens, closes or marks anything: one step
+                i = run.end()
+                continue
             c = s[i]
-            if quote is None and closer is not None and s.startswith(closer, i):
+            if closer is not None and ctx.depth == depth and s.startswith(closer, i):
                 return out, i + len(closer)
             ref = (_V1_REF.match(s, i) if opener_v1 else _V2_EXPR.match(s, i)) if c in "{$" else None
             if ref is not None and (opener_v1 or _V2_REF.fullmatch(ref.group(1))):
@@ -395,13 +441,13 @@ class _ShellLine:
                 value = self.lookup(Ref(kind, name, ref.group(0)))  # type: ignore[arg-type]
                 if value is None:
                     raise RenderError(f"no value for {kind[:-1]} '{name}' used outside an optional block")
-                out.append(self._value(value, quote))
+                out.append(self._put(Ref(kind, name, ref.group(0)), value, i))  # type: ignore[arg-type]
                 i = ref.end()
                 continue
-            block = "[" if opener_v1 and quote is None and c == "[" else \
+            block = "[" if opener_v1 and c == "[" and not ctx.quoted() else \
                 "$[[" if not opener_v1 and s.startswith("$[[", i) else None
             if block is not None:
-                outer, missing = self.lookup, []
+                outer, missing, assigned = self.lookup, [], dict(self.assigned)
 
                 def inside(ref: Ref) -> str:  # a block with an unset value is left out, whole
                     value = outer(ref)
@@ -415,28 +461,20 @@ class _ShellLine:
                     out.append("$[[" + "".join(inner).strip() + "]]")
                 elif not missing:
                     out.extend(inner)
+                else:
+                    self.assigned = assigned  # its values are not used
                 continue
-            if quote == "'":
-                quote = None if c == "'" else quote
-            elif c == "$" and (m := _ENV.match(s, i)) and (m.group(1) or m.group(2)) in self.env:
-                out.append(self._value(self.env[m.group(1) or m.group(2)], quote))
+            kind = ctx.top.kind
+            if c == "$" and ctx.pasteable() and (m := _ENV.match(s, i)) and (m.group(1) or m.group(2)) in self.env:
+                out.append(self._value(self.env[m.group(1) or m.group(2)], '"' if kind == "dq" else None))
                 i = m.end()
                 continue
-            elif c == "\\" and quote is None and i + 1 < len(s):  # an escaped char (or a line joined)
-                out.append(s[i:i + 2])
-                i += 2
-                continue
-            elif quote == '"':
-                if c == "\\" and i + 1 < len(s):
-                    out.append(s[i:i + 2])
-                    i += 2
-                    continue
-                quote = None if c == '"' else quote
-                self.special = self.special or c in "$`"
-            elif c in "'\"":
-                quote = c
-            elif c in _SHELL_CHARS[self.dialect]:
-                self.special = True
-            out.append(c)
-            i += 1
+            if c != "\\":
+                if kind == "dq":
+                    self.special = self.special or c in "$`"
+                elif kind not in ("sq", "ansi"):
+                    self.special = self.special or c in _SHELL_CHARS[self.dialect]
+            n = ctx.step(i)
+            out.append(s[i:i + n])
+            i += n
         return out, i

@@ -164,3 +164,23 @@ def test_detach_status_logs_then_cancel_leaves_nothing_running(job_dir: Path) ->
     assert outcome.tracking is not None
     assert _mlflow_run(job_dir, outcome.tracking.run_id).info.status == "KILLED"
     assert handle.status().state is JobState.CANCELLED  # recorded: Slurm may forget the job
+
+
+HOSTILE = "$(touch PWNED) `touch PWNED` it's \"two words\" $HOME \\"
+
+
+def test_a_value_is_exact_inside_substitutions_on_every_slurm_rank(job_dir: Path, tmp_path: Path) -> None:
+    """Issue 22: `"${X:-${{inputs.v}}}"`, `"$(printf %s ${{inputs.v}})"` and backticks ran a
+    `$(touch ...)` in the value on the nodes; now each rank's program gets the value as given."""
+    pwned = tmp_path / "pwned"
+    value = HOSTILE.replace("PWNED", str(pwned))
+    job = distcomp.submit(JOBS / "quoting" / "component.yaml", "slurm", inputs={"value": value},
+                          job_dir=str(job_dir))
+    outcome = job.wait()
+    assert outcome.state is JobState.SUCCEEDED, outcome.root_cause + outcome.message
+    ranks = [json.loads((Path(outcome.outputs["result"]) / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["node"] for r in ranks] == ["n1", "n2"]
+    for rank in ranks:
+        argv = rank["argv"]
+        assert [argv[argv.index(flag) + 1] for flag in ("--default", "--sub", "--tick", "--plain")] == [value] * 4
+    assert not pwned.exists()
