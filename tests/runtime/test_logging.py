@@ -159,6 +159,58 @@ def test_sigterm_flushes_then_dies_of_sigterm(store: Store) -> None:
     assert store.client.get_run(run).data.params == {"p": "x"}
 
 
+ENDS_WITH_OS_EXIT = """
+    import json, os, sys, threading
+    import distcomp.runtime as rt
+    for i in range(1500):  # two batches
+        rt.log_metric("m", float(i), step=i)
+    rt.log_params({"a": 1})
+    # what the runtime added to this process while it logs: daemon threads only
+    during = [(t.name, t.daemon) for t in threading.enumerate() if t is not threading.main_thread()]
+    ok = rt.finish()
+    after = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    print(json.dumps({"during": during, "after": after, "finished": ok}))
+    sys.stdout.flush()
+    os._exit(0)  # as a torch script does after destroy_process_group(): no exit hook runs
+"""
+
+
+def test_finish_delivers_everything_before_os_exit(store: Store) -> None:
+    run = store.new_run()
+    proc = run_script(ENDS_WITH_OS_EXIT, store.env(run))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["finished"] is True and notices(proc.stderr) == []
+    assert history(store, run, "m") == [(i, float(i)) for i in range(1500)]
+    assert store.client.get_run(run).data.params == {"a": "1"}
+    # nothing of distcomp's can race the interpreter's end: its one thread is a daemon, and
+    # finish() stopped it
+    assert out["during"] == [["distcomp-mlflow", True]] and out["after"] == []
+
+
+FINISH_UNDELIVERED = """
+    import json, os, sys
+    import distcomp.runtime as rt
+    for i in range(10):
+        rt.log_metric("m", float(i), step=i)
+    ok = rt.finish(5)
+    print(json.dumps({"finished": ok}))
+    sys.stdout.flush()
+    os._exit(0)
+"""
+
+
+def test_finish_reports_what_it_could_not_deliver(sqlite_store: Store, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    env = sqlite_store.env("0" * 32, DISTCOMP_TRACKING_DIR=str(reports))  # a run this store does not have
+    proc = run_script(FINISH_UNDELIVERED, env, cwd=tmp_path)
+    assert proc.returncode == 0 and last_json(proc) == {"finished": False}, proc.stderr[-3000:]
+    *_, summary = notices(proc.stderr)
+    assert "at finish: kept 0 of 10 metric points; 10 were not logged" in summary, proc.stderr[-3000:]
+    (report,) = reports.glob("undelivered-*.json")
+    assert json.loads(report.read_text())["reason"] == "finish"
+
+
 FORKS = """
     import os, sys
     import distcomp.runtime as rt

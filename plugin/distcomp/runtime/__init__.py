@@ -1,6 +1,7 @@
 """Code that runs inside every rank. Kept import-light: a rank pays for what it uses."""
 
 from ._logging import (
+    finish,
     flush,
     is_logging_rank,
     log_artifact,
@@ -17,6 +18,7 @@ from ._rankinfo import RankInfo, RankInfoError, rank_info
 __all__ = [
     "RankInfo",
     "RankInfoError",
+    "finish",
     "flush",
     "is_logging_rank",
     "log_artifact",

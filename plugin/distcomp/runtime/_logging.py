@@ -8,7 +8,7 @@ returns. A daemon thread (``_sender``) sends what has piled up, and keeps what t
 not take (a server away for a while) to send it again when it is back.
 The queue is flushed by ``flush()``, at exit (an uncaught exception included) and on SIGTERM;
 what could not be delivered by then is counted on stderr and reported to the launcher.
-``os._exit()`` skips all of that: call ``flush()`` before it.
+``os._exit()`` skips all of that: call ``finish()`` before it (it does what the exit does).
 Other ranks, forked children (DataLoader workers) and processes without a run do nothing.
 """
 
@@ -315,11 +315,28 @@ def flush(timeout: float | None = None) -> bool:
     store yet (or was refused, or dropped): ``undelivered()`` counts it. It never raises for a
     store's failure. The same happens at exit (up to 300 s, ``DISTCOMP_EXIT_FLUSH_S``) and on
     SIGTERM (3 s, ``DISTCOMP_SIGTERM_FLUSH_S``), which then say on stderr what was not logged.
-    ``os._exit()`` skips every flush: call this first."""
+    ``os._exit()`` skips every flush: call ``finish()`` first."""
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be >= 0 or None")
     sender = _active()
     return True if sender is None or sender.pid != os.getpid() else sender.flush(timeout)
+
+
+def finish(timeout: float | None = None) -> bool:
+    """End this process's logging, as its exit would: deliver what is queued, waiting up to
+    ``timeout`` seconds (default ``DISTCOMP_EXIT_FLUSH_S``, 300) for a store that does not answer;
+    say on stderr, and tell the launcher, what could not be delivered; stop the sending thread.
+    For a script that ends with ``os._exit()``, which skips the exit's flush (torch's gloo
+    threads outlive ``destroy_process_group()``, and an interpreter finalising beside them may
+    abort). True when everything logged is in the store; what is logged after it is not sent
+    (an exit counts it as lost). True at once on other ranks and without a run."""
+    if timeout is not None and timeout < 0:
+        raise ValueError("timeout must be >= 0 or None")
+    sender = _active()
+    if sender is None or sender.pid != os.getpid():
+        return True
+    limit = _seconds("DISTCOMP_EXIT_FLUSH_S", EXIT_FLUSH_S) if timeout is None else timeout
+    return not sender.finish(limit).total
 
 
 def undelivered() -> "Counts":

@@ -103,6 +103,17 @@ class Sender:
             self._report(Report(self.run_id, self.pid, reason, logged, lost, self.last_error))
         return lost
 
+    def finish(self, limit: float) -> Counts:
+        """The script ends its logging (``distcomp.runtime.finish``): as ``close``, then the thread
+        is stopped and joined, so a process that leaves by ``os._exit()`` leaves nothing in flight."""
+        lost = self.close(limit, "finish")
+        with self._books:
+            self.closed = True  # after a complete flush close() left the thread waiting for more
+        if self.thread.is_alive():
+            self.queue.put(Flush(threading.Event()))  # wakes it; it sees ``closed`` and returns
+            self.thread.join(IN_FLIGHT_S)
+        return lost
+
     def _report(self, report: Report) -> None:
         where = ""
         if self.folder:
