@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.targets._jobs import WAIT, clean_env, finish, wait_for
@@ -174,7 +175,8 @@ def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_a
     assert proc.stdout == (
         f"distcomp reap: alive: job alive is running (pid {me} on host {HOST}): left alone\n"
         f"distcomp reap: reused: the supervisor (pid {me} on host {HOST}) died; distcomp reap stopped every rank "
-        "(0 process(es) were still running); status.json: failed\n"
+        "(0 process(es) were still running); the job had no cgroup: a process that cleared its environment and "
+        "left the ranks' process tree is not found; status.json: failed\n"
         f"distcomp reap: remote: job remote runs on host elsewhere.example (pid {me}): it cannot be checked from "
         f"{HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here\n"
         "distcomp reap: garbled: no readable status.json: nothing to do\n"
@@ -253,3 +255,49 @@ def test_watchdog_ends_the_mlflow_run_a_supervisor_died_before_ending(sqlite_uri
     assert "distcomp.failure" not in ended.data.tags
     assert "logs/rank0.log" in artifacts(sqlite_uri, run.info.run_id)
     assert status(run_dir)["state"] == "succeeded"  # the job's own record stands
+
+
+# -- what left the job's process tree and cleared its environment, after the supervisor died --
+def _escaped(state_dir: Path) -> list[int]:
+    return [pid for r in (0, 1) for pid in record(state_dir, r)["started"]]
+
+
+def test_sigkill_of_distcomp_run_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path) -> None:
+    """A rank's daemon (fork, setsid, fork, exec with an empty environment: no cookie) is held by
+    the job's cgroup: when `distcomp run` is SIGKILLed its watchdog stops it with the ranks, and
+    status.json says what it stopped."""
+    proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", mode="escape_setsid", end="wait")
+    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
+    cgroup = status(run_dir)["cgroup"]
+    assert cgroup and Path(cgroup).is_dir(), status(run_dir)
+    escaped, ranks = _escaped(state_dir), rank_pids(state_dir)
+    assert len(escaped) == 2 and all(running(p) for p in escaped)
+    proc.kill()
+    proc.communicate(timeout=WAIT)
+    assert survivors(escaped + ranks) == [], "a process of the job outlived its supervisor"
+    final = status(run_dir)
+    assert final["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; its watchdog stopped every "
+                                "rank (4 process(es) were still running)"), final
+    assert not Path(cgroup).exists()  # removed once empty
+
+
+def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path) -> None:
+    """Supervisor and watchdog both SIGKILLed: the daemons are orphans of PID 1 with no cookie;
+    `distcomp reap` still finds them, through the job's cgroup."""
+    proc, run_dir, state_dir = launch(tmp_path, mode="escape_setsid", end="wait")
+    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
+    watchdog = status(run_dir)["supervisor"]["watchdog_pid"]
+    os.kill(watchdog, signal.SIGKILL)
+    assert survivors([watchdog], 5) == []
+    proc.kill()
+    proc.communicate(timeout=WAIT)
+    escaped, ranks = _escaped(state_dir), rank_pids(state_dir)
+    assert all(running(p) and psutil.Process(p).ppid() == 1 for p in escaped), "not the case under test"
+    assert all(b"DISTCOMP_JOB_COOKIE" not in Path(f"/proc/{p}/environ").read_bytes() for p in escaped)
+
+    reap = subprocess.run([sys.executable, "-m", "distcomp", "reap", "--grace", "2", str(run_dir)], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=WAIT)
+    assert reap.returncode == 0, reap.stderr
+    assert survivors(escaped + ranks, 5) == [], reap.stdout
+    assert status(run_dir)["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; distcomp reap "
+                                          "stopped every rank (4 process(es) were still running)")

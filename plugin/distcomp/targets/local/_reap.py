@@ -3,7 +3,8 @@
 A status.json saying ``running`` belongs to a live job while its run folder's lock is held
 (by the supervisor or its watchdog), or while its supervisor still runs: same host, same pid
 with the same start time (a reused pid has another), same boot. Otherwise the supervisor
-died: every process still carrying the job's cookie is stopped (SIGTERM, grace, SIGKILL),
+died: every process still carrying the job's cookie, and every process in the job's cgroup
+where it had one (``_cgroup``: one that cleared its environment too), is stopped (SIGTERM, grace, SIGKILL),
 status.json becomes ``failed`` saying so, the outputs keep their incomplete markers, and the
 job's MLflow run is marked FAILED with the reason as ``distcomp.failure``. A job of another
 host is reported, not touched (its processes are out of reach), unless ``force``.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from . import _partial, _procs, _status
+from . import _cgroup, _partial, _procs, _status
 from ._claim import LOCK_NAME, describe_holder, holder, lock
 
 Outcome = Literal["closed", "running", "elsewhere", "ended"]
@@ -42,6 +43,41 @@ def supervisor_alive(sup: dict[str, Any]) -> bool:
     if sup.get("boot_id") and _procs.boot_id() and sup["boot_id"] != _procs.boot_id():
         return False
     return sup.get("start_time") is None or _procs.start_time(pid) in (None, sup["start_time"])
+
+
+def job_cgroup(status: dict[str, Any], cookie: str) -> str | None:
+    """The job's cgroup as status.json names it, if it is one distcomp made for this cookie
+    (a status.json edited to name another cgroup is not obeyed)."""
+    path = status.get("cgroup")
+    if not isinstance(path, str) or not cookie or os.path.basename(path) != f"distcomp-{cookie[:16]}":
+        return None
+    return path
+
+
+def stop_job(cookie: str, cgroup: str | None, grace: float) -> tuple[int, set[int]]:
+    """Stop every process of a job whose supervisor is gone: by its cookie, by descent, and by
+    its cgroup (then removed); returns how many there were and the pids that would not die."""
+    def find() -> set[int]:
+        held = _cgroup.members(cgroup)
+        return (_procs.job_processes(cookie, held) if cookie else set()) | held
+
+    n = _procs.stop(find, grace) if cookie or cgroup else 0
+    left = _cgroup.kill(cgroup)
+    if cgroup and not left:
+        _cgroup.remove(cgroup)
+    return n, left | {pid for pid in find() if _procs.alive(pid)}
+
+
+def stopped(how: str, n: int, left: set[int], cgroup: str | None) -> str:
+    """What ``stop_job`` did, in words for status.json and the MLflow run."""
+    if left:
+        return (f"{how} could not stop {len(left)} of the job's {n} process(es) still running "
+                f"(pid {', '.join(map(str, sorted(left)))})")
+    said = f"{how} stopped every rank ({n} process(es) were still running)"
+    if cgroup is None:
+        said += ("; the job had no cgroup: a process that cleared its environment and left the ranks' "
+                 "process tree is not found")
+    return said
 
 
 def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | None = None,
@@ -69,8 +105,9 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     state = status.get("state")
     ours = cookie is None or status.get("cookie") == cookie
     cookie = cookie or str(status.get("cookie") or "")
+    cgroup = job_cgroup(status, cookie) if ours else None
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
-        n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if watchdog and cookie else 0
+        n = stop_job(cookie, cgroup, grace)[0] if watchdog and cookie else 0
         if not ours:
             said = "the job had not started: nothing to do"
         else:
@@ -90,11 +127,13 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
                       f"{here}; run distcomp reap on {host}, or give --force to mark it failed from here")
     if not watchdog and host == here and supervisor_alive(sup):
         return Reaped(run_dir, "running", f"job {job} is running (pid {pid} on host {host}): left alone")
+    problems = []
     if host == here:
-        n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if cookie else 0
-        how = "its watchdog" if watchdog else "distcomp reap"
-        message = (f"the supervisor (pid {pid} on host {host}) died; {how} stopped every rank "
-                   f"({n} process(es) were still running)")
+        n, left = stop_job(cookie, cgroup, grace)
+        message = (f"the supervisor (pid {pid} on host {host}) died; "
+                   + stopped("its watchdog" if watchdog else "distcomp reap", n, left, cgroup))
+        if left:
+            problems.append(f"{run_dir}: process(es) {', '.join(map(str, sorted(left)))} of job {job} still run")
     else:
         message = (f"the supervisor (pid {pid} on host {host}) was marked failed from {here} with --force; "
                    f"its processes on {host}, if any, were not stopped")
@@ -103,7 +142,6 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
                   wall_s=round(_status.now() - started, 3) if isinstance(started, (int, float)) else 0.0,
                   reaped={"by": "watchdog" if watchdog else "distcomp reap", "pid": os.getpid(), "host": here,
                           "at": _status.now()})
-    problems = []
     try:
         _status.write(run_dir / _status.NAME, status)
     except OSError as exc:
