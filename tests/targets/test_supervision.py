@@ -301,3 +301,80 @@ def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Pa
     assert survivors(escaped + ranks, 5) == [], reap.stdout
     assert status(run_dir)["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; distcomp reap "
                                           "stopped every rank (4 process(es) were still running)")
+
+
+SUBMIT = "import json, sys, distcomp\nprint(distcomp.submit(sys.argv[1], 'local', **json.loads(sys.argv[2])))\n"
+
+
+def _ticks(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"^\[rank0\.own\] tick (\d+)$", text, re.MULTILINE)]
+
+
+def test_cancel_and_logs_follow_of_a_detached_job_whose_supervisor_and_watchdog_died(sqlite_uri: str,
+                                                                                       tmp_path: Path) -> None:
+    """`distcomp cancel` stops what the job left (its ranks, and a daemon with no cookie, through
+    the job's cgroup), ends the MLflow run KILLED and writes the final status.json; `distcomp logs
+    --follow` started after the supervisor died follows the ranks' lines until cancel ends them."""
+    from tests.targets._supervised import SUPERVISION
+
+    run_dir, state_dir = tmp_path / "runs" / "orphaned", tmp_path / "state"
+    env = clean_env(MLFLOW_TRACKING_URI=sqlite_uri)
+    options = {"run_dir": str(run_dir), "grace": 2.0, "inputs": {"mode": "scribe", "state_dir": str(state_dir)}}
+    submitted = subprocess.run([sys.executable, "-c", SUBMIT, str(SUPERVISION), json.dumps(options)], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=WAIT)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    assert job == f"local:{run_dir}"
+    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"])
+    sup = status(run_dir)["supervisor"]
+    for pid in (sup["watchdog_pid"], sup["pid"]):  # the watchdog first, so it cannot act
+        os.kill(pid, signal.SIGKILL)
+        assert survivors([pid], 5) == []
+    ranks, escaped = rank_pids(state_dir), _escaped(state_dir)
+    assert all(running(p) for p in ranks + escaped), "nothing was left: the test is not testing cancel"
+    own = run_dir / "logs" / "rank0.own.log"
+    written = len(own.read_text().splitlines())  # ticks written before following starts
+
+    def cli(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "distcomp", *args], env=clean_env(), cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    follow = cli("logs", job, "--follow")
+    deadline = time.monotonic() + WAIT
+    while len(own.read_text().splitlines()) < written + 10:  # a second of ticks, the supervisor long dead
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert follow.poll() is None, "logs --follow stopped while the job's ranks still wrote"
+
+    cancel = cli("cancel", job)
+    out, err = cancel.communicate(timeout=WAIT)
+    assert cancel.returncode == 0, err
+    assert out.startswith(f"{job}: cancelled"), out
+    assert survivors(ranks + escaped, 5) == []
+    followed, follow_err = follow.communicate(timeout=WAIT)  # it ends once the ranks are gone
+    assert follow.returncode == 0, follow_err
+    ticks = _ticks(followed)
+    assert ticks == list(range(len(ticks))) and ticks[-1] >= written + 9, followed[-500:]
+
+    final = status(run_dir)
+    message = (f"cancelled: the supervisor (pid {sup['pid']} on host {HOST}) died; distcomp cancel stopped every "
+               "rank (4 process(es) were still running)")
+    assert (final["state"], final["exit_code"], final["message"]) == ("cancelled", 143, message), final
+    assert final["reaped"]["by"] == "distcomp cancel"
+    run = mlflow_run(sqlite_uri, final["mlflow"]["run_id"])
+    assert (run.info.status, run.data.tags["distcomp.state"]) == ("KILLED", "cancelled")
+    assert "logs/rank0.own.log" in artifacts(sqlite_uri, final["mlflow"]["run_id"])
+    again = cli("cancel", job)  # an ended job is left as it is
+    assert again.communicate(timeout=WAIT)[0].startswith(f"{job}: cancelled") and again.returncode == 0
+
+
+def test_cancel_of_a_job_it_cannot_stop_exits_1_saying_why(tmp_path: Path) -> None:
+    """A job of another host whose supervisor is gone: its processes are out of reach from here."""
+    remote = _running_record(tmp_path, "remote", pid=2 ** 22 + 1, host="elsewhere.example", start_time=1)
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "cancel", f"local:{remote}"], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=WAIT)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr.strip().endswith(
+        f"cannot cancel local:{remote}: job remote runs on host elsewhere.example (pid {2 ** 22 + 1}): it cannot be "
+        f"checked from {HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here")
+    assert "Traceback" not in proc.stderr and status(remote)["state"] == "running"

@@ -80,10 +80,17 @@ def stopped(how: str, n: int, left: set[int], cgroup: str | None) -> str:
     return said
 
 
+def job_left(status: dict[str, Any]) -> bool:
+    """Whether any process of the job still runs here (by its cookie or its cgroup)."""
+    cookie = str(status.get("cookie") or "")
+    return bool(_cgroup.members(job_cgroup(status, cookie)) or (cookie and _procs.job_processes(cookie)))
+
+
 def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | None = None,
-         cookie: str | None = None) -> Reaped:
+         cookie: str | None = None, cancel: bool = False) -> Reaped:
     """Close ``run_dir``'s job if its supervisor is gone. ``lock_fd`` and ``cookie`` are the
-    watchdog's: it holds the folder's lock already and knows its supervisor died."""
+    watchdog's: it holds the folder's lock already and knows its supervisor died. ``cancel``:
+    ``distcomp cancel`` of such a job, which ends it ``cancelled`` (its MLflow run KILLED)."""
     fd = -1
     try:
         if lock_fd is None and (run_dir / LOCK_NAME).exists():
@@ -94,13 +101,14 @@ def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | 
             if not held:
                 info = holder(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
                 return Reaped(run_dir, "running", f"{describe_holder(info)}: left alone")
-        return _reap(run_dir, grace, force, lock_fd is not None, cookie)
+        return _reap(run_dir, grace, force, lock_fd is not None, cookie, cancel)
     finally:
         if fd >= 0:
             os.close(fd)
 
 
-def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None) -> Reaped:
+def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None,
+          cancel: bool = False) -> Reaped:
     status = _status.read(run_dir / _status.NAME) or {}
     state = status.get("state")
     ours = cookie is None or status.get("cookie") == cookie
@@ -130,18 +138,21 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     problems = []
     if host == here:
         n, left = stop_job(cookie, cgroup, grace)
-        message = (f"the supervisor (pid {pid} on host {host}) died; "
-                   + stopped("its watchdog" if watchdog else "distcomp reap", n, left, cgroup))
+        how = "its watchdog" if watchdog else "distcomp cancel" if cancel else "distcomp reap"
+        message = f"the supervisor (pid {pid} on host {host}) died; " + stopped(how, n, left, cgroup)
         if left:
             problems.append(f"{run_dir}: process(es) {', '.join(map(str, sorted(left)))} of job {job} still run")
     else:
         message = (f"the supervisor (pid {pid} on host {host}) was marked failed from {here} with --force; "
                    f"its processes on {host}, if any, were not stopped")
     started = status.get("started_at")
-    status.update(state="failed", exit_code=1, message=message,
+    final = "cancelled" if cancel else "failed"
+    if cancel:
+        message = f"cancelled: {message}"
+    status.update(state=final, exit_code=143 if cancel else 1, message=message,
                   wall_s=round(_status.now() - started, 3) if isinstance(started, (int, float)) else 0.0,
-                  reaped={"by": "watchdog" if watchdog else "distcomp reap", "pid": os.getpid(), "host": here,
-                          "at": _status.now()})
+                  reaped={"by": "watchdog" if watchdog else "distcomp cancel" if cancel else "distcomp reap",
+                          "pid": os.getpid(), "host": here, "at": _status.now()})
     try:
         _status.write(run_dir / _status.NAME, status)
     except OSError as exc:
@@ -149,10 +160,10 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     markers = status.get("incomplete_outputs")
     if isinstance(markers, dict):
         _partial.mark({k: str(v) for k, v in markers.items()},
-                      f"incomplete: job {job} failed: {message}\nsee {run_dir / _status.NAME}. "
+                      f"incomplete: job {job} {final}: {message}\nsee {run_dir / _status.NAME}. "
                       "Removed when a job writing here succeeds.\n")
-    said, more = _close_mlflow(status, run_dir, message, "failed")
-    return Reaped(run_dir, "closed", message + ("; status.json: failed" if not problems else "")
+    said, more = _close_mlflow(status, run_dir, message, final)
+    return Reaped(run_dir, "closed", message + (f"; status.json: {final}" if not problems else "")
                   + (f"; {said}" if said else ""), tuple(problems + more))
 
 
