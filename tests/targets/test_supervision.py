@@ -24,6 +24,8 @@ from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixt
 
 HOST = socket.gethostname()
 TALKED = [f"[rank{r}]: rank {r} line {i}" for r in (0, 1) for i in range(5)]
+NO_CGROUP = ("; the job had no cgroup: a process that cleared its environment and left the ranks' process tree is "
+             "found only if its watchdog saw the supervisor adopt it")
 
 
 def mlflow_run(uri: str, run_id: str):  # type: ignore[no-untyped-def]
@@ -175,8 +177,7 @@ def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_a
     assert proc.stdout == (
         f"distcomp reap: alive: job alive is running (pid {me} on host {HOST}): left alone\n"
         f"distcomp reap: reused: the supervisor (pid {me} on host {HOST}) died; distcomp reap stopped every rank "
-        "(0 process(es) were still running); the job had no cgroup: a process that cleared its environment and "
-        "left the ranks' process tree is not found; status.json: failed\n"
+        f"(0 process(es) were still running){NO_CGROUP}; status.json: failed\n"
         f"distcomp reap: remote: job remote runs on host elsewhere.example (pid {me}): it cannot be checked from "
         f"{HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here\n"
         "distcomp reap: garbled: no readable status.json: nothing to do\n"
@@ -262,36 +263,56 @@ def _escaped(state_dir: Path) -> list[int]:
     return [pid for r in (0, 1) for pid in record(state_dir, r)["started"]]
 
 
-def test_sigkill_of_distcomp_run_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path) -> None:
-    """A rank's daemon (fork, setsid, fork, exec with an empty environment: no cookie) is held by
-    the job's cgroup: when `distcomp run` is SIGKILLed its watchdog stops it with the ranks, and
-    status.json says what it stopped."""
-    proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", mode="escape_setsid", end="wait")
+def _started_escaping(tmp_path: Path, cgroup: bool) -> tuple[subprocess.Popen[str], Path, list[int], list[int]]:
+    """A job whose ranks each left a daemon with no cookie, with a cgroup or without (then once
+    the watchdog has noted the daemons the supervisor adopted)."""
+    proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", mode="escape_setsid", end="wait",
+                                      env=None if cgroup else {"DISTCOMP_CGROUP": "off"})
     wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
-    cgroup = status(run_dir)["cgroup"]
-    assert cgroup and Path(cgroup).is_dir(), status(run_dir)
     escaped, ranks = _escaped(state_dir), rank_pids(state_dir)
     assert len(escaped) == 2 and all(running(p) for p in escaped)
+    path = status(run_dir)["cgroup"]
+    if cgroup:
+        assert path and Path(path).is_dir(), path
+        assert all(f"/{Path(path).name}\n" in Path(f"/proc/{p}/cgroup").read_text() for p in escaped)
+    else:
+        assert path is None
+        note = run_dir / ".distcomp.adopted"
+        deadline = time.monotonic() + WAIT
+        while not (note.exists() and {int(line.split()[0]) for line in note.read_text().splitlines()} >= set(escaped)):
+            assert time.monotonic() < deadline, "the watchdog never noted the daemons"
+            time.sleep(0.05)
+    return proc, run_dir, escaped, ranks
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "no-cgroup"])
+def test_sigkill_of_distcomp_run_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path,
+                                                                                        cgroup: bool) -> None:
+    """A rank's daemon (fork, setsid, fork, exec with an empty environment: no cookie) is held by
+    the job's cgroup, or else noted by the watchdog as the supervisor adopts it: when `distcomp
+    run` is SIGKILLed the watchdog stops it with the ranks, and status.json says what it did."""
+    proc, run_dir, escaped, ranks = _started_escaping(tmp_path, cgroup)
+    path = status(run_dir)["cgroup"]
     proc.kill()
     proc.communicate(timeout=WAIT)
     assert survivors(escaped + ranks) == [], "a process of the job outlived its supervisor"
     final = status(run_dir)
     assert final["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; its watchdog stopped every "
-                                "rank (4 process(es) were still running)"), final
-    assert not Path(cgroup).exists()  # removed once empty
+                                "rank (4 process(es) were still running)" + ("" if cgroup else NO_CGROUP)), final
+    assert not (path and Path(path).exists())  # removed once empty
+    assert not (run_dir / ".distcomp.adopted").exists()
 
 
-def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "no-cgroup"])
+def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path, cgroup: bool) -> None:
     """Supervisor and watchdog both SIGKILLed: the daemons are orphans of PID 1 with no cookie;
-    `distcomp reap` still finds them, through the job's cgroup."""
-    proc, run_dir, state_dir = launch(tmp_path, mode="escape_setsid", end="wait")
-    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
+    `distcomp reap` still finds them, through the job's cgroup or the watchdog's note."""
+    proc, run_dir, escaped, ranks = _started_escaping(tmp_path, cgroup)
     watchdog = status(run_dir)["supervisor"]["watchdog_pid"]
     os.kill(watchdog, signal.SIGKILL)
     assert survivors([watchdog], 5) == []
     proc.kill()
     proc.communicate(timeout=WAIT)
-    escaped, ranks = _escaped(state_dir), rank_pids(state_dir)
     assert all(running(p) and psutil.Process(p).ppid() == 1 for p in escaped), "not the case under test"
     assert all(b"DISTCOMP_JOB_COOKIE" not in Path(f"/proc/{p}/environ").read_bytes() for p in escaped)
 
@@ -300,7 +321,8 @@ def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Pa
     assert reap.returncode == 0, reap.stderr
     assert survivors(escaped + ranks, 5) == [], reap.stdout
     assert status(run_dir)["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; distcomp reap "
-                                          "stopped every rank (4 process(es) were still running)")
+                                          "stopped every rank (4 process(es) were still running)"
+                                          + ("" if cgroup else NO_CGROUP))
 
 
 SUBMIT = "import json, sys, distcomp\nprint(distcomp.submit(sys.argv[1], 'local', **json.loads(sys.argv[2])))\n"

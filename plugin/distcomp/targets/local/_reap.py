@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import _cgroup, _partial, _procs, _status
-from ._claim import LOCK_NAME, describe_holder, holder, lock
+from ._claim import ADOPTED, LOCK_NAME, describe_holder, holder, lock
 
 Outcome = Literal["closed", "running", "elsewhere", "ended"]
 STATUS = ("succeeded", "failed", "timed_out", "cancelled", "interrupted")  # final states of status.json (interrupted: older versions)
@@ -54,18 +54,40 @@ def job_cgroup(status: dict[str, Any], cookie: str) -> str | None:
     return path
 
 
-def stop_job(cookie: str, cgroup: str | None, grace: float) -> tuple[int, set[int]]:
-    """Stop every process of a job whose supervisor is gone: by its cookie, by descent, and by
-    its cgroup (then removed); returns how many there were and the pids that would not die."""
-    def find() -> set[int]:
-        held = _cgroup.members(cgroup)
-        return (_procs.job_processes(cookie, held) if cookie else set()) | held
+def adopted(run_dir: Path) -> set[int]:
+    """The supervisor's children its watchdog noted (``ADOPTED``) that still run as the same
+    process (same start time): with their descendants, they are the job's."""
+    try:
+        lines = (run_dir / ADOPTED).read_text(encoding="ascii").splitlines()
+    except (OSError, ValueError):
+        return set()
+    found = set()
+    for line in lines:
+        pid, _, start = line.partition(" ")
+        if pid.isdigit() and start.isdigit() and _procs.start_time(int(pid)) == int(start):
+            found.add(int(pid))
+    return found
 
-    n = _procs.stop(find, grace) if cookie or cgroup else 0
+
+def stop_job(cookie: str, cgroup: str | None, grace: float, run_dir: Path | None = None) -> tuple[int, set[int]]:
+    """Stop every process of a job whose supervisor is gone: by its cookie, its cgroup (then
+    removed), what its watchdog noted the supervisor adopted (in ``run_dir``), and descent;
+    returns how many there were and the pids that would not die."""
+    def find() -> set[int]:
+        held = _cgroup.members(cgroup) | (adopted(run_dir) if run_dir is not None else set())
+        return (_procs.job_processes(cookie, held) if cookie or held else set()) | held
+
+    n = _procs.stop(find, grace)
     left = _cgroup.kill(cgroup)
     if cgroup and not left:
         _cgroup.remove(cgroup)
-    return n, left | {pid for pid in find() if _procs.alive(pid)}
+    left |= {pid for pid in find() if _procs.alive(pid)}
+    if run_dir is not None and not left:
+        try:
+            (run_dir / ADOPTED).unlink()
+        except OSError:
+            pass
+    return n, left
 
 
 def stopped(how: str, n: int, left: set[int], cgroup: str | None) -> str:
@@ -74,16 +96,17 @@ def stopped(how: str, n: int, left: set[int], cgroup: str | None) -> str:
         return (f"{how} could not stop {len(left)} of the job's {n} process(es) still running "
                 f"(pid {', '.join(map(str, sorted(left)))})")
     said = f"{how} stopped every rank ({n} process(es) were still running)"
-    if cgroup is None:
+    if cgroup is None:  # then such a process is found only among the orphans the watchdog noted
         said += ("; the job had no cgroup: a process that cleared its environment and left the ranks' "
-                 "process tree is not found")
+                 "process tree is found only if its watchdog saw the supervisor adopt it")
     return said
 
 
-def job_left(status: dict[str, Any]) -> bool:
-    """Whether any process of the job still runs here (by its cookie or its cgroup)."""
+def job_left(status: dict[str, Any], run_dir: Path) -> bool:
+    """Whether any process of the job still runs here (by its cookie, cgroup or adoption)."""
     cookie = str(status.get("cookie") or "")
-    return bool(_cgroup.members(job_cgroup(status, cookie)) or (cookie and _procs.job_processes(cookie)))
+    return bool(_cgroup.members(job_cgroup(status, cookie)) or adopted(run_dir)
+                or (cookie and _procs.job_processes(cookie)))
 
 
 def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | None = None,
@@ -115,7 +138,7 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     cookie = cookie or str(status.get("cookie") or "")
     cgroup = job_cgroup(status, cookie) if ours else None
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
-        n = stop_job(cookie, cgroup, grace)[0] if watchdog and cookie else 0
+        n = stop_job(cookie, cgroup, grace, run_dir)[0] if watchdog and cookie else 0
         if not ours:
             said = "the job had not started: nothing to do"
         else:
@@ -137,7 +160,7 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
         return Reaped(run_dir, "running", f"job {job} is running (pid {pid} on host {host}): left alone")
     problems = []
     if host == here:
-        n, left = stop_job(cookie, cgroup, grace)
+        n, left = stop_job(cookie, cgroup, grace, run_dir)
         how = "its watchdog" if watchdog else "distcomp cancel" if cancel else "distcomp reap"
         message = f"the supervisor (pid {pid} on host {host}) died; " + stopped(how, n, left, cgroup)
         if left:

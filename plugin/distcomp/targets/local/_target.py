@@ -148,7 +148,7 @@ class LocalTarget:
         while True:
             data = _read(run_dir)
             ended = JobState.parse(str(data.get("state", "running"))).terminal or (
-                not _alive(data) and not _left(data))
+                not _alive(data) and not _left(data, run_dir))
             files = chosen if rank is not None else sorted(logs.glob("*.log")) if logs.is_dir() else []
             for path in files:
                 for line in _new_lines(path, offsets, partial, final=ended or not follow):
@@ -206,11 +206,11 @@ def _alive(data: Mapping[str, Any]) -> bool:
     return isinstance(sup, dict) and supervisor_alive(sup)
 
 
-def _left(data: Mapping[str, Any]) -> bool:
+def _left(data: Mapping[str, Any], run_dir: Path) -> bool:
     """Whether a process of the job still runs (its ranks, after their ``distcomp run`` died)."""
     from ._reap import job_left
 
-    return job_left(dict(data))
+    return job_left(dict(data), run_dir)
 
 
 def _describe_cause(cause: Mapping[str, Any]) -> str:
