@@ -27,6 +27,31 @@ TENSORFLOW = "tensorflow.distributed"
 FIRST_NODE = ('MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)\n'
               'MASTER_ADDR=$(scontrol show node "$MASTER_NODE" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')\n'
               'export MASTER_ADDR=${MASTER_ADDR:-$MASTER_NODE}\n')
+# Slurm's proctrack/linuxproc follows a step's processes by parentage: one a rank started in a
+# new session whose parent ended (ppid 1) outlives the job. Every process of the job carries a
+# cookie in its environment (as on the local target); when the batch script ends, however it
+# ends, one task per node (N tasks on N nodes) stops every process there that carries it
+# (SIGTERM, 5 s, SIGKILL).
+SWEEP = ('pids=$(grep -lzxF "DISTCOMP_JOB_COOKIE=$1" /proc/[0-9]*/environ 2>/dev/null '
+         '| sed -n "s|^/proc/\\([0-9]*\\)/environ\\$|\\1|p" | grep -vx "$$")\n'
+         '[ -n "$pids" ] || exit 0\n'
+         'echo "distcomp: node $SLURMD_NODENAME: stopping what the ranks left: pid" $pids >&2\n'
+         'kill -TERM $pids 2>/dev/null\n'
+         'i=0\n'
+         'while [ "$i" -lt 50 ]; do\n'
+         '    left=""; for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done\n'
+         '    [ -n "$left" ] || exit 0\n'
+         '    sleep 0.1; i=$((i + 1))\n'
+         'done\n'
+         'kill -KILL $left 2>/dev/null\n'
+         'exit 0')
+CLEANUP = ('export DISTCOMP_JOB_COOKIE="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
+           'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
+           '    env -u DISTCOMP_JOB_COOKIE -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
+           '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
+           f'      /bin/sh -c {shlex.quote(SWEEP)} sweep "$DISTCOMP_JOB_COOKIE"\n'
+           '}\n'
+           'trap distcomp_cleanup EXIT')
 # a port nothing listens on at the first node (the batch script runs there)
 FREE_PORT = ('free_port() {\n'
              '    local p\n'
@@ -174,6 +199,7 @@ def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, 
         'cd "$DISTCOMP_JOB_FOLDER/code"',
     ]
     body += [f"export {k}={_q(v)}" for k, v in env.items()]
+    body += ["# what the ranks leave is stopped on every node when this script ends", CLEANUP]
     return "\n".join(body) + "\n" + launch
 
 
