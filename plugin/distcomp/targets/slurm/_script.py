@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from ...errors import UsageError
+from .._cookie import COOKIE
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -32,7 +33,7 @@ FIRST_NODE = ('MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | hea
 # cookie in its environment (as on the local target); when the batch script ends, however it
 # ends, one task per node (N tasks on N nodes) stops every process there that carries it
 # (SIGTERM, 5 s, SIGKILL).
-SWEEP = ('pids=$(grep -lzxF "DISTCOMP_JOB_COOKIE=$1" /proc/[0-9]*/environ 2>/dev/null '
+SWEEP = ('pids=$(grep -lzxF "' + COOKIE + '=$1" /proc/[0-9]*/environ 2>/dev/null '
          '| sed -n "s|^/proc/\\([0-9]*\\)/environ\\$|\\1|p" | grep -vx "$$")\n'
          '[ -n "$pids" ] || exit 0\n'
          'echo "distcomp: node $SLURMD_NODENAME: stopping what the ranks left: pid" $pids >&2\n'
@@ -45,11 +46,11 @@ SWEEP = ('pids=$(grep -lzxF "DISTCOMP_JOB_COOKIE=$1" /proc/[0-9]*/environ 2>/dev
          'done\n'
          'kill -KILL $left 2>/dev/null\n'
          'exit 0')
-CLEANUP = ('export DISTCOMP_JOB_COOKIE="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
+CLEANUP = (f'export {COOKIE}="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
            'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
-           '    env -u DISTCOMP_JOB_COOKIE -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
+           f'    env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
            '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
-           f'      /bin/sh -c {shlex.quote(SWEEP)} sweep "$DISTCOMP_JOB_COOKIE"\n'
+           f'      /bin/sh -c {shlex.quote(SWEEP)} sweep "${COOKIE}"\n'
            '}\n'
            'trap distcomp_cleanup EXIT')
 # a port nothing listens on at the first node (the batch script runs there)
