@@ -28,6 +28,26 @@ NO_CGROUP = ("; the job had no cgroup: a process that cleared its environment an
              "found only if its watchdog saw the supervisor adopt it")
 
 
+def _cgroups_here() -> bool:
+    """Whether this machine gives a job a cgroup (cgroup v2, one this process may write)."""
+    from distcomp.targets.local import _cgroup
+
+    made = _cgroup.create(os.urandom(8).hex())
+    if made is not None:
+        _cgroup.remove(made.path)
+    return made is not None
+
+
+CGROUPS = _cgroups_here()
+WITH_CGROUP = pytest.param(True, id="cgroup", marks=pytest.mark.skipif(
+    not CGROUPS, reason="no cgroup v2 this user may write here: the no-cgroup case runs instead"))
+
+
+def no_cgroup(run_dir: Path) -> str:
+    """What a job's final message adds when the job had no cgroup."""
+    return "" if status(run_dir).get("cgroup") else NO_CGROUP
+
+
 def mlflow_run(uri: str, run_id: str):  # type: ignore[no-untyped-def]
     from mlflow import MlflowClient
 
@@ -77,7 +97,7 @@ def test_sigkill_of_distcomp_run_stops_every_rank_and_closes_the_run(sqlite_uri:
 
     final = status(run_dir)
     message = (f"the supervisor (pid {proc.pid} on host {HOST}) died; its watchdog stopped every rank "
-               f"(2 process(es) were still running)")
+               f"(2 process(es) were still running){no_cgroup(run_dir)}")
     assert (final["state"], final["exit_code"], final["message"]) == ("failed", 1, message), final
     assert final["reaped"]["by"] == "watchdog" and final["supervisor"] == sup
     assert final["incomplete_outputs"] == {"result": str(marker)} and "failed" in marker.read_text()
@@ -116,7 +136,7 @@ def test_reap_closes_a_job_whose_supervisor_and_watchdog_died(sqlite_uri: str, t
     assert reap.returncode == 0, reap.stderr
     dead_run = status(dead_dir)["mlflow"]["run_id"]
     message = (f"the supervisor (pid {dead.pid} on host {HOST}) died; distcomp reap stopped every rank "
-               f"(2 process(es) were still running)")
+               f"(2 process(es) were still running){no_cgroup(dead_dir)}")
     assert re.fullmatch(
         re.escape(f"distcomp reap: runs/dead: {message}; status.json: failed; MLflow run {dead_run}: FAILED\n")
         + re.escape(f"distcomp reap: runs/live: in use by job live (pid {live.pid} on host {HOST}, since ")
@@ -277,15 +297,20 @@ def _started_escaping(tmp_path: Path, cgroup: bool) -> tuple[subprocess.Popen[st
         assert all(f"/{Path(path).name}\n" in Path(f"/proc/{p}/cgroup").read_text() for p in escaped)
     else:
         assert path is None
-        note = run_dir / ".distcomp.adopted"
-        deadline = time.monotonic() + WAIT
-        while not (note.exists() and {int(line.split()[0]) for line in note.read_text().splitlines()} >= set(escaped)):
-            assert time.monotonic() < deadline, "the watchdog never noted the daemons"
-            time.sleep(0.05)
+        _wait_noted(run_dir, escaped)
     return proc, run_dir, escaped, ranks
 
 
-@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "no-cgroup"])
+def _wait_noted(run_dir: Path, pids: list[int]) -> None:
+    """Until the watchdog has noted ``pids`` as adopted by the supervisor (a job without a cgroup)."""
+    note = run_dir / ".distcomp.adopted"
+    deadline = time.monotonic() + WAIT
+    while not (note.exists() and {int(line.split()[0]) for line in note.read_text().splitlines()} >= set(pids)):
+        assert time.monotonic() < deadline, "the watchdog never noted the daemons"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("cgroup", [WITH_CGROUP, pytest.param(False, id="no-cgroup")])
 def test_sigkill_of_distcomp_run_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path,
                                                                                         cgroup: bool) -> None:
     """A rank's daemon (fork, setsid, fork, exec with an empty environment: no cookie) is held by
@@ -303,7 +328,7 @@ def test_sigkill_of_distcomp_run_stops_a_double_forked_child_with_an_empty_envir
     assert not (run_dir / ".distcomp.adopted").exists()
 
 
-@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "no-cgroup"])
+@pytest.mark.parametrize("cgroup", [WITH_CGROUP, pytest.param(False, id="no-cgroup")])
 def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path, cgroup: bool) -> None:
     """Supervisor and watchdog both SIGKILLed: the daemons are orphans of PID 1 with no cookie;
     `distcomp reap` still finds them, through the job's cgroup or the watchdog's note."""
@@ -348,6 +373,8 @@ def test_cancel_and_logs_follow_of_a_detached_job_whose_supervisor_and_watchdog_
     job = submitted.stdout.strip()
     assert job == f"local:{run_dir}"
     wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"])
+    if not status(run_dir)["cgroup"]:  # a machine without cgroup rights: the watchdog's note finds the daemons
+        _wait_noted(run_dir, _escaped(state_dir))
     sup = status(run_dir)["supervisor"]
     for pid in (sup["watchdog_pid"], sup["pid"]):  # the watchdog first, so it cannot act
         os.kill(pid, signal.SIGKILL)
@@ -380,7 +407,7 @@ def test_cancel_and_logs_follow_of_a_detached_job_whose_supervisor_and_watchdog_
 
     final = status(run_dir)
     message = (f"cancelled: the supervisor (pid {sup['pid']} on host {HOST}) died; distcomp cancel stopped every "
-               "rank (4 process(es) were still running)")
+               f"rank (4 process(es) were still running){no_cgroup(run_dir)}")
     assert (final["state"], final["exit_code"], final["message"]) == ("cancelled", 143, message), final
     assert final["reaped"]["by"] == "distcomp cancel"
     run = mlflow_run(sqlite_uri, final["mlflow"]["run_id"])
