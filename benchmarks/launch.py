@@ -16,6 +16,8 @@ over the rounds are printed with their ratio to the raw tool. The jobs are in be
                      its own requirements would downgrade urllib3 under MLflow and kubernetes)
   own start          distcomp run start: from starting `distcomp run` to its one rank running
                      (`date +%s%N` prints the moment)  vs  starting `date` directly
+  cgroup             the same start with the job's cgroup (where the kernel allows one)
+                                                    vs  without (DISTCOMP_CGROUP=off)
 
 The raw tools get PATH with the venv's bin first, as distcomp gives its ranks, so `python`,
 `torchrun` and `mpirun` are the same programs on both sides. Each command starts in its own
@@ -29,7 +31,7 @@ in /proc, and a process left behind is reported (and killed). Exit 0 whatever th
 (2 if a run broke); with --check, 1 when a goal is missed. Other work on the machine skews
 the numbers: the load average is printed with them.
 
-    python benchmarks/launch.py [--rounds N] [--tf-rounds N] [--skip-tf] [--only torch,mpi,tf,fail,torchx,start]
+    python benchmarks/launch.py [--rounds N] [--tf-rounds N] [--skip-tf] [--only torch,mpi,tf,fail,torchx,start,cgroup]
                                 [--warmup N] [--timeout S] [--pycache] [--check]
 """
 
@@ -237,11 +239,11 @@ def allreduce(go: Go, what: str, ranks: int = 2) -> Variant:
     return measure
 
 
-def started(go: Go, what: str) -> Variant:
+def started(go: Go, what: str, extra: dict[str, str] | None = None) -> Variant:
     """Seconds from starting the command to its rank running: the rank prints the wall clock (ns)."""
     def measure(tmp: Path, timeout: float) -> float:
         began = time.time()
-        _, where, _ = go(tmp, timeout, {})
+        _, where, _ = go(tmp, timeout, extra or {})
         log = where / "logs" / "rank0.log" if where.is_dir() else where
         stamps = [line for line in log.read_text().splitlines() if line.strip().isdigit()]
         if not stamps:
@@ -328,6 +330,10 @@ def benches(rounds: int, tf_rounds: int, skip_tf: bool) -> list[Bench]:
     out.append(Bench("start", "distcomp run's own start", started(_distcomp("start", 0), "distcomp start"),
                      started(_raw(["date", "+%s%N"], "start", 0), "date"), "date started directly", 0.15, False,
                      rounds))
+    out.append(Bench("cgroup", "distcomp run's own start with a cgroup per job",
+                     started(_distcomp("start", 0), "distcomp start"),
+                     started(_distcomp("start", 0), "distcomp start, DISTCOMP_CGROUP=off", {"DISTCOMP_CGROUP": "off"}),
+                     "the same without one (DISTCOMP_CGROUP=off)", 1.1, True, rounds))
     return out
 
 
@@ -355,7 +361,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
     ap.add_argument("--tf-rounds", type=int, default=3, help="rounds for TensorFlow, ~10-17 s a run (default 3)")
     ap.add_argument("--skip-tf", action="store_true", help="leave the TensorFlow pair out")
-    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,torchx,start (default all)")
+    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,torchx,start,cgroup (default all)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds before one run is stopped (default 180)")
     ap.add_argument("--pycache", action="store_true",
@@ -369,7 +375,7 @@ def main() -> int:
     todo = benches(args.rounds, args.tf_rounds, args.skip_tf)
     if args.only:
         keys = {k.strip() for k in args.only.split(",") if k.strip()}
-        known = {"torch", "mpi", "tf", "fail", "torchx", "start"}
+        known = {"torch", "mpi", "tf", "fail", "torchx", "start", "cgroup"}
         unknown = keys - known
         if unknown:
             ap.error(f"--only: unknown {', '.join(sorted(unknown))} (expected {', '.join(sorted(known))})")

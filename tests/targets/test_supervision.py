@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.targets._jobs import WAIT, clean_env, finish, wait_for
@@ -23,6 +24,28 @@ from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixt
 
 HOST = socket.gethostname()
 TALKED = [f"[rank{r}]: rank {r} line {i}" for r in (0, 1) for i in range(5)]
+NO_CGROUP = ("; the job had no cgroup: a process that cleared its environment and left the ranks' process tree is "
+             "found only if its watchdog saw the supervisor adopt it")
+
+
+def _cgroups_here() -> bool:
+    """Whether this machine gives a job a cgroup (cgroup v2, one this process may write)."""
+    from distcomp.targets.local import _cgroup
+
+    made = _cgroup.create(os.urandom(8).hex())
+    if made is not None:
+        _cgroup.remove(made.path)
+    return made is not None
+
+
+CGROUPS = _cgroups_here()
+WITH_CGROUP = pytest.param(True, id="cgroup", marks=pytest.mark.skipif(
+    not CGROUPS, reason="no cgroup v2 this user may write here: the no-cgroup case runs instead"))
+
+
+def no_cgroup(run_dir: Path) -> str:
+    """What a job's final message adds when the job had no cgroup."""
+    return "" if status(run_dir).get("cgroup") else NO_CGROUP
 
 
 def mlflow_run(uri: str, run_id: str):  # type: ignore[no-untyped-def]
@@ -74,7 +97,7 @@ def test_sigkill_of_distcomp_run_stops_every_rank_and_closes_the_run(sqlite_uri:
 
     final = status(run_dir)
     message = (f"the supervisor (pid {proc.pid} on host {HOST}) died; its watchdog stopped every rank "
-               f"(2 process(es) were still running)")
+               f"(2 process(es) were still running){no_cgroup(run_dir)}")
     assert (final["state"], final["exit_code"], final["message"]) == ("failed", 1, message), final
     assert final["reaped"]["by"] == "watchdog" and final["supervisor"] == sup
     assert final["incomplete_outputs"] == {"result": str(marker)} and "failed" in marker.read_text()
@@ -113,7 +136,7 @@ def test_reap_closes_a_job_whose_supervisor_and_watchdog_died(sqlite_uri: str, t
     assert reap.returncode == 0, reap.stderr
     dead_run = status(dead_dir)["mlflow"]["run_id"]
     message = (f"the supervisor (pid {dead.pid} on host {HOST}) died; distcomp reap stopped every rank "
-               f"(2 process(es) were still running)")
+               f"(2 process(es) were still running){no_cgroup(dead_dir)}")
     assert re.fullmatch(
         re.escape(f"distcomp reap: runs/dead: {message}; status.json: failed; MLflow run {dead_run}: FAILED\n")
         + re.escape(f"distcomp reap: runs/live: in use by job live (pid {live.pid} on host {HOST}, since ")
@@ -174,7 +197,7 @@ def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_a
     assert proc.stdout == (
         f"distcomp reap: alive: job alive is running (pid {me} on host {HOST}): left alone\n"
         f"distcomp reap: reused: the supervisor (pid {me} on host {HOST}) died; distcomp reap stopped every rank "
-        "(0 process(es) were still running); status.json: failed\n"
+        f"(0 process(es) were still running){NO_CGROUP}; status.json: failed\n"
         f"distcomp reap: remote: job remote runs on host elsewhere.example (pid {me}): it cannot be checked from "
         f"{HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here\n"
         "distcomp reap: garbled: no readable status.json: nothing to do\n"
@@ -253,3 +276,154 @@ def test_watchdog_ends_the_mlflow_run_a_supervisor_died_before_ending(sqlite_uri
     assert "distcomp.failure" not in ended.data.tags
     assert "logs/rank0.log" in artifacts(sqlite_uri, run.info.run_id)
     assert status(run_dir)["state"] == "succeeded"  # the job's own record stands
+
+
+# -- what left the job's process tree and cleared its environment, after the supervisor died --
+def _escaped(state_dir: Path) -> list[int]:
+    return [pid for r in (0, 1) for pid in record(state_dir, r)["started"]]
+
+
+def _started_escaping(tmp_path: Path, cgroup: bool) -> tuple[subprocess.Popen[str], Path, list[int], list[int]]:
+    """A job whose ranks each left a daemon with no cookie, with a cgroup or without (then once
+    the watchdog has noted the daemons the supervisor adopted)."""
+    proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", mode="escape_setsid", end="wait",
+                                      env=None if cgroup else {"DISTCOMP_CGROUP": "off"})
+    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"], proc)
+    escaped, ranks = _escaped(state_dir), rank_pids(state_dir)
+    assert len(escaped) == 2 and all(running(p) for p in escaped)
+    path = status(run_dir)["cgroup"]
+    if cgroup:
+        assert path and Path(path).is_dir(), path
+        assert all(f"/{Path(path).name}\n" in Path(f"/proc/{p}/cgroup").read_text() for p in escaped)
+    else:
+        assert path is None
+        _wait_noted(run_dir, escaped)
+    return proc, run_dir, escaped, ranks
+
+
+def _wait_noted(run_dir: Path, pids: list[int]) -> None:
+    """Until the watchdog has noted ``pids`` as adopted by the supervisor (a job without a cgroup)."""
+    note = run_dir / ".distcomp.adopted"
+    deadline = time.monotonic() + WAIT
+    while not (note.exists() and {int(line.split()[0]) for line in note.read_text().splitlines()} >= set(pids)):
+        assert time.monotonic() < deadline, "the watchdog never noted the daemons"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("cgroup", [WITH_CGROUP, pytest.param(False, id="no-cgroup")])
+def test_sigkill_of_distcomp_run_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path,
+                                                                                        cgroup: bool) -> None:
+    """A rank's daemon (fork, setsid, fork, exec with an empty environment: no cookie) is held by
+    the job's cgroup, or else noted by the watchdog as the supervisor adopts it: when `distcomp
+    run` is SIGKILLed the watchdog stops it with the ranks, and status.json says what it did."""
+    proc, run_dir, escaped, ranks = _started_escaping(tmp_path, cgroup)
+    path = status(run_dir)["cgroup"]
+    proc.kill()
+    proc.communicate(timeout=WAIT)
+    assert survivors(escaped + ranks) == [], "a process of the job outlived its supervisor"
+    final = status(run_dir)
+    assert final["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; its watchdog stopped every "
+                                "rank (4 process(es) were still running)" + ("" if cgroup else NO_CGROUP)), final
+    assert not (path and Path(path).exists())  # removed once empty
+    assert not (run_dir / ".distcomp.adopted").exists()
+
+
+@pytest.mark.parametrize("cgroup", [WITH_CGROUP, pytest.param(False, id="no-cgroup")])
+def test_reap_stops_a_double_forked_child_with_an_empty_environment(tmp_path: Path, cgroup: bool) -> None:
+    """Supervisor and watchdog both SIGKILLed: the daemons are orphans of PID 1 with no cookie;
+    `distcomp reap` still finds them, through the job's cgroup or the watchdog's note."""
+    proc, run_dir, escaped, ranks = _started_escaping(tmp_path, cgroup)
+    watchdog = status(run_dir)["supervisor"]["watchdog_pid"]
+    os.kill(watchdog, signal.SIGKILL)
+    assert survivors([watchdog], 5) == []
+    proc.kill()
+    proc.communicate(timeout=WAIT)
+    assert all(running(p) and psutil.Process(p).ppid() == 1 for p in escaped), "not the case under test"
+    assert all(b"DISTCOMP_JOB_COOKIE" not in Path(f"/proc/{p}/environ").read_bytes() for p in escaped)
+
+    reap = subprocess.run([sys.executable, "-m", "distcomp", "reap", "--grace", "2", str(run_dir)], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=WAIT)
+    assert reap.returncode == 0, reap.stderr
+    assert survivors(escaped + ranks, 5) == [], reap.stdout
+    assert status(run_dir)["message"] == (f"the supervisor (pid {proc.pid} on host {HOST}) died; distcomp reap "
+                                          "stopped every rank (4 process(es) were still running)"
+                                          + ("" if cgroup else NO_CGROUP))
+
+
+SUBMIT = "import json, sys, distcomp\nprint(distcomp.submit(sys.argv[1], 'local', **json.loads(sys.argv[2])))\n"
+
+
+def _ticks(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"^\[rank0\.own\] tick (\d+)$", text, re.MULTILINE)]
+
+
+def test_cancel_and_logs_follow_of_a_detached_job_whose_supervisor_and_watchdog_died(sqlite_uri: str,
+                                                                                       tmp_path: Path) -> None:
+    """`distcomp cancel` stops what the job left (its ranks, and a daemon with no cookie, through
+    the job's cgroup), ends the MLflow run KILLED and writes the final status.json; `distcomp logs
+    --follow` started after the supervisor died follows the ranks' lines until cancel ends them."""
+    from tests.targets._supervised import SUPERVISION
+
+    run_dir, state_dir = tmp_path / "runs" / "orphaned", tmp_path / "state"
+    env = clean_env(MLFLOW_TRACKING_URI=sqlite_uri)
+    options = {"run_dir": str(run_dir), "grace": 2.0, "inputs": {"mode": "scribe", "state_dir": str(state_dir)}}
+    submitted = subprocess.run([sys.executable, "-c", SUBMIT, str(SUPERVISION), json.dumps(options)], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=WAIT)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    assert job == f"local:{run_dir}"
+    wait_for([state_dir / "rank0.0.json", state_dir / "rank1.0.json"])
+    if not status(run_dir)["cgroup"]:  # a machine without cgroup rights: the watchdog's note finds the daemons
+        _wait_noted(run_dir, _escaped(state_dir))
+    sup = status(run_dir)["supervisor"]
+    for pid in (sup["watchdog_pid"], sup["pid"]):  # the watchdog first, so it cannot act
+        os.kill(pid, signal.SIGKILL)
+        assert survivors([pid], 5) == []
+    ranks, escaped = rank_pids(state_dir), _escaped(state_dir)
+    assert all(running(p) for p in ranks + escaped), "nothing was left: the test is not testing cancel"
+    own = run_dir / "logs" / "rank0.own.log"
+    written = len(own.read_text().splitlines())  # ticks written before following starts
+
+    def cli(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "distcomp", *args], env=clean_env(), cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    follow = cli("logs", job, "--follow")
+    deadline = time.monotonic() + WAIT
+    while len(own.read_text().splitlines()) < written + 10:  # a second of ticks, the supervisor long dead
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert follow.poll() is None, "logs --follow stopped while the job's ranks still wrote"
+
+    cancel = cli("cancel", job)
+    out, err = cancel.communicate(timeout=WAIT)
+    assert cancel.returncode == 0, err
+    assert out.startswith(f"{job}: cancelled"), out
+    assert survivors(ranks + escaped, 5) == []
+    followed, follow_err = follow.communicate(timeout=WAIT)  # it ends once the ranks are gone
+    assert follow.returncode == 0, follow_err
+    ticks = _ticks(followed)
+    assert ticks == list(range(len(ticks))) and ticks[-1] >= written + 9, followed[-500:]
+
+    final = status(run_dir)
+    message = (f"cancelled: the supervisor (pid {sup['pid']} on host {HOST}) died; distcomp cancel stopped every "
+               f"rank (4 process(es) were still running){no_cgroup(run_dir)}")
+    assert (final["state"], final["exit_code"], final["message"]) == ("cancelled", 143, message), final
+    assert final["reaped"]["by"] == "distcomp cancel"
+    run = mlflow_run(sqlite_uri, final["mlflow"]["run_id"])
+    assert (run.info.status, run.data.tags["distcomp.state"]) == ("KILLED", "cancelled")
+    assert "logs/rank0.own.log" in artifacts(sqlite_uri, final["mlflow"]["run_id"])
+    again = cli("cancel", job)  # an ended job is left as it is
+    assert again.communicate(timeout=WAIT)[0].startswith(f"{job}: cancelled") and again.returncode == 0
+
+
+def test_cancel_of_a_job_it_cannot_stop_exits_1_saying_why(tmp_path: Path) -> None:
+    """A job of another host whose supervisor is gone: its processes are out of reach from here."""
+    remote = _running_record(tmp_path, "remote", pid=2 ** 22 + 1, host="elsewhere.example", start_time=1)
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "cancel", f"local:{remote}"], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=WAIT)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr.strip().endswith(
+        f"cannot cancel local:{remote}: job remote runs on host elsewhere.example (pid {2 ** 22 + 1}): it cannot be "
+        f"checked from {HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here")
+    assert "Traceback" not in proc.stderr and status(remote)["state"] == "running"

@@ -61,7 +61,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
                                    "run` is gone (killed, or its machine restarted): stop every process the job "
                                    "left, mark status.json failed and the job's MLflow run FAILED. A live job is "
                                    "left alone; a job of another host is only reported, unless --force. "
-                                   "Exit 0, or 1 if an MLflow run could not be closed.")
+                                   "Exit 0, or 1 if an MLflow run could not be closed or a process would not stop.")
     p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders (default: every one under ./runs)")
     p.add_argument("--force", action="store_true",
                    help="also mark failed a job of another host (its processes there cannot be stopped from here)")

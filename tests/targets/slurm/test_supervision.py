@@ -111,3 +111,48 @@ def test_output_path_on_the_shared_file_system(job_dir: Path) -> None:
     assert outcome.outputs["result"] == str(mine)
     assert sorted(p.name for p in mine.iterdir()) == ["rank0.json", "rank1.json"]
     assert not (Path(outcome.details["folder"]) / "outputs" / "result").exists()
+
+
+def _marked(mark: str) -> list[int]:
+    """Live processes of this host with DISTCOMP_TEST_ESCAPE=mark in their environment (both
+    nodes of the dev cluster are this host)."""
+    import psutil
+
+    needle = f"\0DISTCOMP_TEST_ESCAPE={mark}\0".encode()
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as f:
+                if needle in b"\0" + f.read() and proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc.pid)
+        except (OSError, psutil.Error):
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_what_the_ranks_leave_is_stopped_on_every_node_when_the_job_ends(job_dir: Path) -> None:
+    """proctrack/linuxproc (the dev cluster's) loses a rank's child whose parent ended: the job
+    script stops every process carrying the job's cookie on each node as it ends."""
+    import os
+    import uuid
+
+    mark = uuid.uuid4().hex
+    try:
+        outcome = distcomp.submit(JOBS / "escape" / "component.yaml", "slurm", nodes=2, inputs={"mark": mark},
+                                  job_dir=str(job_dir), tracking=False).wait()
+        assert outcome.state is JobState.SUCCEEDED, outcome.root_cause
+        folder = Path(outcome.details["folder"])
+        assert [(folder / "logs" / f"rank{r}.log").read_text() for r in (0, 1)] == [
+            "rank 0 left sleep 301 and 302\n", "rank 1 left sleep 303 and 304\n"]
+        left = _marked(mark)
+        deadline = time.monotonic() + 10  # the job is over once its last step ended: give it a moment
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = _marked(mark)
+        assert left == [], f"outlived the job: {left}"
+        said = (folder / f"slurm-{outcome.job_id.removeprefix('slurm:')}.out").read_text()
+        assert said.count("stopping what the ranks left: pid") >= 1, said
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, 9)

@@ -7,8 +7,9 @@ its job. The one process that shares it is the watchdog: a tiny stdlib-only Pyth
 session (so a Ctrl-C or a kill of the job's group does not take it down first), holding the
 read end of a pipe whose write end only the supervisor has. When the supervisor ends, it
 writes ``done``; when it dies (SIGKILL, a crash), the pipe closes without it and the watchdog
-becomes ``distcomp reap`` for this job: it stops every process carrying the job's cookie,
-marks status.json and the MLflow run failed, and only then lets the folder go.
+becomes ``distcomp reap`` for this job: it stops every process carrying the job's cookie, in
+the job's cgroup, or noted in ``ADOPTED`` (see ``_WATCHDOG``), marks status.json and the MLflow
+run failed, and only then lets the folder go.
 """
 
 from __future__ import annotations
@@ -28,15 +29,50 @@ from typing import Any
 from ...errors import UsageError
 
 LOCK_NAME = ".distcomp.lock"
+ADOPTED = ".distcomp.adopted"  # the watchdog's note of the supervisor's children: "PID START" lines
 # Waits for the pipe; "done" ends it, anything else makes it `distcomp reap` for the job.
+# Meanwhile, every 0.2 s, it notes the supervisor's new children without the job's cookie (the
+# orphans the subreaper adopted: a double-forked daemon with a cleared environment) in ADOPTED,
+# with their start times: without a cgroup, that is how such a process is found after the
+# supervisor died (one adopted in the last 0.2 s before a SIGKILL can escape).
 _WATCHDOG = (
-    "import os, sys\n"
-    "got = b''\n"
+    "import os, select, sys\n"
+    "fd, note, sup = int(sys.argv[1]), sys.argv[2], os.getppid()\n"
+    "mark = b'\\0DISTCOMP_JOB_COOKIE=' + sys.argv[3].encode() + b'\\0'\n"
+    "def kids():\n"
+    "    out = set()\n"
+    "    try:\n"
+    "        for t in os.listdir(f'/proc/{sup}/task'):\n"
+    "            with open(f'/proc/{sup}/task/{t}/children') as f: out.update(f.read().split())\n"
+    "    except OSError: pass\n"
+    "    return out\n"
+    "def started(pid):\n"
+    "    try:\n"
+    "        with open(f'/proc/{pid}/stat', 'rb') as f: return f.read().rsplit(b')', 1)[1].split()[19].decode()\n"
+    "    except (OSError, IndexError): return None\n"
+    "def marked(pid):\n"
+    "    try:\n"
+    "        with open(f'/proc/{pid}/environ', 'rb') as f: return mark in b'\\0' + f.read()\n"
+    "    except OSError: return True\n"
+    "old, seen, got = kids(), {}, b''\n"
     "while True:\n"
-    "    chunk = os.read(int(sys.argv[1]), 16)\n"
-    "    if not chunk: break\n"
-    "    got += chunk\n"
-    "if got != b'done': os.execv(sys.argv[2], sys.argv[2:])\n")
+    "    if select.select([fd], [], [], 0.2)[0]:\n"
+    "        chunk = os.read(fd, 16)\n"
+    "        if not chunk: break\n"
+    "        got += chunk\n"
+    "        continue\n"
+    "    now = {p: t for p, t in seen.items() if started(p) == t}\n"
+    "    now.update((p, started(p)) for p in kids() - old - seen.keys() if not marked(p))\n"
+    "    now = {p: t for p, t in now.items() if t}\n"
+    "    if now != seen and os.path.isdir(os.path.dirname(note)):\n"
+    "        try:\n"
+    "            with open(note + '.tmp', 'w') as f: f.write(''.join(f'{p} {t}\\n' for p, t in now.items()))\n"
+    "            os.replace(note + '.tmp', note)\n"
+    "        except OSError: pass\n"
+    "    seen = now\n"
+    "if got != b'done': os.execv(sys.argv[4], sys.argv[4:])\n"
+    "try: os.unlink(note)\n"
+    "except OSError: pass\n")
 
 
 class RunDirBusy(UsageError):
@@ -155,7 +191,8 @@ def _start_watchdog(c: Claim, grace: float) -> None:
     except (AttributeError, OSError, ValueError):
         err = subprocess.DEVNULL
     try:
-        c.watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read), *reap],
+        note = str(c.run_dir.absolute() / ADOPTED)
+        c.watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read), note, c.cookie, *reap],
                                       pass_fds=(read, c.lock_fd), stdin=subprocess.DEVNULL, stdout=err,
                                       stderr=err, start_new_session=True, cwd="/")  # no folder of the job's
     except OSError:

@@ -14,7 +14,7 @@ import signal
 import time
 from typing import Callable, Iterable
 
-COOKIE = "DISTCOMP_JOB_COOKIE"
+from .._cookie import COOKIE as COOKIE  # re-exported: the runner puts it in every rank's env
 PROC = "/proc"
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 

@@ -3,7 +3,8 @@
 A status.json saying ``running`` belongs to a live job while its run folder's lock is held
 (by the supervisor or its watchdog), or while its supervisor still runs: same host, same pid
 with the same start time (a reused pid has another), same boot. Otherwise the supervisor
-died: every process still carrying the job's cookie is stopped (SIGTERM, grace, SIGKILL),
+died: every process still carrying the job's cookie, and every process in the job's cgroup
+where it had one (``_cgroup``: one that cleared its environment too), is stopped (SIGTERM, grace, SIGKILL),
 status.json becomes ``failed`` saying so, the outputs keep their incomplete markers, and the
 job's MLflow run is marked FAILED with the reason as ``distcomp.failure``. A job of another
 host is reported, not touched (its processes are out of reach), unless ``force``.
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from . import _partial, _procs, _status
-from ._claim import LOCK_NAME, describe_holder, holder, lock
+from . import _cgroup, _partial, _procs, _status
+from ._claim import ADOPTED, LOCK_NAME, describe_holder, holder, lock
 
 Outcome = Literal["closed", "running", "elsewhere", "ended"]
 STATUS = ("succeeded", "failed", "timed_out", "cancelled", "interrupted")  # final states of status.json (interrupted: older versions)
@@ -44,10 +45,75 @@ def supervisor_alive(sup: dict[str, Any]) -> bool:
     return sup.get("start_time") is None or _procs.start_time(pid) in (None, sup["start_time"])
 
 
+def job_cgroup(status: dict[str, Any], cookie: str) -> str | None:
+    """The job's cgroup as status.json names it, if it is one distcomp made for this cookie
+    (a status.json edited to name another cgroup is not obeyed)."""
+    path = status.get("cgroup")
+    if not isinstance(path, str) or not cookie or os.path.basename(path) != f"distcomp-{cookie[:16]}":
+        return None
+    return path
+
+
+def adopted(run_dir: Path) -> set[int]:
+    """The supervisor's children its watchdog noted (``ADOPTED``) that still run as the same
+    process (same start time): with their descendants, they are the job's."""
+    try:
+        lines = (run_dir / ADOPTED).read_text(encoding="ascii").splitlines()
+    except (OSError, ValueError):
+        return set()
+    found = set()
+    for line in lines:
+        pid, _, start = line.partition(" ")
+        if pid.isdigit() and start.isdigit() and _procs.start_time(int(pid)) == int(start):
+            found.add(int(pid))
+    return found
+
+
+def stop_job(cookie: str, cgroup: str | None, grace: float, run_dir: Path | None = None) -> tuple[int, set[int]]:
+    """Stop every process of a job whose supervisor is gone: by its cookie, its cgroup (then
+    removed), what its watchdog noted the supervisor adopted (in ``run_dir``), and descent;
+    returns how many there were and the pids that would not die."""
+    def find() -> set[int]:
+        held = _cgroup.members(cgroup) | (adopted(run_dir) if run_dir is not None else set())
+        return (_procs.job_processes(cookie, held) if cookie or held else set()) | held
+
+    n = _procs.stop(find, grace)
+    left = _cgroup.kill(cgroup)
+    if cgroup and not left:
+        _cgroup.remove(cgroup)
+    left |= {pid for pid in find() if _procs.alive(pid)}
+    if run_dir is not None and not left:
+        try:
+            (run_dir / ADOPTED).unlink()
+        except OSError:
+            pass
+    return n, left
+
+
+def stopped(how: str, n: int, left: set[int], cgroup: str | None) -> str:
+    """What ``stop_job`` did, in words for status.json and the MLflow run."""
+    if left:
+        return (f"{how} could not stop {len(left)} of the job's {n} process(es) still running "
+                f"(pid {', '.join(map(str, sorted(left)))})")
+    said = f"{how} stopped every rank ({n} process(es) were still running)"
+    if cgroup is None:  # then such a process is found only among the orphans the watchdog noted
+        said += ("; the job had no cgroup: a process that cleared its environment and left the ranks' "
+                 "process tree is found only if its watchdog saw the supervisor adopt it")
+    return said
+
+
+def job_left(status: dict[str, Any], run_dir: Path) -> bool:
+    """Whether any process of the job still runs here (by its cookie, cgroup or adoption)."""
+    cookie = str(status.get("cookie") or "")
+    return bool(_cgroup.members(job_cgroup(status, cookie)) or adopted(run_dir)
+                or (cookie and _procs.job_processes(cookie)))
+
+
 def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | None = None,
-         cookie: str | None = None) -> Reaped:
+         cookie: str | None = None, cancel: bool = False) -> Reaped:
     """Close ``run_dir``'s job if its supervisor is gone. ``lock_fd`` and ``cookie`` are the
-    watchdog's: it holds the folder's lock already and knows its supervisor died."""
+    watchdog's: it holds the folder's lock already and knows its supervisor died. ``cancel``:
+    ``distcomp cancel`` of such a job, which ends it ``cancelled`` (its MLflow run KILLED)."""
     fd = -1
     try:
         if lock_fd is None and (run_dir / LOCK_NAME).exists():
@@ -58,19 +124,21 @@ def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | 
             if not held:
                 info = holder(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
                 return Reaped(run_dir, "running", f"{describe_holder(info)}: left alone")
-        return _reap(run_dir, grace, force, lock_fd is not None, cookie)
+        return _reap(run_dir, grace, force, lock_fd is not None, cookie, cancel)
     finally:
         if fd >= 0:
             os.close(fd)
 
 
-def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None) -> Reaped:
+def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None,
+          cancel: bool = False) -> Reaped:
     status = _status.read(run_dir / _status.NAME) or {}
     state = status.get("state")
     ours = cookie is None or status.get("cookie") == cookie
     cookie = cookie or str(status.get("cookie") or "")
+    cgroup = job_cgroup(status, cookie) if ours else None
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
-        n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if watchdog and cookie else 0
+        n = stop_job(cookie, cgroup, grace, run_dir)[0] if watchdog and cookie else 0
         if not ours:
             said = "the job had not started: nothing to do"
         else:
@@ -90,20 +158,24 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
                       f"{here}; run distcomp reap on {host}, or give --force to mark it failed from here")
     if not watchdog and host == here and supervisor_alive(sup):
         return Reaped(run_dir, "running", f"job {job} is running (pid {pid} on host {host}): left alone")
+    problems = []
     if host == here:
-        n = _procs.stop(lambda: _procs.job_processes(cookie), grace) if cookie else 0
-        how = "its watchdog" if watchdog else "distcomp reap"
-        message = (f"the supervisor (pid {pid} on host {host}) died; {how} stopped every rank "
-                   f"({n} process(es) were still running)")
+        n, left = stop_job(cookie, cgroup, grace, run_dir)
+        how = "its watchdog" if watchdog else "distcomp cancel" if cancel else "distcomp reap"
+        message = f"the supervisor (pid {pid} on host {host}) died; " + stopped(how, n, left, cgroup)
+        if left:
+            problems.append(f"{run_dir}: process(es) {', '.join(map(str, sorted(left)))} of job {job} still run")
     else:
         message = (f"the supervisor (pid {pid} on host {host}) was marked failed from {here} with --force; "
                    f"its processes on {host}, if any, were not stopped")
     started = status.get("started_at")
-    status.update(state="failed", exit_code=1, message=message,
+    final = "cancelled" if cancel else "failed"
+    if cancel:
+        message = f"cancelled: {message}"
+    status.update(state=final, exit_code=143 if cancel else 1, message=message,
                   wall_s=round(_status.now() - started, 3) if isinstance(started, (int, float)) else 0.0,
-                  reaped={"by": "watchdog" if watchdog else "distcomp reap", "pid": os.getpid(), "host": here,
-                          "at": _status.now()})
-    problems = []
+                  reaped={"by": "watchdog" if watchdog else "distcomp cancel" if cancel else "distcomp reap",
+                          "pid": os.getpid(), "host": here, "at": _status.now()})
     try:
         _status.write(run_dir / _status.NAME, status)
     except OSError as exc:
@@ -111,10 +183,10 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     markers = status.get("incomplete_outputs")
     if isinstance(markers, dict):
         _partial.mark({k: str(v) for k, v in markers.items()},
-                      f"incomplete: job {job} failed: {message}\nsee {run_dir / _status.NAME}. "
+                      f"incomplete: job {job} {final}: {message}\nsee {run_dir / _status.NAME}. "
                       "Removed when a job writing here succeeds.\n")
-    said, more = _close_mlflow(status, run_dir, message, "failed")
-    return Reaped(run_dir, "closed", message + ("; status.json: failed" if not problems else "")
+    said, more = _close_mlflow(status, run_dir, message, final)
+    return Reaped(run_dir, "closed", message + (f"; status.json: {final}" if not problems else "")
                   + (f"; {said}" if said else ""), tuple(problems + more))
 
 

@@ -18,7 +18,7 @@ from ...outcome import JobState
 from ...records import Topology
 from ...redact import job_masker
 from ...spec import ComponentSpec, RenderError
-from . import _partial, _status
+from . import _cgroup, _partial, _status
 from ._claim import Claim, claim as claim_run_dir
 from ._output import Logs
 from ._ports import release_ports
@@ -74,6 +74,7 @@ class _Job:
         self.status = options.run_dir / _status.NAME
         self.markers = {name: str(_partial.marker(path)) for name, path in outputs.items()}
         watchdog = claim.watchdog.pid if claim.watchdog is not None else None
+        self.cgroup: _cgroup.Cgroup | None = None
         self.base = {"job_id": options.job_id, "started_at": _status.now(),
                      "supervisor": _status.supervisor(watchdog), "cookie": claim.cookie, **options.record}
 
@@ -88,6 +89,15 @@ class _Job:
             pass
 
     def run(self) -> RunResult:
+        self.cgroup = _cgroup.create(self.claim.cookie)  # None where the kernel does not let us
+        self.base["cgroup"] = self.cgroup.path if self.cgroup else None  # reap and cancel use it too
+        try:
+            return self._run()
+        finally:
+            if self.cgroup is not None:  # emptied by the last stop
+                _cgroup.remove(self.cgroup.path)
+
+    def _run(self) -> RunResult:
         options, run_dir = self.options, self.options.run_dir
         _partial.mark(self.markers, f"incomplete: job {options.job_id} is running (run folder {run_dir}), or "
                                     f"died; {self.status} says which. Removed when a job writing here succeeds.\n")
@@ -96,7 +106,7 @@ class _Job:
         previous = set_subreaper(True)  # a rank's orphans come back to us, not to PID 1
         logs = Logs(run_dir / "logs", self.console, self.masker)
         supervisor = Supervisor(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
-                                self.topology.processes_per_node, self.claim.cookie)
+                                self.topology.processes_per_node, self.claim.cookie, self.cgroup)
         t0 = time.monotonic()
         failures: list[Failure] = []
         found: list[FoundOutput] = []

@@ -8,6 +8,8 @@ on a wake-up pipe that SIGCHLD, SIGINT and SIGTERM write to, so a failure is see
 A process can leave the group (``setsid``, ``start_new_session=True``); it still carries the
 job's cookie and, orphaned, is re-parented to this process (a child subreaper, see
 ``_procs``), so the stop at the end of every attempt finds it and ends it with the ranks.
+Where the job has a cgroup (``_cgroup``), each rank is forked into it and nothing it starts
+can leave: the stop ends with ``cgroup.kill``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from ...errors import JobError
-from . import _procs
+from . import _cgroup, _procs
 from ._output import Logs, Stream
 from ._prepare import Launch
 from ._records import Failure, ProcessResult
@@ -110,12 +112,13 @@ class Supervisor:
     """Runs attempts of one job; ``logs`` collects output across attempts."""
 
     def __init__(self, logs: Logs, grace: float, zero_or_greater: bool = False, processes_per_node: int = 1,
-                 cookie: str = "") -> None:
+                 cookie: str = "", cgroup: _cgroup.Cgroup | None = None) -> None:
         self.logs = logs
         self.processes_per_node = processes_per_node
         self.grace = grace
         self.zero_or_greater = zero_or_greater
         self.cookie = cookie  # every process of the job has it in its env (see _procs)
+        self.cgroup = cgroup  # every process of the job is in it, where there is one
         self._selector = selectors.DefaultSelector()
         self._before: set[int] = set()  # children this process had before the attempt: not the job's
 
@@ -132,9 +135,10 @@ class Supervisor:
                                          f"{' '.join(launch.argv)}")
                 offset = self.logs.path(r.name).stat().st_size
                 try:
-                    popen = subprocess.Popen(
-                        list(launch.argv), cwd=launch.cwd, env=dict(launch.env), stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=pgid)
+                    with _cgroup.inside(self.cgroup):
+                        popen = subprocess.Popen(
+                            list(launch.argv), cwd=launch.cwd, env=dict(launch.env), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=pgid)
                 except OSError as exc:
                     raise StartError(launch, exc) from exc
                 pgid = pgid or popen.pid
@@ -229,10 +233,11 @@ class Supervisor:
         others: set[int] = set()
 
         def find() -> set[int]:
-            """The job's processes besides the ranks: by cookie, by descent, and orphans that
-            came back to this subreaper (new children that are no rank)."""
+            """The job's processes besides the ranks: by cookie, by descent, orphans that came
+            back to this subreaper (new children that are no rank), and its cgroup's."""
             orphans = _procs.children() - self._before - ranks
-            found = _procs.job_processes(self.cookie, ranks | orphans, self._before | ranks) | orphans
+            held = _cgroup.members(self.cgroup.path) - ranks if self.cgroup else set()
+            found = _procs.job_processes(self.cookie, ranks | orphans | held, self._before | ranks) | orphans | held
             others.update(found)
             return found
 
@@ -269,6 +274,8 @@ class Supervisor:
                 if p.ended is None:
                     p.ended = time.monotonic()
             _procs.kill_all(find)  # and what was forked meanwhile
+            if self.cgroup is not None:  # at once, whatever is still there
+                _cgroup.kill(self.cgroup.path)
             _procs.reap(_procs.children() - self._before)  # orphans that came back only as they died
         # the output still in the pipes; a grandchild that kept a pipe open gets a short while
         end = time.monotonic() + 0.5

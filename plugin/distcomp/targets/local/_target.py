@@ -125,7 +125,7 @@ class LocalTarget:
         message = str(data.get("message") or "")
         if state is JobState.RUNNING and not _alive(data):
             state, message = JobState.UNKNOWN, (f"status.json says running, but its `distcomp run` is gone; "
-                                                f"`distcomp reap {run_dir}` closes it")
+                                                f"`distcomp cancel` or `distcomp reap {run_dir}` closes it")
         mlflow = data.get("mlflow") or {}
         tracking = TrackingRef(mlflow["run_id"], str(mlflow.get("tracking_uri", "")),
                                str(mlflow.get("experiment_id", ""))) if mlflow.get("run_id") else None
@@ -137,7 +137,8 @@ class LocalTarget:
 
     def logs(self, job: str, rank: int | None, follow: bool) -> Iterator[str]:
         """The lines of one rank's log (``rank``), or of every log with its ``[name]`` prefix;
-        ``follow``: go on until the job has ended and its logs are read to the end."""
+        ``follow``: go on until the job has ended and its logs are read to the end (a job whose
+        ``distcomp run`` died has ended once no process of it is left)."""
         run_dir = run_folder(job)
         logs = run_dir / "logs"
         if rank is not None:
@@ -148,7 +149,9 @@ class LocalTarget:
         offsets: dict[Path, int] = {}
         partial: dict[Path, str] = {}
         while True:
-            ended = JobState.parse(str(_read(run_dir).get("state", "running"))).terminal or not _alive(_read(run_dir))
+            data = _read(run_dir)
+            ended = JobState.parse(str(data.get("state", "running"))).terminal or (
+                not _alive(data) and not _left(data, run_dir))
             files = chosen if rank is not None else sorted(logs.glob("*.log")) if logs.is_dir() else []
             for path in files:
                 for line in _new_lines(path, offsets, partial, final=ended or not follow):
@@ -159,19 +162,36 @@ class LocalTarget:
 
     def cancel(self, job: str) -> JobOutcome:
         """SIGTERM to the job's ``distcomp run``, which stops every rank and ends its MLflow run;
-        an ended job is left as it is."""
+        an ended job is left as it is. A job whose ``distcomp run`` and watchdog both died is
+        cancelled here: what it left is stopped (by its cookie and cgroup, as ``distcomp reap``
+        does), its MLflow run ended KILLED; what could not be done is a JobError."""
         run_dir = run_folder(job)
         data = _read(run_dir)
-        if data.get("state") != "running" or not _alive(data):
+        if data.get("state") != "running":
             return self.status(job)
+        if not _alive(data):
+            return self._cancel_orphaned(job, run_dir)
         pid = int(data["supervisor"]["pid"])
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
-            return self.status(job)
+            return self._cancel_orphaned(job, run_dir)
         deadline = time.monotonic() + CANCEL_WAIT
         while time.monotonic() < deadline and _read(run_dir).get("state") == "running" and _alive(_read(run_dir)):
             time.sleep(0.1)
+        return self.status(job)
+
+    def _cancel_orphaned(self, job: str, run_dir: Path) -> JobOutcome:
+        from ._reap import reap
+
+        deadline = time.monotonic() + CANCEL_WAIT
+        while True:  # a live watchdog holds the folder while it closes the job itself: wait for it
+            report = reap(run_dir, cancel=True)
+            if report.outcome != "running" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if report.outcome in ("running", "elsewhere") or report.problems:
+            raise JobError(f"cannot cancel {job_id(run_dir)}: " + "; ".join((report.message, *report.problems)))
         return self.status(job)
 
 
@@ -187,6 +207,13 @@ def _alive(data: Mapping[str, Any]) -> bool:
 
     sup = data.get("supervisor")
     return isinstance(sup, dict) and supervisor_alive(sup)
+
+
+def _left(data: Mapping[str, Any], run_dir: Path) -> bool:
+    """Whether a process of the job still runs (its ranks, after their ``distcomp run`` died)."""
+    from ._reap import job_left
+
+    return job_left(dict(data), run_dir)
 
 
 def _describe_cause(cause: Mapping[str, Any]) -> str:

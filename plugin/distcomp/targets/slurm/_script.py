@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence, cast
 from ...errors import UsageError
 from ...redact import NONE, Masker
 from .._secrets import NAME as SECRETS, shell_line, shell_word
+from .._cookie import COOKIE
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -31,6 +32,31 @@ TENSORFLOW = "tensorflow.distributed"
 FIRST_NODE = ('MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)\n'
               'MASTER_ADDR=$(scontrol show node "$MASTER_NODE" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')\n'
               'export MASTER_ADDR=${MASTER_ADDR:-$MASTER_NODE}\n')
+# Slurm's proctrack/linuxproc follows a step's processes by parentage: one a rank started in a
+# new session whose parent ended (ppid 1) outlives the job. Every process of the job carries a
+# cookie in its environment (as on the local target); when the batch script ends, however it
+# ends, one task per node (N tasks on N nodes) stops every process there that carries it
+# (SIGTERM, 5 s, SIGKILL).
+SWEEP = ('pids=$(grep -lzxF "' + COOKIE + '=$1" /proc/[0-9]*/environ 2>/dev/null '
+         '| sed -n "s|^/proc/\\([0-9]*\\)/environ\\$|\\1|p" | grep -vx "$$")\n'
+         '[ -n "$pids" ] || exit 0\n'
+         'echo "distcomp: node $SLURMD_NODENAME: stopping what the ranks left: pid" $pids >&2\n'
+         'kill -TERM $pids 2>/dev/null\n'
+         'i=0\n'
+         'while [ "$i" -lt 50 ]; do\n'
+         '    left=""; for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done\n'
+         '    [ -n "$left" ] || exit 0\n'
+         '    sleep 0.1; i=$((i + 1))\n'
+         'done\n'
+         'kill -KILL $left 2>/dev/null\n'
+         'exit 0')
+CLEANUP = (f'export {COOKIE}="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
+           'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
+           f'    env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
+           '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
+           f'      /bin/sh -c {shlex.quote(SWEEP)} sweep "${COOKIE}"\n'
+           '}\n'
+           'trap distcomp_cleanup EXIT')
 # a port nothing listens on at the first node (the batch script runs there)
 FREE_PORT = ('free_port() {\n'
              '    local p\n'
@@ -214,6 +240,7 @@ def script(spec: "ComponentSpec", argv: Sequence[str], folder: Path, name: str, 
     if masker:  # its secrets, from a file only its owner reads; not exported: the ranks' env lacks them
         body.append(f'. "$DISTCOMP_JOB_FOLDER/{SECRETS}"  # DISTCOMP_SECRET_N: the job\'s secrets (mode 600)')
     body += [f"export {k}={shell_word(v, masker)}" for k, v in env.items()]
+    body += ["# what the ranks leave is stopped on every node when this script ends", CLEANUP]
     return "\n".join(body) + "\n" + launch
 
 

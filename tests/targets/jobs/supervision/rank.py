@@ -7,6 +7,9 @@ its pid, the pids of the processes it started (``started``) and its MASTER_PORT.
   escape_session  start ``sleep`` with start_new_session=True (out of the job's group), then --end
                   (ok: leave; wait: wait to be stopped; fail: rank 1 fails, rank 0 waits)
   escape_setsid   daemonize ``sleep`` (fork, setsid, fork) with an empty environment, then --end
+  scribe          daemonize ``sleep`` as escape_setsid, then append ``tick N`` to a log of its own,
+                  RUN_DIR/logs/rank{RANK}.own.log, every 0.1 s until stopped (never to stdout: the
+                  pipe to a dead supervisor would end the rank)
   bind            rank 0 binds MASTER_PORT for --hold seconds; rank 1 connects and checks it
                   reached its own job (after the barrier in $BARRIER_DIR, if set)
   squat           like bind, but rank 1 first has another process take MASTER_PORT (once)
@@ -137,6 +140,16 @@ def main() -> None:
         record(state, name, pid=os.getpid(), started=[child], port=port)
         print(f"rank {rank}: started {child}, which left the job's process group", flush=True)
         end(args.end, rank, state)
+    elif args.mode == "scribe":
+        child = daemon()
+        own = args.result.parents[1] / "logs" / f"rank{rank}.own.log"  # --result is RUN_DIR/outputs/result
+        print(f"rank {rank}: started {child}; writing {own}", flush=True)
+        with open(own, "a", buffering=1) as log:
+            log.write("tick 0\n")
+            record(state, name, pid=os.getpid(), started=[child], port=port)
+            for i in range(1, 1200):
+                time.sleep(0.1)
+                log.write(f"tick {i}\n")
     elif args.mode in ("bind", "squat"):
         started = []
         squat = state / "squat.json"
