@@ -294,3 +294,13 @@ def test_a_param_the_store_refuses_costs_no_other_param(validating_store: tuple,
     problems = store.log(run.run_id, {}, {"f": "6", "bad name!": "x", "g": "7"})
     assert MlflowClient(uri).get_run(run.run_id).data.params == {"f": "6", "g": "7"}
     assert problems == [f"param 'bad name!' of run {run.run_id} was refused by the store; the others were logged"]
+
+
+def test_the_view_command_is_one_pasteable_line_when_the_path_has_a_space(tmp_path: Path) -> None:
+    import shlex
+
+    from distcomp.tracking import JobRun, RunRef, describe
+
+    uri = f"sqlite:///{tmp_path}/job dir/mlflow.db"
+    line = describe(JobRun(None, RunRef("abc", "1", ""), uri, "exp"))  # type: ignore[arg-type]
+    assert shlex.split(line.partition("; view: ")[2]) == ["mlflow", "ui", "--backend-store-uri", uri]

@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shlex
 import socket
 import time
 from dataclasses import dataclass
@@ -204,7 +205,8 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
 def describe(run: JobRun) -> str:
     """One line for the console: which run, where, and how to look at it."""
     how = "resumed" if run.attached else f"experiment {run.experiment!r}"
-    view = f"; view: mlflow ui --backend-store-uri {run.uri}" if run.uri.startswith("sqlite:") else ""
+    # one shell word: a job dir with a space must still give a command that can be pasted
+    view = f"; view: mlflow ui --backend-store-uri {shlex.quote(run.uri)}" if run.uri.startswith("sqlite:") else ""
     return f"MLflow run {run.run.run_id} ({how}) in {run.uri}{view}"
 
 
