@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
+from ..errors import UsageError
+
 Kind = Literal["sq", "ansi", "dq", "cmd", "sub", "bt", "param", "pword", "pword-dq", "arith", "comment", "heredoc"]
 # how a value goes in: pasted as one quoted word (plain / inside "..." / inside '...'), as a
 # variable reference ("${v}" in plain words, ${v} where the text is already double-quoted)
@@ -54,7 +56,9 @@ class Frame:
     last: tuple[str, ...] = ()  # the last two words, to name them
 
 
-class Refusal(Exception):
+class Refusal(UsageError):
+    """A placeholder where no quoting makes its value plain text (the spec is refused)."""
+
     def __init__(self, message: str, hint: str) -> None:
         super().__init__(message)
         self.message, self.hint = message, hint
