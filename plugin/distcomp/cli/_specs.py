@@ -30,9 +30,7 @@ def _expand(paths: Sequence[str]) -> list[str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ..launchers._advice import advice
-    from ..launchers.own import find as find_own_launcher
-    from ..launchers.own import problems as own_problems
+    from ..plan import make_plan
     from ..spec import check_file
 
     bad = 0
@@ -47,12 +45,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{file}: invalid ({n} error{'s' * (n != 1)})", file=sys.stderr)
         else:
             spec, dist = result.spec, result.spec.distribution
-            own = find_own_launcher(spec)
-            for problem in [*(own_problems(spec, own) if own is not None else ()), *advice(spec)]:
+            plan = make_plan(spec)
+            for problem in plan.warnings:
                 print(f"{file}: warning: {problem}", file=sys.stderr)
             if args.quiet:
                 continue
-            ppn = dist.processes_per_node or 1
+            own, ppn = plan.own, dist.processes_per_node or 1
             if own is not None and not own.once:  # what really runs: the user's launcher's count
                 ppn = own.processes_per_node or ppn
             how = f"; {own.describe()}" if own is not None else ""

@@ -104,7 +104,7 @@ class KubeflowTarget:
     def _start_tracking(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> Any:
         """The job's MLflow run, when the pods can reach the store: a server, not a local file."""
         from ...jobs import Job
-        from ...plugins import get_plugin_manager
+        from ...plan import make_plan
         from ...spec import bind_inputs
         from ...tracking import TrackingError, describe, start_run
         from ._compile import job_name
@@ -116,7 +116,7 @@ class KubeflowTarget:
             return None
         name = job_name(options.get("name"), spec)
         values = bind_inputs(spec, dict(options.get("inputs") or {}), Path("/"))
-        topology = get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec)
+        topology = make_plan(spec, gpu=False).topology  # the same world as every other target's
         job = Job(spec, values, {}, Path(tempfile.gettempdir()), name)
         try:
             tracking = start_run(job, topology, os.environ, Path.cwd(), options.get("experiment"))

@@ -15,11 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
-from ...errors import JobError, UsageError
-from ...launchers._advice import advice
-from ...launchers.own import find as find_own_launcher
-from ...launchers.own import problems as own_problems
-from ...launchers.own import topology as own_topology
+from ...errors import UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
 
 if TYPE_CHECKING:
@@ -63,7 +59,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
               say: Say | None = None, cwd: Path | None = None) -> JobOutcome:
     """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
     from ...jobs import create_outputs, default_run_dir, job_base, make_job
-    from ...plugins import PluginError, get_plugin_manager
+    from ...plan import make_plan
     from ...redact import job_masker
     from ...spec import RenderError
     from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
@@ -77,10 +73,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     cwd = cwd or Path.cwd()
     if request.tracking:
         check_tracking_uri(cwd)
-    try:
-        launcher = get_plugin_manager().launcher(spec.distribution.launcher)
-    except PluginError as exc:
-        raise UsageError(str(exc)) from None
+    plan = make_plan(spec, env={**os.environ, **request.env})  # the launcher's layout, its warnings
+    topology = plan.topology
     run_dir = Path(request.run_dir) if request.run_dir else default_run_dir(spec, cwd)
     base = job_base(cwd)  # cwd, unless it lies in a registry: defaults must not be written there
     if base != cwd:
@@ -93,17 +87,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         raise UsageError(str(exc).replace("\n", "\n  ")) from None
     masker = job_masker(spec, job.values, request.env)  # once for the job: every path masks by it
     notify = _masking(notify, masker)  # the console: what distcomp says of the job is masked too
-    try:
-        topology = launcher.type.factory(spec)
-    except Exception as exc:  # a plugin's factory: name it, do not crash
-        raise JobError(f"launcher {launcher.type.name!r} from {launcher.provider} could not lay out the job: "
-                       f"{type(exc).__name__}: {exc}") from None
-    own = find_own_launcher(spec)
-    if own is not None:  # the command starts its own launcher: it takes the place of the spec's
-        topology = own_topology(spec, own, topology)
-        for problem in own_problems(spec, own):
-            notify(f"warning: {problem}")
-    for note in advice(spec, env={**os.environ, **request.env}):  # a framework that would quietly misbehave
+    for note in plan.warnings:  # the user's launcher against the spec, a framework that would misbehave
         notify(f"warning: {note}")
     try:  # one job per run folder, held before anything of the job exists (its MLflow run, its logs)
         held = claim(job.run_dir, job.job_id, request.grace)
@@ -111,10 +95,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
         raise UsageError(str(exc)) from None
     # released at the end; undone if the job never started (a tracking store out of reach)
     with held, _working_folder(base, cwd):
-        roles = ", ".join(f"{n} {r}" for r, n in topology.roles().items())
-        notify(f"{spec.ref}: {topology.launcher}, {topology.nodes} node(s) x {topology.processes_per_node} "
-               f"process(es), world size {topology.world_size} ({roles})"
-               + (f"; {own.describe()}" if own is not None else ""))
+        notify(plan.summary())
         tracking = _start_tracking(job, topology, base, request, notify, masker) if request.tracking else None
         monitors: "Monitors | None" = None
         try:  # the run exists: whatever stops distcomp before the ranks start ends it FAILED, not RUNNING

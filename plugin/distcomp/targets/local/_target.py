@@ -41,8 +41,7 @@ class LocalTarget:
         Addresses and ports stay placeholders (``{{port:master}}``): they are picked at start."""
         import yaml
 
-        from ...launchers.own import layout
-        from ...plugins import get_plugin_manager
+        from ...plan import make_plan
         from ...records import COMMAND
         from ...redact import job_masker
         from ...spec import InputError, RenderError, bind_inputs
@@ -58,7 +57,7 @@ class LocalTarget:
             line = spec.shell_line(values, outputs)
         except (InputError, RenderError) as exc:
             raise UsageError(str(exc)) from None
-        topology = layout(spec, get_plugin_manager().launcher(spec.distribution.launcher).type.factory(spec))
+        topology = make_plan(spec).topology
         masker = job_masker(spec, values)
         processes = []
         for r in topology.replicas:

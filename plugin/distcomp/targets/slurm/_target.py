@@ -167,12 +167,11 @@ class SlurmTarget:
     def _start_tracking(self, job: Any, options: Mapping[str, Any], job_dir: Path, notify: Notify,
                         masker: "Masker") -> Any:
         """The job's run in $MLFLOW_TRACKING_URI, else a SQLite file in the job dir (shared with the nodes)."""
-        from ...launchers.own import layout
-        from ...plugins import get_plugin_manager
+        from ...plan import make_plan
         from ...tracking import TrackingError, describe, start_run
 
         environ = _tracking_env(job_dir)
-        topology = layout(job.spec, get_plugin_manager().launcher(job.spec.distribution.launcher).type.factory(job.spec))
+        topology = make_plan(job.spec, gpu=False).topology
         try:
             tracking = start_run(job, topology, environ, Path.cwd(), options.get("experiment"), notify,
                                  local_ranks=True, masker=masker)
