@@ -6,7 +6,7 @@
     env set by hand from Slurm's variables), submitted with `sbatch --parsable` and waited for
     with `scontrol show job` every 0.5 s (distcomp's poll). Goal: ratio <= 1.1. `sbatch --wait`
     on the same script is printed beside: it polls far less often (seconds late).
-(b) seconds from a rank's failure (its exit, as its wrapper recorded it) to the submitting
+(b) seconds from a rank's failure (its exit, as its node agent or wrapper recorded it) to the submitting
     command's return, for the same two: rank 1 exits 3 while rank 0 waits for it in
     init_process_group, so Slurm's --kill-on-bad-exit has to end the job.
 
@@ -19,6 +19,7 @@ in a temporary folder and stops it at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -148,10 +149,10 @@ def _ours_failure(argv: list[str], env: dict[str, str], jobs: Path, before: set[
     if proc.returncode == 0:
         raise RuntimeError("distcomp submit succeeded; rank 1 should have failed")
     new = [p for p in jobs.iterdir() if p not in before and p.is_dir()]
-    record = new[0] / "exits" / "rank1" if len(new) == 1 else None
+    record = new[0] / "exits" / "rank1.json" if len(new) == 1 else None  # the node agent's report
     if record is None or not record.is_file():
         raise RuntimeError(f"no exit record of rank 1: {proc.stderr.decode()[-800:]}")
-    return ended - float(record.read_text().split()[2])
+    return ended - float(json.loads(record.read_text())["ended"])
 
 
 if __name__ == "__main__":

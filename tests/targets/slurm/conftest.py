@@ -5,13 +5,14 @@ reason, unless DISTCOMP_NO_SLURM=1 says this environment has no Slurm (then they
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -49,3 +50,9 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def job_dir(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shared job dir of the session's jobs (one SQLite MLflow store in it)."""
     return tmp_path_factory.mktemp("slurm-jobs")
+
+
+def record_of(script: str) -> dict[str, Any]:
+    """The node agents' record a job script writes (its here-document)."""
+    start = script.index("<<'DISTCOMP_NODE_RECORD'\n") + len("<<'DISTCOMP_NODE_RECORD'\n")
+    return json.loads(script[start:script.index("\nDISTCOMP_NODE_RECORD\n", start)])

@@ -27,12 +27,17 @@ def test_own_mpirun_runs_once_over_both_nodes(job_dir: Path) -> None:
     ranks = _ranks(outcome, "out", 2)
     assert [(r["node"], r["world"], r["sum"]) for r in ranks] == [("n1", 2, 3), ("n2", 2, 3)]
     assert ranks[0]["hostfile"] == ["n1 slots=1", "n2 slots=1"]
-    script = (Path(outcome.details["folder"]) / "job.sbatch").read_text()
-    # the user's mpirun is the batch step's own command: not inside srun or another mpirun
-    lines = script.splitlines()
-    assert not any(line.startswith("srun ") for line in lines)
-    assert [line for line in lines if "mpirun -np" in line] == [
-        f"/bin/sh -c 'mpirun -np 2 --hostfile $AZUREML_MPI_HOSTFILE python mpi_rank.py --out {outcome.outputs['out']}'"]
+    folder = Path(outcome.details["folder"])
+    # the user's mpirun is node 0's one replica, as it is: not inside another mpirun, nor one per
+    # node; node 1's agent has nothing to start (mpirun reaches that node through Slurm)
+    record = json.loads((folder / "node.json").read_text())
+    assert [(r["name"], r["node"], r["argv"]) for r in record["replicas"]] == [("launcher0", 0, ["{{command}}"])]
+    assert record["command"] == ["/bin/sh", "-c", "mpirun -np 2 --hostfile $AZUREML_MPI_HOSTFILE python mpi_rank.py "
+                                                  f"--out {outcome.outputs['out']}"]
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == ["launcher0.log"]
+    script = (folder / "job.sbatch").read_text()
+    assert [line for line in script.splitlines() if line.startswith("srun ")] == [
+        'srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --cpus-per-task="$DISTCOMP_CPUS" \\']
 
 
 @pytest.mark.slow
@@ -42,7 +47,7 @@ def test_own_torchrun_runs_once_per_node(job_dir: Path) -> None:
     assert [(r["node"], r["node_rank"], r["local_rank"], r["world"], r["sum"]) for r in ranks] == [
         ("n1", "0", 0, 4, 10.0), ("n1", "0", 1, 4, 10.0), ("n2", "1", 0, 4, 10.0), ("n2", "1", 1, 4, 10.0)]
     folder = Path(job.wait().details["folder"])
-    assert sorted(p.name for p in (folder / "logs").iterdir()) == ["rank0.log", "rank1.log"]  # one per node
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == ["node0.log", "node1.log"]  # one per node
 
 
 @pytest.mark.slow

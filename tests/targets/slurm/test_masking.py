@@ -52,11 +52,14 @@ def test_a_failing_job_shows_and_keeps_no_secret_in_clear(slurm_cluster: Path, t
     (folder,) = [p for p in job_dir.iterdir() if p.name.startswith("slurm-test-secret-")]
     # the secrets reached rank 0 unchanged through the script (it checked them, and ended well)
     assert (folder / "logs" / "rank0.log").read_text() == "rank 0: the secrets arrived whole\n"
-    assert (folder / "exits" / "rank0").read_text().split()[0] == "0"
+    assert json.loads((folder / "exits" / "rank0.json").read_text())["exit_code"] == 0
     script = folder / "job.sbatch"
     text = script.read_text()
     assert stat.S_IMODE(script.stat().st_mode) == 0o600 and _clear_in(text) == [], text
-    assert '. "$DISTCOMP_JOB_FOLDER/secrets.sh"' in text and '--pw "${DISTCOMP_SECRET_' in text
+    # the record names each secret by its index in secrets.sh, which the node agents read
+    record = json.loads((folder / "node.json").read_text())
+    assert record["secrets"] == "secrets.sh" and record["command"][2:4] == ["--pw", [0]], record["command"]
+    assert record["env"]["API_TOKEN"] == [1] and record["command"][4] == ["--pw-eq=", 0]
     assert stat.S_IMODE((folder / "secrets.sh").stat().st_mode) == 0o600
     assert stat.S_IMODE((folder / "logs").stat().st_mode) == 0o700
     # every file distcomp or the job wrote, the MLflow store (tags, params, artifacts) included;

@@ -14,7 +14,7 @@ import distcomp
 from distcomp.outcome import JobState
 
 from .._jobs import FAULT, clean_env
-from .conftest import JOBS
+from .conftest import JOBS, record_of
 
 TORCH = JOBS / "torch" / "component.yaml"
 MPI = JOBS / "mpi" / "component.yaml"
@@ -39,13 +39,26 @@ def test_compile_is_a_readable_sbatch_script(tmp_path: Path) -> None:
                  "--cpus-per-task=1", "--qos=high", "--exclusive"):
         assert f"#SBATCH {line}" in sbatch
     assert any(line.startswith(f"#SBATCH --output={tmp_path}/jobs/slurm-test-torch-") for line in sbatch)
-    assert "srun --kill-on-bad-exit=1 --ntasks=4 --ntasks-per-node=2" in text
-    for contract in ('export RANK="$SLURM_PROCID"', 'export LOCAL_RANK="$SLURM_LOCALID"',
-                     'export WORLD_SIZE="$SLURM_NTASKS"', 'export NODE_RANK="$SLURM_NODEID"',
-                     'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1', "export MASTER_PORT=$(free_port)"):
+    # one node agent per node, whatever the launcher: the Topology is in its record, as data
+    assert [line for line in text.splitlines() if line.startswith("srun ")] == [
+        'srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --cpus-per-task="$DISTCOMP_CPUS" \\']
+    assert f'{sys.executable} -m distcomp.agent "$DISTCOMP_JOB_FOLDER/node.json"' in text
+    record = record_of(text)
+    assert [(r["name"], r["node"], r["env"]["RANK"], r["env"]["LOCAL_RANK"], r["env"]["NODE_RANK"])
+            for r in record["replicas"]] == [("rank0", 0, "0", "0", "0"), ("rank1", 0, "1", "1", "0"),
+                                             ("rank2", 1, "2", "0", "1"), ("rank3", 1, "3", "1", "1")]
+    assert {(r["env"]["MASTER_ADDR"], r["env"]["MASTER_PORT"], r["env"]["WORLD_SIZE"]) for r in record["replicas"]} == {
+        ("{{host:0}}", "{{port:master}}", "4")}
+    # the allocation gives what the placeholders stand for, in the variables the record names
+    assert record["bind_env"]["host:0"] == "DISTCOMP_HOST_0" and record["bind_env"]["port:master"] == "DISTCOMP_PORT_0"
+    assert record["node_env"] == ["SLURM_NODEID"]
+    for contract in ('scontrol show hostnames "$SLURM_JOB_NODELIST"', '"DISTCOMP_HOST_$i=${addr:-${DISTCOMP_NODES[$i]}}"',
+                     "next_port; export DISTCOMP_PORT_0=$PORT  # {{port:master}}"):
         assert contract in text
-    assert "python rank.py --per-node 2 --fail-rank -1 --sleep 0 --out" in text
-    assert text.startswith("#!/bin/bash\n") and "export DISTCOMP_TEST_MARK=torch" in text
+    assert " ".join(record["command"][:8]) == "python rank.py --per-node 2 --fail-rank -1 --sleep 0 --out"
+    assert text.startswith("#!/bin/bash\n") and record["env"] == {"DISTCOMP_TEST_MARK": "torch"}
+    assert "import distcomp.launchers" not in text and "torch.distributed" not in text.split("#SBATCH")[-1].split(
+        "DISTCOMP_NODE_RECORD")[-1]
     # the script is bash that parses
     script = tmp_path / "job.sbatch"
     script.write_text(text)

@@ -30,6 +30,7 @@ def test_two_tf_workers_all_reduce_across_both_nodes(job_dir: Path) -> None:
     assert outcome.state is JobState.SUCCEEDED, outcome.root_cause + outcome.message
     tasks = _tasks(outcome)
     assert sorted(tasks) == ["worker-0", "worker-1"]
+    # procid: the Slurm task of the node agent that started it, one per node
     assert [(t["node"], t["procid"], t["rank"], t["world"], t["all_reduce"]) for t in tasks.values()] == [
         ("n1", 0, 0, 2, 3.0), ("n2", 1, 1, 2, 3.0)]
     cluster = tasks["worker-0"]["cluster"]
@@ -45,10 +46,13 @@ def test_chief_and_parameter_server_placed_and_the_ps_stopped(job_dir: Path) -> 
     script = (Path(outcome.details["folder"]) / "job.sbatch").read_text()
     assert "#SBATCH --ntasks=4\n" in script and "--ntasks-per-node" not in script
     tasks = _tasks(outcome)
+    # procid: the Slurm task of the node agent that started it (one per node)
     assert {k: (t["node"], t["procid"], t["rank"]) for k, t in tasks.items()} == {
-        "chief-0": ("n1", 0, 0), "worker-0": ("n1", 1, 1), "worker-1": ("n2", 2, 2), "ps-0": ("n1", 3, 0)}
+        "chief-0": ("n1", 0, 0), "worker-0": ("n1", 0, 1), "worker-1": ("n2", 1, 2), "ps-0": ("n1", 0, 0)}
     cluster = tasks["chief-0"]["cluster"]
     assert {role: len(members) for role, members in cluster.items()} == {"chief": 1, "worker": 2, "ps": 1}
     folder = Path(outcome.details["folder"])
     # the ps was stopped after the others' ends, and counts as done
-    assert (folder / "exits" / "rank3").read_text().split()[:2] == ["0", "n1"]
+    ps = json.loads((folder / "exits" / "ps0.json").read_text())
+    assert (ps["host"], ps["stopped"], ps["failed"]) == ("n1", True, False)
+    assert ps["ended"] >= max(json.loads((folder / "exits" / f"rank{r}.json").read_text())["ended"] for r in range(3))

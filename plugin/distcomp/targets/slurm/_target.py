@@ -90,15 +90,19 @@ class SlurmTarget:
     @staticmethod
     def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
                 env: Mapping[str, str], masker: "Masker") -> str:
-        from ._script import resources_of, script
+        import sys
 
-        from ._script import folder_problem
+        from ...plan import make_plan
+        from ._script import folder_problem, resources_of, script
 
         why = folder_problem(folder)
         if why:
             raise UsageError(f"--job-dir {str(folder.parent)!r} {why}; give a job dir whose path has none")
         res = resources_of(spec, options, options.get("timeout"))
-        return script(spec, argv, folder, spec.name, res, env, masker)
+        plan = make_plan(spec, gpu=False)
+        # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
+        # share the job folder): distcomp is there, and so is what the command's python needs
+        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable)
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
@@ -339,7 +343,8 @@ class SlurmTarget:
                 time.sleep(0.1)
             return outcome
         os.close(fd)
-        for path in [*(folder / "logs").glob("*.log"), *(folder / "errors").glob("*"), folder / f"slurm-{sid}.out"]:
+        for path in [*(folder / "logs").glob("*.log"), *(folder / "errors").glob("*"), *folder.glob("rank*.error.json"),
+                     folder / f"slurm-{sid}.out"]:
             _mask_file(path, masker)  # before the logs become MLflow artifacts
         problem = self._end_tracking(folder, record, state, outcome.root_cause or outcome.message, masker)
         data = outcome.to_json()
@@ -401,17 +406,23 @@ def _mask_file(path: Path, masker: "Masker") -> None:
 
 
 def root_cause(folder: Path, sid: str, state: JobState) -> str:
-    """The first rank that ended with a non-zero code (its node, code and last log lines), else
-    Slurm's own output's last lines."""
+    """The first replica that failed by itself (the node agents' ``exits/NAME.json``: its node,
+    exit code or signal, last log lines), else Slurm's own output's last lines."""
     failures = []
-    for path in (folder / "exits").glob("rank*"):
-        words = path.read_text(encoding="utf-8", errors="replace").split()
-        if len(words) >= 3 and words[0].isdigit() and int(words[0]) != 0:
-            failures.append((float(words[2]), path.name, int(words[0]), words[1]))
+    for path in (folder / "exits").glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("failed") and not data.get("stopped"):
+            failures.append((float(data.get("ended") or 0), path.stem, data))
     if failures and state is JobState.FAILED:
-        _t, name, code, node = min(failures)
-        tail = _tail(folder / "logs" / f"{name}.log", 15)
-        return f"{name} (node {node}) exited with code {code}\n" + tail
+        _t, name, data = min(failures, key=lambda f: (f[0], f[1]))
+        how = (f"was killed by signal {data['signal']}" if data.get("signal")
+               else f"exited with code {data.get('exit_code')}")
+        log = folder / "logs" / f"{name}.log"
+        tail = _tail(log, 15) if log.is_file() else "\n".join(f"    {line}" for line in data.get("tail") or ())
+        return f"{name} (node {data.get('host', data.get('node'))}) {how}\n" + tail
     if state is JobState.FAILED:
         return f"Slurm job {sid} failed; its output:\n" + _tail(folder / f"slurm-{sid}.out", 15)
     return ""
@@ -481,7 +492,7 @@ def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
     folder.mkdir(parents=True)
     try:
         _copy_code(spec, folder / "code")
-        for sub in ("logs", "exits", "errors"):
+        for sub in ("logs", "exits"):
             (folder / sub).mkdir(mode=0o700 if masker and sub == "logs" else 0o777)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)

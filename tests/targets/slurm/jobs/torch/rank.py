@@ -23,8 +23,10 @@ def check(ok: bool, message: str) -> None:
         sys.exit(2)
 
 
-check(env["RANK"] == env["SLURM_PROCID"] and env["WORLD_SIZE"] == env["SLURM_NTASKS"], "RANK/WORLD_SIZE vs Slurm's")
-check(env["LOCAL_RANK"] == env["SLURM_LOCALID"] and env["NODE_RANK"] == env["SLURM_NODEID"], "LOCAL_RANK/NODE_RANK")
+# the node agent of Slurm node SLURM_NODEID started this node's ranks with the Topology's env
+check(env["NODE_RANK"] == env["SLURM_NODEID"], "NODE_RANK is the Slurm node's index")
+check(int(env["WORLD_SIZE"]) == int(env["SLURM_JOB_NUM_NODES"]) * args.per_node, "WORLD_SIZE vs Slurm's nodes")
+check(rank == int(env["NODE_RANK"]) * args.per_node + int(env["LOCAL_RANK"]), "RANK from NODE_RANK and LOCAL_RANK")
 check(env["LOCAL_WORLD_SIZE"] == str(args.per_node), f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']}")
 check(int(env["NODE_RANK"]) == rank // args.per_node, "ranks are numbered node by node")
 check(env["MASTER_ADDR"] == "127.0.0.1" and env["MASTER_PORT"].isdigit(), "MASTER_ADDR/MASTER_PORT")

@@ -1,0 +1,3 @@
+from ._node import main
+
+raise SystemExit(main())

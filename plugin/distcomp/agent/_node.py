@@ -1,0 +1,377 @@
+"""Run one node's part of a job: start its replicas, supervise them, report how each ended.
+
+One loop, no threads (as the local target's supervisor): it waits on the replicas' output pipes
+and on a wake-up pipe that SIGCHLD, SIGTERM and SIGINT write to. The first replica that fails
+ends the node's others (SIGTERM to the node's process group and to every descendant found in
+/proc, ``grace`` seconds, then SIGKILL); service replicas (parameter servers) are stopped once
+the others have ended well; a SIGTERM to the agent (srun, scancel, a pod's end) stops them all.
+Each replica writes ``logs/NAME.log``; each end is reported in ``exits/NAME.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from typing import IO, Any, Mapping, Sequence
+
+from .record import COMMAND, RecordError, bind, read, read_secrets, text
+
+TAIL = 15  # lines of a replica's output kept for its report
+_MIN_LEN = 3  # as distcomp.redact: shorter secrets are masked only as words of their own
+
+
+class Usage(Exception):
+    """A problem with how the agent was started or with its record: exit 2."""
+
+
+class _Masker:
+    """distcomp.redact's rule on the secrets file's needles (they include every form)."""
+
+    def __init__(self, needles: Sequence[str]) -> None:
+        ordered = sorted(set(n for n in needles if n), key=lambda n: (-len(n), n))
+        parts = [re.escape(n) if len(n) >= _MIN_LEN else r"(?<![^\s='\"])" + re.escape(n) + r"(?![^\s'\"])"
+                 for n in ordered]
+        self.pattern = re.compile("|".join(parts)) if parts else None
+
+    def __call__(self, line: str) -> str:
+        return self.pattern.sub("***", line) if self.pattern is not None else line
+
+
+class _Replica:
+    def __init__(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], log: IO[bytes]) -> None:
+        self.spec = spec
+        self.name: str = spec["name"]
+        self.service = bool(spec.get("service"))
+        self.argv, self.env, self.log = argv, env, log
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.tail: deque[str] = deque(maxlen=TAIL)
+        self.partial = b""
+        self.code: int | None = None
+        self.ended: float | None = None
+        self.stopped = False  # ended because the agent stopped it (another failed, a signal, a service)
+        self.error = ""  # why it could not start
+
+    def feed(self, data: bytes, console: bool) -> None:
+        self.log.write(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        if not data and self.partial:  # the end: an unfinished last line counts
+            lines.append(self.partial)
+            self.partial = b""
+        for line in lines:
+            decoded = line.decode("utf-8", "replace")
+            self.tail.append(decoded)
+            if console:
+                sys.stdout.write(f"[{self.name}] {decoded}\n")
+        if console and lines:
+            sys.stdout.flush()
+
+
+def _node_index(record: Mapping[str, Any], environ: Mapping[str, str]) -> int:
+    for name in record["node_env"]:
+        value = environ.get(name, "").strip()
+        if value:
+            if not value.isdigit() or int(value) >= record["nodes"]:
+                raise Usage(f"${name}={value!r} is not a node index of this job (0 to {record['nodes'] - 1})")
+            return int(value)
+    if record["nodes"] == 1:
+        return 0
+    raise Usage(f"cannot tell which of the job's {record['nodes']} nodes this is: none of "
+                f"{', '.join('$' + n for n in record['node_env']) or '(no node_env in the record)'} is set")
+
+
+def _values(record: Mapping[str, Any], folder: str, environ: Mapping[str, str]) -> dict[str, str]:
+    values = {"job_dir": folder, "restart": "0", "max_restarts": "0", "job_id": record.get("job", "")}
+    values.update(record["values"])
+    for key, name in record["bind_env"].items():
+        if name in environ:
+            values[key] = environ[name]
+    return values
+
+
+def _secrets(record: Mapping[str, Any], folder: str) -> tuple[list[str], list[str]]:
+    """The secrets by index, and every needle to mask (the same list: each form is one)."""
+    if not record.get("secrets"):
+        return [], []
+    path = os.path.join(folder, record["secrets"])
+    try:
+        with open(path, encoding="utf-8") as f:
+            found = read_secrets(f.read())
+    except OSError as exc:
+        raise Usage(f"cannot read the job's secrets file {path}: {exc.strerror or exc}") from None
+    return found, found
+
+
+def _write_atomic(path: str, content: str, mode: int = 0o644) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(content)
+    os.replace(tmp, path)
+
+
+def _descendants(roots: set[int]) -> set[int]:
+    """Every live descendant of ``roots`` (Linux /proc; elsewhere none: the group is all there is)."""
+    children: dict[int, list[int]] = {}
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rindex(b")") + 2:].split()
+        if fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(pid)
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class Agent:
+    def __init__(self, record: dict[str, Any], path: str, environ: Mapping[str, str]) -> None:
+        self.record = record
+        self.folder = os.path.dirname(os.path.abspath(path))
+        self.environ = dict(environ)
+        self.node = _node_index(record, environ)
+        self.host = next((environ[n] for n in record["node_name_env"] if environ.get(n)), socket.gethostname())
+        self.values = _values(record, self.folder, environ)
+        self.secrets, needles = _secrets(record, self.folder)
+        self.mask = _Masker(needles)
+        self.console = bool(record.get("console"))
+        self.grace = float(record["grace"])
+        self.zero_or_greater = bool(record.get("zero_or_greater"))
+        self.mine = [r for r in record["replicas"] if r["node"] == self.node]
+        self.replicas: list[_Replica] = []
+        self.signals: list[int] = []
+        self.selector = selectors.DefaultSelector()
+        self.pgid = 0
+
+    # -- setting up -------------------------------------------------------------------------
+    def _path(self, name: str) -> str:
+        return name if os.path.isabs(name) else os.path.join(self.folder, name)
+
+    def _prepare(self) -> list[tuple[Mapping[str, Any], list[str], dict[str, str]]]:
+        """Each replica's argv and env, and the bound files written: every placeholder is bound
+        here, before anything starts (a missing value starts nothing)."""
+        try:
+            files = {name: bind(content, self.values) for name, content in self.record["files"].items()}
+            command = [text(word, self.secrets) for word in self.record["command"]]
+            common = dict(self.environ)
+            for k, v in self.record["defaults"].items():
+                common.setdefault(k, v)
+            common.update({k: text(v, self.secrets) for k, v in self.record["env"].items()})
+            out = []
+            for r in self.mine:
+                env = {**common, **{k: bind(v, self.values) for k, v in r["env"].items()}}
+                argv: list[str] = []
+                for item in r["argv"]:
+                    if item == COMMAND:
+                        argv.extend(command)
+                    else:
+                        argv.append(bind(item, self.values))
+                out.append((r, argv, env))
+        except RecordError as exc:
+            raise Usage(f"node {self.node}: {exc} (the record's bind_env names the variable that carries it)") from None
+        for name, content in files.items():
+            _write_atomic(os.path.join(self.folder, name), content)
+        return out
+
+    def _open_log(self, name: str) -> IO[bytes]:
+        logs = self._path(self.record.get("logs", "logs"))
+        os.makedirs(logs, mode=0o700 if self.secrets else 0o777, exist_ok=True)
+        return open(os.path.join(logs, f"{name}.log"), "ab", buffering=0)
+
+    def _start(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], cwd: str) -> _Replica:
+        rep = _Replica(spec, argv, env, self._open_log(spec["name"]))
+        self.replicas.append(rep)
+        try:
+            rep.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, process_group=self.pgid)
+        except OSError as exc:  # a missing program: it failed as a shell would say (127)
+            rep.error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+            rep.feed(f"distcomp agent: {rep.error}\n".encode(), self.console)
+            rep.code, rep.ended = 127, time.time()
+            return rep
+        self.pgid = self.pgid or rep.popen.pid
+        assert rep.popen.stdout is not None
+        os.set_blocking(rep.popen.stdout.fileno(), False)
+        self.selector.register(rep.popen.stdout, selectors.EVENT_READ, rep)
+        return rep
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Start this node's replicas and supervise them; the agent's exit code."""
+        if not self.mine:
+            return 0  # another node's replica (mpirun) reaches this one by itself
+        prepared = self._prepare()
+        cwd = self._path(self.record["cwd"])
+        rfd, wfd = os.pipe()
+        os.set_blocking(rfd, False)
+        os.set_blocking(wfd, False)
+        old_fd = signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
+        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)}
+        self.selector.register(rfd, selectors.EVENT_READ, None)
+        try:
+            for spec, argv, env in prepared:
+                if not self.signals:
+                    self._start(spec, argv, env, cwd)
+            self._watch()
+        finally:
+            self._stop()
+            for sig, old in handlers.items():
+                signal.signal(sig, old)
+            signal.set_wakeup_fd(old_fd)
+            os.close(rfd)
+            os.close(wfd)
+            for rep in self.replicas:
+                rep.log.close()
+                self._report(rep)
+        if any(self._failed(r) for r in self.replicas):
+            return 1
+        return 128 + self.signals[0] if self.signals else 0
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if signum != signal.SIGCHLD:
+            self.signals.append(signum)
+
+    def _failed(self, rep: _Replica) -> bool:
+        if rep.stopped or rep.code is None:
+            return False
+        return rep.code < 0 if self.zero_or_greater else rep.code != 0
+
+    def _watch(self) -> None:
+        while True:
+            self._pump(1.0)
+            for rep in self.replicas:
+                if rep.ended is None and rep.popen is not None and rep.popen.poll() is not None:
+                    rep.code, rep.ended = rep.popen.returncode, time.time()
+            if self.signals:  # what the same signal ended (srun signals the whole step) was stopped
+                for rep in self.replicas:
+                    if rep.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL):
+                        rep.stopped = True
+                return
+            if any(self._failed(r) for r in self.replicas):
+                return
+            if all(r.ended is not None for r in self.replicas if not r.service) and self._others_done():
+                return
+
+    def _others_done(self) -> bool:
+        """Whether a service here may stop: every other node's non-service replica has reported
+        its end (``exits/`` on a shared folder; a failure there ends the job anyway)."""
+        if not any(r.service and r.ended is None for r in self.replicas):
+            return True
+        exits = self._path(self.record.get("exits", "exits"))
+        return all(os.path.exists(os.path.join(exits, f"{r['name']}.json")) for r in self.record["replicas"]
+                   if r["node"] != self.node and not r.get("service"))
+
+    def _pump(self, timeout: float) -> None:
+        for key, _ in self.selector.select(timeout):
+            if key.data is None:  # the wake-up pipe: a signal came
+                try:
+                    while os.read(key.fd, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                continue
+            try:
+                data = os.read(key.fd, 65536)
+            except BlockingIOError:
+                continue
+            key.data.feed(data, self.console)
+            if not data:
+                self.selector.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+
+    def _stop(self) -> None:
+        """SIGTERM to what still runs (the group, each replica, their descendants), SIGKILL after
+        the grace period; then the output left in the pipes."""
+        running = [r for r in self.replicas if r.popen is not None and r.popen.poll() is None]
+        for rep in running:
+            rep.stopped = True
+        roots = {r.popen.pid for r in self.replicas if r.popen is not None}
+        others = _descendants(roots) - roots
+
+        def send(sig: int) -> None:
+            if self.pgid:
+                try:
+                    os.killpg(self.pgid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            for pid in (*(r.popen.pid for r in running if r.popen is not None), *others):
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+        if running or others:
+            send(signal.SIGTERM)
+            end = time.monotonic() + self.grace
+            while time.monotonic() < end and any(r.popen is not None and r.popen.poll() is None for r in running):
+                if len(self.signals) > 1:
+                    break  # a second signal: no more waiting
+                self._pump(0.05)
+            others |= _descendants(roots) - roots
+            send(signal.SIGKILL)
+            others = _descendants(roots) - roots
+            if others:
+                send(signal.SIGKILL)
+        for rep in self.replicas:
+            if rep.popen is not None:
+                rep.popen.wait()
+                if rep.ended is None:
+                    rep.code, rep.ended = rep.popen.returncode, time.time()
+        end = time.monotonic() + 0.5  # a grandchild that kept a pipe open gets a short while
+        while any(k.data is not None for k in self.selector.get_map().values()) and time.monotonic() < end:
+            self._pump(0.05)
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None:
+                self.selector.unregister(key.fileobj)
+                key.data.feed(b"", self.console)
+                key.fileobj.close()  # type: ignore[union-attr]
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _report(self, rep: _Replica) -> None:
+        """``exits/NAME.json``: how the replica ended, masked (the target's status reads it)."""
+        code = rep.code
+        spec = rep.spec
+        data = {"name": rep.name, "role": spec.get("role", ""), "index": spec.get("index", 0),
+                "rank": spec.get("rank"), "node": self.node, "host": self.host,
+                "exit_code": code if code is None or code >= 0 else None,
+                "signal": -code if code is not None and code < 0 else None,
+                "failed": self._failed(rep), "stopped": rep.stopped, "service": rep.service,
+                "ended": rep.ended, "pid": rep.popen.pid if rep.popen is not None else None,
+                "error": self.mask(rep.error), "tail": [self.mask(line) for line in rep.tail]}
+        exits = self._path(self.record.get("exits", "exits"))
+        os.makedirs(exits, exist_ok=True)
+        _write_atomic(os.path.join(exits, f"{rep.name}.json"), json.dumps(data, indent=1) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m distcomp.agent JOB.json  (the node record distcomp wrote for the job)",
+              file=sys.stderr)
+        return 2
+    try:
+        record = read(args[0])
+        return Agent(record, args[0], os.environ).run()
+    except (RecordError, Usage) as exc:
+        print(f"distcomp agent: {exc}", file=sys.stderr)
+        return 2
