@@ -58,8 +58,11 @@ def test_a_failing_job_shows_and_keeps_no_secret_in_clear(slurm_cluster: Path, t
     assert stat.S_IMODE(script.stat().st_mode) == 0o600 and _clear_in(text) == [], text
     # the record names each secret by its index in secrets.sh, which the node agents read
     record = json.loads((folder / "node.json").read_text())
-    assert record["secrets"] == "secrets.sh" and record["command"][2:4] == ["--pw", [0]], record["command"]
-    assert record["env"]["API_TOKEN"] == [1] and record["command"][4] == ["--pw-eq=", 0]
+    (pw,) = record["command"][3]
+    (token,) = record["env"]["API_TOKEN"]
+    assert record["secrets"] == "secrets.sh" and record["command"][2] == "--pw", record["command"]
+    assert isinstance(pw, int) and isinstance(token, int) and pw != token
+    assert record["command"][4] == ["--pw-eq=", pw]
     assert stat.S_IMODE((folder / "secrets.sh").stat().st_mode) == 0o600
     assert stat.S_IMODE((folder / "logs").stat().st_mode) == 0o700
     # every file distcomp or the job wrote, the MLflow store (tags, params, artifacts) included;

@@ -55,7 +55,7 @@ def test_compile_is_a_readable_sbatch_script(tmp_path: Path) -> None:
     for contract in ('scontrol show hostnames "$SLURM_JOB_NODELIST"', '"DISTCOMP_HOST_$i=${addr:-${DISTCOMP_NODES[$i]}}"',
                      "next_port; export DISTCOMP_PORT_0=$PORT  # {{port:master}}"):
         assert contract in text
-    assert " ".join(record["command"][:8]) == "python rank.py --per-node 2 --fail-rank -1 --sleep 0 --out"
+    assert " ".join(record["command"][:9]) == "python rank.py --per-node 2 --fail-rank -1 --sleep 0 --out"
     assert text.startswith("#!/bin/bash\n") and record["env"] == {"DISTCOMP_TEST_MARK": "torch"}
     assert "import distcomp.launchers" not in text and "torch.distributed" not in text.split("#SBATCH")[-1].split(
         "DISTCOMP_NODE_RECORD")[-1]

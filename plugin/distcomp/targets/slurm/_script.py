@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from ...agentjob import RECORD, Platform, bind_names, node_record, to_json
-from ...errors import UsageError
+from ...errors import JobError, UsageError
 from ...redact import NONE, Masker
 from .._cookie import COOKIE
 from .._secrets import NAME as SECRETS
@@ -197,8 +197,11 @@ def tasks_of(plan: "Plan") -> tuple[int, int | None]:
 def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Masker = NONE) -> str:
     """The node agent's record of the job (JSON): the Topology as data, the command and env."""
     platform = Platform(values={}, secrets=SECRETS, **PLATFORM)  # type: ignore[arg-type]
-    data = node_record(plan.topology, argv, env, platform, job=plan.spec.name, masker=masker,
-                       zero_or_greater=plan.spec.successful_return_code == "ZeroOrGreater")
+    try:
+        data = node_record(plan.topology, argv, env, platform, job=plan.spec.name, masker=masker,
+                           zero_or_greater=plan.spec.successful_return_code == "ZeroOrGreater")
+    except ValueError as exc:  # the launcher's Topology: its plugin's to fix
+        raise JobError(f"launcher {plan.launcher!r} from {plan.provider}: {exc}") from None
     return to_json(data)
 
 
