@@ -15,6 +15,7 @@ from .errors import JobError, UsageError
 
 if TYPE_CHECKING:
     from .launchers.own import OwnLauncher
+    from .plugins import PluginManager
     from .records import Topology
     from .spec import ComponentSpec
 
@@ -46,10 +47,11 @@ class Plan:
 
 
 def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node: int | None = None,
-              env: Mapping[str, str] | None = None, gpu: bool | None = None) -> Plan:
+              env: Mapping[str, str] | None = None, gpu: bool | None = None,
+              pm: "PluginManager | None" = None) -> Plan:
     """The plan of ``spec`` with ``nodes``/``nproc_per_node`` overrides. ``env``: variables the
     ranks get (the advice reads them), ``gpu``: whether the machines have one (None: ask this
-    machine). An unknown launcher is a UsageError; a plugin factory that fails is a JobError
+    machine). ``pm``: the plugin manager (default: the process's). An unknown launcher is a UsageError; a plugin factory that fails is a JobError
     naming the plugin."""
     from .launchers import _advice, own
     from .plugins import PluginError, get_plugin_manager
@@ -59,7 +61,7 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
             raise UsageError(f"{name} must be an integer >= 1 (got {value!r})")
     spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
     try:
-        launcher = get_plugin_manager().launcher(spec.distribution.launcher)
+        launcher = (pm or get_plugin_manager()).launcher(spec.distribution.launcher)
     except PluginError as exc:
         raise UsageError(str(exc)) from None
     try:

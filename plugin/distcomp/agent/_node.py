@@ -243,7 +243,13 @@ class Agent:
             for rep in self.replicas:
                 rep.log.close()
                 self._report(rep)
-        if any(self._failed(r) for r in self.replicas):
+        failed = [r for r in self.replicas if self._failed(r)]
+        for rep in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here
+            code = rep.code if rep.code is not None and rep.code >= 0 else None
+            how = f"exited with code {code}" if code is not None else f"was killed by signal {-(rep.code or 0)}"
+            print(f"distcomp agent: node {self.node}: {rep.name} {how}"
+                  + (f" ({self.mask(rep.error)})" if rep.error else ""), file=sys.stderr, flush=True)
+        if failed:
             return 1
         return 128 + self.signals[0] if self.signals else 0
 

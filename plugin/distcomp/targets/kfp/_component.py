@@ -175,9 +175,8 @@ def _cluster_image(spec: ComponentSpec, image: str | None, shared_volume: tuple[
                              "command's dependencies; pass image= (the spec's environment names none)")
     from ...plugins import PluginError, get_plugin_manager
 
-    try:  # a launcher without a Kubeflow job kind would only fail inside the step
-        pm = get_plugin_manager()
-        pm.kubeflow_job(pm.launcher(spec.distribution.launcher).type.name, False)
+    try:  # an unknown launcher would only fail inside the step (one with no Kubeflow kind runs the node agent)
+        get_plugin_manager().launcher(spec.distribution.launcher)
     except PluginError as exc:
         raise KfpTargetError(f"{spec.ref}: {exc}") from None
     return chosen

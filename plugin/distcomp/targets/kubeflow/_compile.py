@@ -9,7 +9,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import UsageError
-from ...records import JobOptions
+from ...records import JobOptions, KubeflowJobType
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
@@ -56,10 +56,23 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
         if not _CLAIM.match(claim) or not path.startswith("/"):
             raise CompileError(f"volume {claim}:{path}: give a PersistentVolumeClaim's name and an absolute mount "
                                "path (CLAIM:/PATH)")
-    launcher = pm.launcher(spec.distribution.launcher).type
-    job = pm.kubeflow_job(launcher.name, trainer_v2)
+    from ...plan import make_plan
+
+    plan = make_plan(spec, gpu=False, pm=pm)
+    job = job_type(pm, plan.launcher, trainer_v2)
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
                          nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
-                         volumes=dict(volumes or {}), topology=launcher.factory(spec), job=job)
+                         volumes=dict(volumes or {}), topology=plan.topology, job=job)
     return apply(dict(job.build(spec, options)), spec, settings or JobSettings())
+
+
+def job_type(pm: "PluginManager", launcher: str, trainer_v2: bool = False) -> "KubeflowJobType":
+    """The launcher's own Kubeflow job (``distcomp_kubeflow_jobs``), else, for a launcher that has
+    none, distcomp's node agent in one pod per node (``_agentjob``): every launcher compiles."""
+    if not trainer_v2 and not any(name == launcher for name, _kind in pm.kubeflow_jobs()):
+        from ._agentjob import agentjob_type
+
+        return agentjob_type(launcher)
+    return pm.kubeflow_job(launcher, trainer_v2)
+
