@@ -283,8 +283,9 @@ def test_a_plugin_launcher_brings_its_own_distribution(tmp_path: Path) -> None:
     spec = loads("name: m\ntype: DistributedComponent\nenvironment: azureml:e:1\n"
                  "launcher: {type: mine, additional_arguments: python x.py}\n", base_dir=tmp_path,
                  launchers=pm.alias_table())
-    with pytest.raises(azureml.AzureMLTargetError, match="launcher 'mine' has no Azure ML distribution"):
-        component_mapping(spec, tmp_path, pm)
+    agent = component_mapping(spec, tmp_path, pm)  # none of its own: each instance runs distcomp's node agent
+    assert agent.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
+    assert "node agent" in " ".join(agent.notes) and "distcomp.agent" in agent.component["command"]
     pm.register_plugin(example_module("distcomp_azureml_distributions"), name="mine-azure", provider="mypkg 1.0")
     doc = component_mapping(spec, tmp_path, pm).component
     assert doc["distribution"] == {"type": "mpi", "process_count_per_instance": 1}

@@ -58,11 +58,17 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     name = azure_name(spec.name)
     if name != spec.name:
         notes.append(f"name {spec.name!r} is {name!r} on Azure ML (lowercase letters, digits and '_')")
+    agent: dict[str, Any] | None = None  # the node record, for a launcher with no distribution of its own
     try:
         dist, provider = pm.azureml_distribution(spec.distribution.launcher)
         distribution = dict(dist.build(spec))
     except PluginError as exc:
-        raise AzureMLTargetError(str(exc)) from None
+        if spec.distribution.launcher not in pm.launchers():
+            raise AzureMLTargetError(str(exc)) from None
+        distribution, provider, agent = _agent_distribution(spec, pm, name)
+        notes.append(f"launcher {spec.distribution.launcher!r} has no Azure ML distribution of its own: each of the "
+                     f"{spec.distribution.nodes} instance(s) runs distcomp's node agent (pytorch distribution, one "
+                     "process per instance), which starts that node's processes as the launcher lays them out")
     except Exception as exc:  # a plugin's builder: name it rather than crash
         raise AzureMLTargetError(f"the Azure ML distribution of launcher {spec.distribution.launcher!r} "
                                  f"failed: {type(exc).__name__}: {exc}") from None
@@ -87,6 +93,10 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if code is not None:
         doc["code"] = code
     doc["command"] = azure_command(spec.command)
+    if agent is not None:
+        from ...agentboot import boot_line
+
+        doc["command"] = boot_line(agent, doc["command"])
     spec_dir = spec.source.parent if spec.source is not None else spec.code
     doc["environment"] = _environment(spec.environment, environment, image, base_dir, spec_dir, notes)
     if spec.environment_variables:
@@ -109,6 +119,34 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if spec.successful_return_code != "Zero":
         notes.append("successful_return_code ZeroOrGreater has no Azure ML equivalent: a non-zero exit fails there")
     return Compiled(doc, tuple(notes))
+
+
+def _agent_distribution(spec: ComponentSpec, pm: "PluginManager",
+                        name: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """Azure ML's pytorch distribution with one process per instance, that process the node
+    agent: Azure gives each NODE_RANK, MASTER_ADDR and MASTER_PORT, and no other node's address,
+    so a layout that names one cannot run there (said now, not on the cluster)."""
+    from ...agentjob import Platform, node_record
+    from ...plan import make_plan
+    from ...records import placeholders
+
+    topology = make_plan(spec, gpu=False, pm=pm).topology
+    texts = [t for r in topology.replicas for t in (*r.argv, *r.env.values())] + list(topology.files.values())
+    others = sorted({f"{k}:{a}" for t in texts for k, a in placeholders(t) if k in ("host", "node") and a != "0"})
+    if others:
+        raise AzureMLTargetError(f"launcher {topology.launcher!r} has no Azure ML distribution, and its layout needs "
+                                 f"{', '.join(others)} (another node's address), which Azure ML gives no process; "
+                                 "a plugin gives the launcher one through the distcomp_azureml_distributions hook")
+    values = {f"port:{p}": str(29510 + i) for i, p in enumerate(topology.ports)}
+    if topology.ports:
+        values.pop(f"port:{topology.ports[0]}")
+    bind = {"host:0": "MASTER_ADDR", "node:0": "MASTER_ADDR",
+            **({f"port:{topology.ports[0]}": "MASTER_PORT"} if topology.ports else {})}
+    platform = Platform(node_env=("NODE_RANK",), values=values, bind_env=bind, cwd=".", console=True)
+    command = ["/bin/bash", "-c", "true"]  # replaced by the component's command, read from stdin
+    record = node_record(topology, command, {}, platform, job=name,
+                         zero_or_greater=spec.successful_return_code != "Zero")
+    return {"type": "pytorch", "process_count_per_instance": 1}, "distcomp", record
 
 
 def _input(spec: InputSpec, notes: list[str]) -> dict[str, Any]:
