@@ -94,7 +94,9 @@ class DistcompSpecs:
 
     @hookspec
     def distcomp_kubeflow_jobs(self) -> Iterable[KubeflowJobType]:  # type: ignore[empty-body]
-        """Optional: how a launcher runs on Kubeflow (``distcomp compile --target kubeflow``):
+        """Optional: how a launcher runs natively on Kubeflow (``distcomp compile --target kubeflow``;
+        a launcher without one still runs there: one pod per node, each running distcomp's node
+        agent on the launcher's Topology):
         ``KubeflowJobType(launcher, kind, build)``, where ``build(spec, options)`` returns the
         manifest of a ``kind`` job from the ComponentSpec and ``JobOptions`` (name, image, the
         rendered command, nodes, processes per node, env, namespace, and the launcher's own
@@ -133,8 +135,9 @@ class DistcompSpecs:
 
     @hookspec
     def distcomp_azureml_distributions(self) -> Iterable[AzureMLDistribution]:  # type: ignore[empty-body]
-        """Optional: how a launcher runs as an Azure ML command component (``distcomp compile
-        --target azureml``): ``AzureMLDistribution(launcher, build)``, where ``build(spec)``
+        """Optional: how a launcher runs natively as an Azure ML command component (``distcomp
+        compile --target azureml``; a launcher without one runs distcomp's node agent, one per
+        instance, on its Topology): ``AzureMLDistribution(launcher, build)``, where ``build(spec)``
         returns the component's ``distribution`` mapping (``type`` is one of Azure's: ``mpi``,
         ``pytorch``, ``tensorflow``, ``ray``). The target sets ``resources.instance_count`` to
         the node count itself, so ``build`` only says how the ranks of one node start.
