@@ -262,13 +262,18 @@ def test_watchdog_ends_the_mlflow_run_a_supervisor_died_before_ending(sqlite_uri
         "mlflow": {"run_id": run.info.run_id, "tracking_uri": sqlite_uri}}))
     lock = os.open(run_dir / ".distcomp.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(lock, fcntl.LOCK_EX)
+    from distcomp.worker import JobRecord, write_record
+
+    # the watchdog's own job record, as its claim writes it (distcomp.worker, not CLI flags)
+    record = write_record(run_dir / ".distcomp.reap.json", JobRecord(
+        "reap", options={"run_dir": str(run_dir), "lock_fd": lock, "cookie": "c00k1e", "grace": 5.0}))
     try:
-        proc = subprocess.run([sys.executable, "-m", "distcomp", "reap", str(run_dir), "--lock-fd", str(lock),
-                               "--cookie", "c00k1e"], pass_fds=(lock,), env=clean_env(), capture_output=True,
-                              text=True, timeout=WAIT)
+        proc = subprocess.run([sys.executable, "-m", "distcomp.worker", str(record)], pass_fds=(lock,),
+                              env=clean_env(), capture_output=True, text=True, timeout=WAIT)
     finally:
         os.close(lock)
     assert proc.returncode == 0, proc.stderr
+    assert not record.exists()  # single-use: the reap that read it removed it
     assert proc.stdout == (f"distcomp reap: {run_dir}: the supervisor died after the job succeeded; "
                            f"MLflow run {run.info.run_id}: FINISHED\n")
     ended = client.get_run(run.info.run_id)

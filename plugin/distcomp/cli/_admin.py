@@ -24,11 +24,6 @@ def cmd_reap(args: argparse.Namespace) -> int:
     """Close the runs a dead ``distcomp run`` left ``running``; a live job is left alone."""
     from ..targets.local import reap
 
-    if args.lock_fd is not None:  # a job's watchdog: its supervisor died, the lock is already held
-        for run_dir in args.run_dirs:
-            print(f"distcomp reap: {run_dir}: {reap(Path(run_dir), args.grace, lock_fd=args.lock_fd, cookie=args.cookie).message}",
-                  flush=True)
-        return EXIT_OK
     if args.run_dirs:
         dirs = [Path(d) for d in args.run_dirs]
         bad = [d for d in dirs if not (d / "status.json").is_file()]
@@ -67,8 +62,6 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
                    help="also mark failed a job of another host (its processes there cannot be stopped from here)")
     p.add_argument("--grace", type=count_float, default=5.0, metavar="SECONDS",
                    help="time between SIGTERM and SIGKILL for what a job left running (default 5)")
-    p.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # a job's watchdog: the run folder's lock
-    p.add_argument("--cookie", help=argparse.SUPPRESS)  # ... and the job it watched
     p.set_defaults(func=cmd_reap)
 
 

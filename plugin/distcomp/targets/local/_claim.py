@@ -29,6 +29,7 @@ from typing import Any
 from ...errors import UsageError
 
 LOCK_NAME = ".distcomp.lock"
+REAP_RECORD = ".distcomp.reap.json"  # the watchdog's job record (distcomp.worker), if the supervisor dies
 ADOPTED = ".distcomp.adopted"  # the watchdog's note of the supervisor's children: "PID START" lines
 # Waits for the pipe; "done" ends it, anything else makes it `distcomp reap` for the job.
 # Meanwhile, every 0.2 s, it notes the supervisor's new children without the job's cookie (the
@@ -71,8 +72,9 @@ _WATCHDOG = (
     "        except OSError: pass\n"
     "    seen = now\n"
     "if got != b'done': os.execv(sys.argv[4], sys.argv[4:])\n"
-    "try: os.unlink(note)\n"
-    "except OSError: pass\n")
+    "for path in (note, sys.argv[-1]):\n"
+    "    try: os.unlink(path)\n"
+    "    except OSError: pass\n")
 
 
 class RunDirBusy(UsageError):
@@ -184,8 +186,17 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
 
 def _start_watchdog(c: Claim, grace: float) -> None:
     read, write = os.pipe()  # both close-on-exec: only the watchdog gets the read end, by pass_fds
-    reap = [sys.executable, "-m", "distcomp", "reap", str(c.run_dir.absolute()), "--lock-fd", str(c.lock_fd),
-            "--cookie", c.cookie, "--grace", repr(grace)]
+    from ...worker import JobRecord, write_record
+
+    # what it runs if the supervisor dies: a record, never flags (``distcomp.worker``); single-use,
+    # removed by the reap that reads it, or by the watchdog when the job ended well
+    record = c.run_dir.absolute() / REAP_RECORD
+    try:
+        write_record(record, JobRecord("reap", options={"run_dir": str(c.run_dir.absolute()), "lock_fd": c.lock_fd,
+                                                        "cookie": c.cookie, "grace": grace}))
+    except OSError:
+        return  # no watchdog: the job still runs, `distcomp reap` can close it later
+    reap = [sys.executable, "-m", "distcomp.worker", str(record)]
     try:
         err = sys.stderr.fileno()  # its report goes where distcomp's own messages go
     except (AttributeError, OSError, ValueError):

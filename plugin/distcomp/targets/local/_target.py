@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 STARTED_WAIT = 60.0  # seconds a background job gets to write its first status.json
 CANCEL_WAIT = 60.0  # ... and to end after SIGTERM (its grace, then its MLflow run)
+JOB_RECORD = "job.json"  # a background job's record (distcomp.worker): what its process runs
 CONSOLE = "console.log"  # a background job's own console: distcomp's progress and the ranks' lines
 
 
@@ -84,23 +85,22 @@ class LocalTarget:
         make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), run_dir, cwd)
         if options.get("tracking", True):
             check_tracking_uri(cwd)  # before the run folder and its console exist
-        argv = [sys.executable, "-m", "distcomp", "run", str(spec.source), "--run-dir", str(run_dir),
-                "--nodes", str(spec.distribution.nodes), "--max-restarts", str(options.get("max_restarts", 0)),
-                "--grace", str(options.get("grace", 5.0))]
-        if spec.distribution.processes_per_node:
-            argv += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
-        for flag, pairs in (("--input", options.get("inputs")), ("--output", options.get("outputs")),
-                            ("--env", options.get("env"))):
-            argv += [a for name, value in (pairs or {}).items() for a in (flag, f"{name}={value}")]
-        if options.get("timeout"):
-            argv += ["--timeout", str(options["timeout"])]
-        if not options.get("tracking", True):
-            argv.append("--no-tracking")
-        if options.get("experiment"):
-            argv += ["--experiment", str(options["experiment"])]
-        if options.get("system_metrics"):
-            argv.append("--system-metrics")
+        from ...worker import JobRecord, write_record
+
+        d = spec.distribution
+        keep = ("timeout", "experiment")  # given only when set
+        run_options = {"run_dir": str(run_dir), "nodes": d.nodes, "nproc_per_node": d.processes_per_node,
+                       "max_restarts": options.get("max_restarts", 0), "grace": float(options.get("grace", 5.0)),
+                       "tracking": bool(options.get("tracking", True)),
+                       "system_metrics": bool(options.get("system_metrics")),
+                       **{k: options[k] for k in keep if options.get(k)}}
+        record = JobRecord("run", str(spec.source), str(cwd), dict(options.get("inputs") or {}),
+                           dict(options.get("outputs") or {}), dict(options.get("env") or {}),
+                           {k: v for k, v in run_options.items() if v is not None})
         run_dir.mkdir(parents=True, exist_ok=True)
+        # what the background process does is a record it reads, never flags: mode 600, it holds the inputs
+        job_file = write_record(run_dir / JOB_RECORD, record)
+        argv = [sys.executable, "-m", "distcomp.worker", str(job_file)]
         with open(run_dir / CONSOLE, "ab") as console:  # appended: a busy folder's own console stays
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=cwd)
