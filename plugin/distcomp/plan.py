@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Mapping
 from .errors import JobError, UsageError
 
 if TYPE_CHECKING:
-    from .launchers.own import OwnLauncher
-    from .records import Topology
+    from .plugins import PluginManager
+    from .records import OwnLauncher, Topology
     from .spec import ComponentSpec
 
 __all__ = ["Plan", "make_plan"]
@@ -46,11 +46,12 @@ class Plan:
 
 
 def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node: int | None = None,
-              env: Mapping[str, str] | None = None, gpu: bool | None = None) -> Plan:
+              env: Mapping[str, str] | None = None, gpu: bool | None = None,
+              pm: "PluginManager | None" = None) -> Plan:
     """The plan of ``spec`` with ``nodes``/``nproc_per_node`` overrides. ``env``: variables the
     ranks get (the advice reads them), ``gpu``: whether the machines have one (None: ask this
-    machine). An unknown launcher is a UsageError; a plugin factory that fails is a JobError
-    naming the plugin."""
+    machine), ``pm``: the plugins that know the launcher (default: the installed ones). An
+    unknown launcher is a UsageError; a plugin factory that fails is a JobError naming the plugin."""
     from .launchers import _advice, own
     from .plugins import PluginError, get_plugin_manager
 
@@ -59,7 +60,7 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
             raise UsageError(f"{name} must be an integer >= 1 (got {value!r})")
     spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
     try:
-        launcher = get_plugin_manager().launcher(spec.distribution.launcher)
+        launcher = (pm or get_plugin_manager()).launcher(spec.distribution.launcher)
     except PluginError as exc:
         raise UsageError(str(exc)) from None
     try:

@@ -20,7 +20,7 @@ from ._records import (FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRe
                        truncate)
 
 if TYPE_CHECKING:
-    from ..targets.local import RunResult
+    from ..results import RunResult
     from ._store import Store
 
 REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and backlog files

@@ -39,7 +39,7 @@ from ._uri import DEFAULT_URI, sqlite_path, usable_uri
 if TYPE_CHECKING:
     from ..jobs import Job
     from ..records import Topology
-    from ..targets.local import RunResult
+    from ..results import RunResult
 
 Notify = Callable[[str], None]
 
