@@ -1,5 +1,5 @@
 # make install: a .venv with distcomp and every extra; make test: install, lint (ruff), type-check
-# (mypy), then pytest;
+# (mypy), check the layers (lint-imports), then pytest;
 # make demo: install, then the main job.
 PY ?= python3
 VENV := .venv
@@ -30,6 +30,8 @@ $(STAMP): pyproject.toml Makefile
 test: install
 	$(BIN)/ruff check plugin tests benchmarks examples components
 	$(BIN)/mypy
+	# the layers (pyproject.toml's [tool.importlinter] contracts), read afresh: it takes about a second
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest
 
 demo: install

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.worker import KEY, VERSION, JobRecord, read_record, write_record
+from distcomp.jobrecord import KEY, VERSION, JobRecord, read_record, write_record
 
 ECHO = "import os, sys\nprint('rank', os.environ['RANK'], 'says', sys.argv[1], flush=True)\n"
 SPEC = ("name: echo\ntype: DistributedComponent\ninputs:\n  msg: {type: String}\n"

@@ -99,15 +99,16 @@ class DistcompSpecs:
         agent on the launcher's Topology):
         ``KubeflowJobType(launcher, kind, build)``, where ``build(spec, options)`` returns the
         manifest of a ``kind`` job from the ComponentSpec and ``JobOptions`` (name, image, the
-        rendered command, nodes, processes per node, env, namespace, and the launcher's own
-        ``topology`` of the spec). A launcher may offer several kinds; ``kind="TrainJob"`` is the
+        rendered command, nodes, processes per node, env, namespace, the job's ``topology`` and
+        ``own``, the launcher the command starts itself, both from the job's Plan). A launcher may offer several kinds; ``kind="TrainJob"`` is the
         one ``--trainer-v2`` picks (its ``runtime`` names the Trainer runtime). ``distcomp submit``
         reads the record too: ``api_version``, ``plural`` (default: the kind in lowercase plus
         "s") and ``leader``, the label selector of the pod whose log it reports (``{name}``: the
         job's name). Targets ask the plugin manager, never a launcher module, so a new launcher
-        needs no target edit. The built-in kinds' records come from
-        ``distcomp.targets.kubeflow.jobs`` (``pytorchjob_type(launcher)``, ``mpijob_type``,
-        ``tfjob_type``, ``trainjob_type(launcher, runtime)``).
+        needs no target edit. The built-in kinds' records come from ``distcomp.kinds``
+        (``pytorchjob_type(launcher)``, ``mpijob_type``, ``tfjob_type``,
+        ``trainjob_type(launcher, runtime)``): data with no ``build``, which the Kubeflow target
+        builds itself, so a launcher imports no target.
 
         A complete plugin, ``mypkg/plugin.py``, giving the ``mine`` launcher of
         ``distcomp_launchers`` a PyTorchJob with one pod per node::

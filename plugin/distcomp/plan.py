@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Mapping
 from .errors import JobError, UsageError
 
 if TYPE_CHECKING:
-    from .launchers.own import OwnLauncher
     from .plugins import PluginManager
-    from .records import Topology
+    from .records import OwnLauncher, Topology
     from .spec import ComponentSpec
 
 __all__ = ["Plan", "make_plan"]
@@ -51,8 +50,8 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
               pm: "PluginManager | None" = None) -> Plan:
     """The plan of ``spec`` with ``nodes``/``nproc_per_node`` overrides. ``env``: variables the
     ranks get (the advice reads them), ``gpu``: whether the machines have one (None: ask this
-    machine). ``pm``: the plugin manager (default: the process's). An unknown launcher is a UsageError; a plugin factory that fails is a JobError
-    naming the plugin."""
+    machine), ``pm``: the plugins that know the launcher (default: the installed ones). An
+    unknown launcher is a UsageError; a plugin factory that fails is a JobError naming the plugin."""
     from .launchers import _advice, own
     from .plugins import PluginError, get_plugin_manager
 

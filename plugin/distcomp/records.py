@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .spec import ComponentSpec
 
 __all__ = [
-    "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "PlaceholderError",
+    "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "PlaceholderError",
     "RESTART", "RankFailure", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
@@ -212,6 +212,22 @@ class LauncherType:
 
 
 @dataclass(frozen=True)
+class OwnLauncher:
+    """The launcher a command starts itself (``torchrun``, ``mpirun``: seed 003's job style), and
+    what its flags say of the job's shape. ``distcomp.launchers.own`` finds it; the Plan carries it
+    (``Plan.own``), so a target reads it without asking a launcher module."""
+
+    program: str  # as a person would name it: "torchrun", "python -m torch.distributed.launch", "mpirun"
+    once: bool  # MPI-style: once on the first node; else once per node
+    processes_per_node: int | None = None  # torch-style: --nproc-per-node (None: not a number)
+    nodes: int | None = None  # torch-style: --nnodes
+    processes: int | None = None  # MPI-style: -np, every rank of the job
+
+    def describe(self) -> str:
+        return f"the command's own {self.program}, " + ("once on the first node" if self.once else "once per node")
+
+
+@dataclass(frozen=True)
 class JobOptions:
     """What a cluster job needs beyond the spec: its name, image, the rendered command, the
     node layout and the env and resources of every pod."""
@@ -227,11 +243,14 @@ class JobOptions:
     resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # per pod
     # PVC claim name -> mount path in every pod: storage the pods share with whoever else mounts it
     volumes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # the launcher's own Topology of the spec (the target fills it in): builders read the roles
-    # and counts from it, never from a launcher module, so a cluster job matches a local run
+    # the job's Topology, the Plan's (the target fills it in): builders read the roles and counts
+    # from it, never from a launcher module, so a cluster job matches a local run
     topology: Topology | None = None
     # the job type being built: its runtime (Trainer v2), kind and API version
     job: "KubeflowJobType | None" = None
+    # the launcher the command starts itself (the Plan's ``own``): a builder runs it as it is,
+    # without a launcher of its own around it
+    own: OwnLauncher | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
@@ -258,11 +277,13 @@ class KubeflowJobType:
     name in the API's URLs (default: the kind in lowercase plus "s", Kubernetes' convention);
     ``leader``: the label selector of the pod whose log tells the job's story, ``{name}`` standing
     for the job's name (empty: no log is read); ``runtime``: the Trainer v2 runtime a TrainJob
-    names in ``runtimeRef`` (``torch-distributed``), None for other kinds."""
+    names in ``runtimeRef`` (``torch-distributed``), None for other kinds. ``build`` None: the
+    Kubeflow target builds the kind itself (PyTorchJob, MPIJob, TFJob and TrainJob, the records
+    of ``distcomp.kinds``), so a launcher declares a built-in kind as data."""
 
     launcher: str  # the canonical launcher name it serves
     kind: str  # PyTorchJob, MPIJob, TFJob, TrainJob, ...
-    build: KubeflowBuild
+    build: KubeflowBuild | None = None
     description: str = ""
     api_version: str = ""
     plural: str = ""
@@ -271,8 +292,8 @@ class KubeflowJobType:
 
     def __post_init__(self) -> None:
         what = f"KubeflowJobType {self.launcher}/{self.kind}"
-        if not callable(self.build):
-            raise ValueError(f"{what}: build must be callable")
+        if self.build is not None and not callable(self.build):
+            raise ValueError(f"{what}: build must be callable (or None: a kind the Kubeflow target builds)")
         if not re.match(r"^[A-Z][A-Za-z0-9]*\Z", self.kind):
             raise ValueError(f"{what}: kind must be a Kubernetes kind (CamelCase letters and digits, e.g. PyTorchJob)")
         if self.api_version and not _API_VERSION.match(self.api_version):

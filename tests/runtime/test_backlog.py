@@ -8,7 +8,7 @@ from pathlib import Path
 
 from distcomp.runtime._backlog import Backlog
 from distcomp.runtime._records import Artifact, Metric
-from distcomp.tracking import Counts
+from distcomp.mlstore import Counts
 
 
 def points(first: int, n: int) -> list[Metric]:

@@ -18,9 +18,9 @@ import pytest
 from mlflow import MlflowClient
 
 from distcomp.tracking import RANK_SITE, open_store
-from distcomp.tracking._client import ClientStore
-from distcomp.tracking._rest import RestStore
-from distcomp.tracking._sqlite import SqliteStore
+from distcomp.mlstore._client import ClientStore
+from distcomp.mlstore._rest import RestStore
+from distcomp.mlstore._sqlite import SqliteStore
 
 from ..targets._jobs import clean_env
 from ._probe import explain

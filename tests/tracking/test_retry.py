@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from urllib3.util.retry import Retry as Urllib3Retry
 
 from distcomp.tracking import Retry, StoreUnavailable, TrackingError
-from distcomp.tracking._rest import RestStore
+from distcomp.mlstore._rest import RestStore
 
 from ._server import free_port
 

@@ -12,10 +12,10 @@ import pytest
 from mlflow import MlflowClient
 
 from distcomp.tracking import Metric, TrackingError, job_params, open_store, resolve_uri
-from distcomp.tracking._uri import normalise
-from distcomp.tracking._client import ClientStore
-from distcomp.tracking._rest import RestStore
-from distcomp.tracking._sqlite import SqliteStore
+from distcomp.mlstore._uri import normalise
+from distcomp.mlstore._client import ClientStore
+from distcomp.mlstore._rest import RestStore
+from distcomp.mlstore._sqlite import SqliteStore
 
 TAGS = {"distcomp.component": "c", "mlflow.user": "someone", "long": "x" * 7000}
 PARAMS = {"epochs": "3", "lr": "0.1"}

@@ -32,7 +32,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow.jobs import pytorchjob_type, trainjob_type
+    from ..kinds import pytorchjob_type, trainjob_type
 
     # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch
     yield pytorchjob_type(NAME)

@@ -96,7 +96,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow.jobs import mpijob_type
+    from ..kinds import mpijob_type
 
     yield mpijob_type(NAME)
 

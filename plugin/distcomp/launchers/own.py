@@ -14,10 +14,10 @@ mpirun. The flags the user wrote say how many processes run; where they contradi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from ..records import COMMAND, JOB_DIR, Replica, Topology, host, port
+from ..records import COMMAND, JOB_DIR, OwnLauncher, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -26,20 +26,6 @@ OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
 _SKIP = frozenset({"exec", "env", "time", "nohup"})  # words that run the next one
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
 _MPI = ("mpirun", "mpiexec", "horovodrun", "orterun", "prterun")
-
-
-@dataclass(frozen=True)
-class OwnLauncher:
-    """The launcher a command starts, and what its flags say of the job's shape."""
-
-    program: str  # as a person would name it: "torchrun", "python -m torch.distributed.launch", "mpirun"
-    once: bool  # MPI-style: once on the first node; else once per node
-    processes_per_node: int | None = None  # torch-style: --nproc-per-node (None: not a number)
-    nodes: int | None = None  # torch-style: --nnodes
-    processes: int | None = None  # MPI-style: -np, every rank of the job
-
-    def describe(self) -> str:
-        return f"the command's own {self.program}, " + ("once on the first node" if self.once else "once per node")
 
 
 def find(spec: "ComponentSpec") -> OwnLauncher | None:
@@ -173,11 +159,3 @@ def layout(spec: "ComponentSpec", base: Topology) -> Topology:
     own = find(spec)
     return base if own is None else topology(spec, own, base)
 
-
-def shell_line(argv: Sequence[str]) -> str:
-    """A rendered command as one shell line (it is one already when it needs a shell)."""
-    import shlex
-
-    from ..spec._template import SHELL
-
-    return argv[2] if tuple(argv[:2]) == SHELL else shlex.join(argv)

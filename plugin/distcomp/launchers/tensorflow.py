@@ -75,7 +75,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow.jobs import tfjob_type
+    from ..kinds import tfjob_type
 
     yield tfjob_type(NAME, "one pod per TensorFlow task, TF_CONFIG from the operator")
 

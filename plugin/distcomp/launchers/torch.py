@@ -71,7 +71,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..targets.kubeflow.jobs import pytorchjob_type, trainjob_type
+    from ..kinds import pytorchjob_type, trainjob_type
 
     yield pytorchjob_type(NAME)
     yield trainjob_type(NAME, runtime="torch-distributed")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ._records import DeprecatedComponentWarning, RegistryError
-from ._stored import stored_version
+from ._stored import default_location, stored_version
 
 if TYPE_CHECKING:
     from ..plugins import PluginManager
@@ -21,16 +20,6 @@ if TYPE_CHECKING:
 __all__ = ["default_location", "locate", "open_registry"]
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def default_location() -> str:
-    """``$DISTCOMP_REGISTRY``, else ``$XDG_DATA_HOME/distcomp/registry`` (default
-    ``~/.local/share/distcomp/registry``)."""
-    given = os.environ.get("DISTCOMP_REGISTRY", "").strip()
-    if given:
-        return given
-    data = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "distcomp", "registry")
 
 
 def open_registry(location: str | None = None, pm: "PluginManager | None" = None) -> "Registry":

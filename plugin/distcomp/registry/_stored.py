@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["inside_store", "pycache_prefix", "stored_code_env", "stored_version"]
+__all__ = ["default_location", "inside_store", "pycache_prefix", "stored_code_env", "stored_version"]
 
 _MANIFEST = "manifest.json"  # _manifest.MANIFEST, without importing its hashing on this path
 _STAGING = ".staging"  # _directory.STAGING: every directory store that was published to has one
@@ -54,14 +54,22 @@ def _holds_versions(root: Path) -> bool:
     return False
 
 
+def default_location() -> str:
+    """``$DISTCOMP_REGISTRY``, else ``$XDG_DATA_HOME/distcomp/registry`` (default
+    ``~/.local/share/distcomp/registry``)."""
+    given = os.environ.get("DISTCOMP_REGISTRY", "").strip()
+    if given:
+        return given
+    data = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "distcomp", "registry")
+
+
 def inside_store(path: str | os.PathLike[str]) -> Path | None:
     """The folder of a component registry that ``path`` (existing or not, links resolved) lies
     in, or None. A job must never write there: a stored version that changes fails its hash,
     and a stray ``NAME/VERSION`` folder breaks resolving NAME. A registry is the configured
     one (``$DISTCOMP_REGISTRY``, else the user's), or a folder holding a stored version or
     ``.staging`` beside stored versions. A few stats per parent folder: cheap for every run."""
-    from ._locate import default_location
-
     here = Path(os.path.realpath(path))
     configured = default_location()
     roots = [] if "://" in configured else [Path(os.path.realpath(os.path.expanduser(configured)))]

@@ -15,7 +15,7 @@ import tempfile
 from collections import deque
 from typing import Union
 
-from ..tracking import Counts
+from ..mlstore import Counts
 from ._records import Artifact, Metric
 
 MEMORY_POINTS = 50_000  # metric points and params held in memory before the file is used

@@ -29,7 +29,7 @@ from ._rankinfo import rank_info
 from ._records import Artifact, Metric, Param
 
 if TYPE_CHECKING:
-    from ..tracking import Counts
+    from ..mlstore import Counts
     from ._sender import Sender
 
 # MLflow's limits, from mlflow/utils/validation.py (mlflow 3.x); checked here without importing it.
@@ -342,7 +342,7 @@ def finish(timeout: float | None = None) -> bool:
 def undelivered() -> "Counts":
     """What this process logged that is not in the store (kept to send again, refused, or
     dropped), as ``Counts(metrics, params, artifacts)``; all 0 on other ranks and without a run."""
-    from ..tracking import Counts
+    from ..mlstore import Counts
 
     sender = _active()
     return Counts() if sender is None or sender.pid != os.getpid() else sender.undelivered()

@@ -35,7 +35,7 @@ from ._made_runs import JOB_RUN_TAG, PARENT_TAG, RANK_TAG, MadeRun, record
 
 RUN_ENV = "DISTCOMP_MLFLOW_RUN_ID"  # the job's run; MLflow deletes MLFLOW_RUN_ID, not this one
 URI_ENV = "DISTCOMP_MLFLOW_TRACKING_URI"  # its store; mlflow.set_tracking_uri() overwrites MLFLOW_TRACKING_URI
-REPORTS_ENV = "DISTCOMP_TRACKING_DIR"  # tracking/_delivery.REPORTS_ENV, not imported: ranks stay light
+REPORTS_ENV = "DISTCOMP_TRACKING_DIR"  # mlstore/_delivery.REPORTS_ENV, not imported: ranks stay light
 PATCHED = "__distcomp_patched__"
 
 # MlflowClient methods that write to the run given as their first argument
@@ -61,7 +61,7 @@ def _elsewhere(uri: str | None) -> bool:
     job = os.environ.get(URI_ENV, os.environ.get("MLFLOW_TRACKING_URI"))
     if job is None:
         return True
-    from ..tracking._uri import normalise  # only once mlflow is imported: its cost is nothing beside it
+    from ..mlstore._uri import normalise  # only once mlflow is imported: its cost is nothing beside it
 
     return normalise(str(uri)) != normalise(job)
 

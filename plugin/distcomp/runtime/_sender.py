@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..tracking import (REPORTS_ENV, Counts, Metric as StoreMetric, Report, Retry, StoreUnavailable, TrackingError,
+from ..mlstore import (REPORTS_ENV, Counts, Metric as StoreMetric, Report, Retry, StoreUnavailable, TrackingError,
                         describe_loss, open_store, resolve_uri, write_report)
 from ._backlog import Backlog, Item, counts
 from ._records import Artifact, Flush, Metric, Param, Record

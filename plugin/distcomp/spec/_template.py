@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal, Mapping, Union
+from typing import Callable, Iterator, Literal, Mapping, Sequence, Union
 
 from ..errors import UsageError
 from ._diagnostics import closest
@@ -192,6 +192,13 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLAIN_RUN = re.compile(r"[^\s{}$\[\]\\'\"`()#<>;&|*?~!]+")  # text no context reads specially
 
+
+def as_shell_line(argv: Sequence[str]) -> str:
+    """A rendered command (``ComponentSpec.render``'s argv) as one shell line: the line itself
+    where it runs in a shell already, else its words quoted."""
+    import shlex
+
+    return argv[2] if tuple(argv[:2]) == SHELL else shlex.join(argv)
 
 def parse(source: str, dialect: Dialect) -> tuple[CommandTemplate, list[TemplateIssue]]:
     """Parse ``source``; structural problems come back as issues, never exceptions."""

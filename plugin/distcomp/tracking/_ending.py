@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Callable
 
 from ..outcome import JobState
 from ..redact import NONE, Masker
-from ._delivery import Counts, add_to_status, describe as describe_loss, read_reports
+from ..mlstore._delivery import Counts, add_to_status, describe as describe_loss, read_reports
 from ._extra import EXTRA_RUNS_TAG, describe as describe_extra, extra_runs
-from ._records import (FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable, TrackingError,
-                       truncate)
+from ..mlstore._records import (FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable,
+                                TrackingError, truncate)
 
 if TYPE_CHECKING:
-    from ..targets.local import RunResult
-    from ._store import Store
+    from ..results import RunResult
+    from ..mlstore._store import Store
 
 REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and backlog files
 

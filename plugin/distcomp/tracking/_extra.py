@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..runtime._made_runs import JOB_RUN_TAG, PARENT_TAG, RANK_TAG, MadeRun, read
-from ._records import RunRef, TrackingError
+from ..mlstore._records import RunRef, TrackingError
 
 if TYPE_CHECKING:
-    from ._store import Store
+    from ..mlstore._store import Store
 
 JOB_TAG = "distcomp.job_id"  # on every job's own run (job_tags)
 EXTRA_RUNS_TAG = "distcomp.extra_runs"  # on the job's run: the warning, when rank code made runs

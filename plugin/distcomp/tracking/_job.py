@@ -28,18 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ._delivery import REPORTS_ENV
+from ..mlstore._delivery import REPORTS_ENV
 from ._ending import REPORTS_DIR, end
-from ._records import (MAX_KEY, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
-                       TrackingError, truncate, user)
+from ..mlstore._records import (MAX_KEY, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
+                                TrackingError, truncate, user)
 from ..redact import NONE, Masker, is_secret, job_masker
-from ._store import Store, open_store
-from ._uri import DEFAULT_URI, sqlite_path, usable_uri
+from ..mlstore._store import Store, open_store
+from ..mlstore._uri import DEFAULT_URI, sqlite_path, usable_uri
 
 if TYPE_CHECKING:
     from ..jobs import Job
     from ..records import Topology
-    from ..targets.local import RunResult
+    from ..results import RunResult
 
 Notify = Callable[[str], None]
 

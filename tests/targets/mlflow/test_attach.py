@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from distcomp.tracking._client import ClientStore
-from distcomp.tracking._rest import RestStore
-from distcomp.tracking._sqlite import SqliteStore
+from distcomp.mlstore._client import ClientStore
+from distcomp.mlstore._rest import RestStore
+from distcomp.mlstore._sqlite import SqliteStore
 
 from ._helpers import clean_env, distcomp, explain
 

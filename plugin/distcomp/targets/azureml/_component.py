@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
-from ...launchers.own import find as find_own_launcher
 from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec, is_uri
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
@@ -52,6 +51,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     """The command component for ``spec`` as a file in ``base_dir`` would hold it (``code``
     is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
     spec's environment."""
+    from ...plan import make_plan
     from ...plugins import PluginError
 
     notes: list[str] = []
@@ -102,7 +102,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if spec.environment_variables:
         doc["environment_variables"] = dict(spec.environment_variables)
     doc["distribution"] = distribution
-    own = find_own_launcher(spec)
+    own = make_plan(spec, gpu=False, pm=pm).own  # the launcher the command starts itself, if any
     if own is not None and own.once and distribution["type"] == "mpi":
         # Azure ML's MPI distribution starts its own mpirun around the command (its documentation:
         # a head-node launcher such as mpirun cannot be given): the user's would run inside it

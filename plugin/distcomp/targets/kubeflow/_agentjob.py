@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ...agentboot import boot_argv
 from ...agentjob import Platform, node_record
 from ...records import JobOptions, KubeflowJobType
-from ._compile import CompileError
+from ._errors import CompileError
 from ._pod import RUN_POLICY, container, escape, metadata, replica
 from ._pytorchjob import PORT
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ._compile import CompileError
+from ._errors import CompileError
 from ._pod import MANAGED_BY, escape
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...errors import UsageError
 from ...records import JobOptions, KubeflowJobType
+from ._errors import CompileError
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
@@ -20,10 +20,6 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
 # a PersistentVolumeClaim's name: a DNS-1123 subdomain
 _CLAIM = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-
-
-class CompileError(UsageError, ValueError):
-    """The spec or the options cannot make a job (no image, a bad name, ...)."""
 
 
 def job_name(name: str | None, spec: "ComponentSpec") -> str:
@@ -46,7 +42,9 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
     """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first.
     ``volumes``: PVC claim name -> mount path, in every pod. ``settings``: each replica's
     resources and shared memory (default: the spec's, /dev/shm for torch-style jobs)."""
+    from ...plan import make_plan
     from ._settings import JobSettings, apply
+    from .jobs import builder
 
     image = image or (spec.environment.image if spec.environment else None)
     if not image:
@@ -56,18 +54,16 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
         if not _CLAIM.match(claim) or not path.startswith("/"):
             raise CompileError(f"volume {claim}:{path}: give a PersistentVolumeClaim's name and an absolute mount "
                                "path (CLAIM:/PATH)")
-    from ...plan import make_plan
-
-    plan = make_plan(spec, gpu=False, pm=pm)
+    plan = make_plan(spec, gpu=False, pm=pm)  # the pods' machines are not this one: no GPU advice from here
     job = job_type(pm, plan.launcher, trainer_v2)
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
                          nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
-                         volumes=dict(volumes or {}), topology=plan.topology, job=job)
-    return apply(dict(job.build(spec, options)), spec, settings or JobSettings())
+                         volumes=dict(volumes or {}), topology=plan.topology, job=job, own=plan.own)
+    return apply(dict(builder(job)(spec, options)), spec, settings or JobSettings())
 
 
-def job_type(pm: "PluginManager", launcher: str, trainer_v2: bool = False) -> "KubeflowJobType":
+def job_type(pm: "PluginManager", launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
     """The launcher's own Kubeflow job (``distcomp_kubeflow_jobs``), else, for a launcher that has
     none, distcomp's node agent in one pod per node (``_agentjob``): every launcher compiles."""
     if not trainer_v2 and not any(name == launcher for name, _kind in pm.kubeflow_jobs()):

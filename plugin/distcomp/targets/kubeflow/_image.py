@@ -68,9 +68,9 @@ def write_context(spec: Union["ComponentSpec", str, "os.PathLike[str]"], dest: "
     ``distcomp``: include distcomp's wheel (the KFP step runs distcomp; the training pods of a
     Kubeflow job do not). ``spec_arg``: how the Dockerfile's comment names the spec (default its
     file)."""
-    from ...api import load
+    from .._spec import resolve_spec
 
-    spec = load(spec)
+    spec = resolve_spec(spec, BuildContextError)[0]
     if spec.source is None:
         raise BuildContextError(f"{spec.ref}: a build context copies the spec's code folder; load the spec from its "
                                 "file")

@@ -97,7 +97,7 @@ def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":
     """A plugin's kind without ``*ReplicaSpecs`` has no pods distcomp can mount code into."""
     from dataclasses import replace
 
-    from ._compile import CompileError
+    from ._errors import CompileError
     from ._settings import replica_specs
 
     if manifest.get("kind") == "TrainJob" or replica_specs(dict(manifest)) or (code.mode == "image" and

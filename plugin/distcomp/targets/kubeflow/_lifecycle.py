@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ._compile import CompileError
+from ._errors import CompileError
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode")  # Never: a failed rank fails the job, as locally

@@ -26,11 +26,9 @@ def mpirun(world: int, forward: list[str], hostfile: str = HOSTFILE) -> list[str
 
 
 def mpijob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    from ...launchers.own import find
-
     env = {**spec.environment_variables, **options.env}
     world = options.nodes * options.processes_per_node
-    own = find(spec)
+    own = options.own
     if own is not None and own.once:  # the user's mpirun (or horovodrun): it runs once, as on Azure ML
         env = {"AZUREML_MPI_HOSTFILE": HOSTFILE, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                **env}

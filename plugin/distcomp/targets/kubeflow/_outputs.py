@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ._compile import CompileError
+from ._errors import CompileError
 from ._pod import escape
 
 if TYPE_CHECKING:

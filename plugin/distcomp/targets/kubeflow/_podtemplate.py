@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...target import TargetOption
-from ._compile import CompileError
+from ._errors import CompileError
 
 # Kubernetes' PodSpec and Container fields (kubernetes client 31, the training operators' CRDs)
 POD_FIELDS = (

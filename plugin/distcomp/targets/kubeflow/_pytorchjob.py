@@ -22,15 +22,14 @@ TORCHRUN = ("torchrun", "--nnodes", "$(PET_NNODES)", "--nproc-per-node", "$(PET_
 
 
 def pytorchjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    from ...launchers.own import find, shell_line
-    from ...spec._template import SHELL
+    from ...spec._template import SHELL, as_shell_line
 
     env = {**spec.environment_variables, **options.env}
-    own = find(spec)
+    own = options.own
     per_node = options.processes_per_node
     if own is not None and not own.once:  # the user's torchrun (or launch, ...) once per pod, as on Azure ML:
         # it reads NODE_RANK, which the operator names PET_NODE_RANK; no torchrun of ours around it
-        command = [*SHELL, 'export NODE_RANK="${NODE_RANK:-$PET_NODE_RANK}"; ' + shell_line(options.command)]
+        command = [*SHELL, 'export NODE_RANK="${NODE_RANK:-$PET_NODE_RANK}"; ' + as_shell_line(options.command)]
         argv, per_node = escape(command), own.processes_per_node or per_node
     else:
         argv = [*TORCHRUN, *escape(options.command)]

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ._compile import CompileError
+from ._errors import CompileError
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec

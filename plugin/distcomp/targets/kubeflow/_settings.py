@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ._compile import CompileError
+from ._errors import CompileError
 from ._lifecycle import Lifecycle, lifecycle_of
 from ._lifecycle import apply as apply_lifecycle
 from ._podtemplate import merge_metadata, merge_pod, merge_trainjob

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...records import JobOptions
-from ._compile import CompileError
+from ._errors import CompileError
 from ._pod import RUN_POLICY, container, escape, metadata, replica
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...records import JobOptions
-from ._compile import CompileError
+from ._errors import CompileError
 from ._pod import env_list, escape, metadata, volume_mounts, volumes
 
 if TYPE_CHECKING:

@@ -85,7 +85,7 @@ class LocalTarget:
         make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), run_dir, cwd)
         if options.get("tracking", True):
             check_tracking_uri(cwd)  # before the run folder and its console exist
-        from ...worker import JobRecord, write_record
+        from ...jobrecord import JobRecord, write_record
 
         d = spec.distribution
         keep = ("timeout", "experiment")  # given only when set

@@ -363,7 +363,7 @@ class SlurmTarget:
         tracking, self._tracking = self._tracking, None
         try:
             if tracking is None or tracking.run.run_id != mlflow["run_id"]:
-                from ...tracking._store import open_store
+                from ...tracking import open_store
 
                 store = open_store(mlflow["tracking_uri"], os.environ)
                 run = store.get_run(mlflow["run_id"])

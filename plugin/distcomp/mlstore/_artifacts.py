@@ -36,6 +36,6 @@ def copy_files(root: Path, files: Sequence[tuple[Path, str]]) -> None:
 
 
 def upload_with_mlflow(uri: str, run_id: str, files: Sequence[tuple[Path, str]]) -> None:
-    from ._store import _mlflow_store
+    from ._mlflow import mlflow_store
 
-    _mlflow_store(uri).upload_files(run_id, files)
+    mlflow_store(uri).upload_files(run_id, files)

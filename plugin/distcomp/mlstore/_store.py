@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
+from ._mlflow import mlflow_store as _mlflow_store
 from ._records import Metric, RunData, RunRef, StoredRun, TrackingError
 from ._uri import sqlite_path
 
 if TYPE_CHECKING:
-    from ._client import ClientStore
     from ._retry import Retry
 
 __all__ = ["Store", "open_store"]
@@ -103,12 +103,3 @@ def _creation_lock(db: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def _mlflow_store(uri: str) -> "ClientStore":
-    try:
-        from ._client import ClientStore
-    except ImportError as exc:  # mlflow is not installed
-        raise TrackingError(f"the tracking store {uri} needs MLflow, which is not installed ({exc}); "
-                            "pip install 'distcomp[mlflow]', or pass --no-tracking") from None
-    return ClientStore(uri)
