@@ -200,3 +200,22 @@ def test_a_database_without_a_revision_goes_to_mlflow(template_db: Path, tmp_pat
     with pytest.raises(TrackingError):  # MLflow's own store will not guess either
         open_store(f"sqlite:///{db}", {}, notify=notes.append)
     assert notes and "no MLflow schema revision" in notes[0]
+
+
+def test_a_job_on_a_future_store_says_why_once_and_stops_cleanly(template_db: Path, tmp_path: Path) -> None:
+    from ..targets._jobs import clean_env
+    from ._probe import PROBE
+
+    db = tmp_path / "future.db"
+    shutil.copyfile(template_db, db)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
+    state = tmp_path / "state"
+    state.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "run", str(PROBE / "torch.yaml"), "--nproc-per-node", "1",
+                           "--run-dir", str(tmp_path / "run"), "--input", f"state_dir={state}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{db}"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("schema revision ffffffffffff, which distcomp's direct SQLite writer") == 1, proc.stderr
+    assert "mlflow db upgrade" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(state.iterdir())  # no rank ran

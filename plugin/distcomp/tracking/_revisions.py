@@ -33,7 +33,8 @@ HEADS = {
     "b7e2c1a4d9f3": "3.16.0-3.16.1",
     "dc11669786a5": "3.17.0-3.17.2",
 }
-KNOWN = "MLflow 3.7.0 to 3.17.2"
+_RELEASES = list(HEADS.values())
+KNOWN = f"MLflow {_RELEASES[0].split('-')[0]} to {_RELEASES[-1].split('-')[-1]}"
 
 
 def revision(db: sqlite3.Connection) -> str | None:
