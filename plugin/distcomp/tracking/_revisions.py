@@ -10,9 +10,12 @@ where it exists), ``metrics`` an index (3.12), ``experiment_tags.value`` a longe
 ``endpoints`` and ``trace_info`` foreign keys to ``experiments`` (3.10, 3.15). Any other
 revision (a newer MLflow, an older one, a database half made) goes to MLflow's own store.
 
-tests/tracking/test_mlflow_versions.py writes with ``_sqlite`` and reads back with the oldest
-accepted MLflow (installed from PyPI) and the installed one. A new MLflow release: read its
-migrations since the last head listed, run those tests with it, then add its head here.
+tests/tracking/test_mlflow_versions.py makes a store with an MLflow's own migrations, writes a
+run with ``_sqlite``, writes the same run with that MLflow's client and compares rows and what
+that MLflow reads back: always with the oldest accepted MLflow (from PyPI) and the installed one;
+every release listed here passed it (``DISTCOMP_TEST_MLFLOW="3.8.0 3.9.0 ..."`` runs it for
+more). A new MLflow release: read its migrations since the last head here, run that test with
+it, then add its head.
 """
 
 from __future__ import annotations
