@@ -44,11 +44,6 @@ _WORKSPACE = "default"  # MLflow's single workspace when workspaces are off
 _ARTIFACT_ROOT = "mlruns"  # MLflow's default artifact root for a database store, under the cwd
 
 
-def usable(uri: str, env: Mapping[str, str]) -> bool:
-    """True when this module can write ``uri`` as MLflow would."""
-    return refusal(uri, env) is None
-
-
 def refusal(uri: str, env: Mapping[str, str]) -> str | None:
     """None when this module can write ``uri`` as MLflow would; else why not, worth a notice
     when the database is there but its schema is not one this module knows ("" otherwise: not

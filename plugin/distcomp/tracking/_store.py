@@ -2,8 +2,8 @@
 
 Creating the run must not cost the ranks the ~1.5-2.5 s of ``import mlflow``, so the two
 common stores are written directly: a SQLite database (MLflow's schema, checked first by its
-alembic revision and its columns) and
-an MLflow server (its REST API, over urllib). Anything else goes through MLflow itself.
+alembic revision and its columns) and an MLflow server (its REST API, over urllib). Anything
+else goes through MLflow itself.
 
 A SQLite database that is not ready (new, or half made) is opened by MLflow under an
 exclusive lock on ``FILE.lock`` beside it: several jobs starting at once on a new store would
