@@ -25,11 +25,18 @@ fresh run in a fresh SQLite store (a copy of one made up front), as `distcomp ru
                 logged by distcomp is in the run in the end (the process exits as usual: its
                 exit flush delivers what it kept); how many plain MLflow kept is printed beside.
 
+  (d) writer     what the direct SQLite writer (distcomp.mlstore._sqlite, MLflow's tables written with
+                sqlite3) buys over MLflow's own store (SqlAlchemyStore, through distcomp's ClientStore)
+                behind the same calls: a fresh process opens the store, creates a run (20 tags, 10
+                params), logs N points (default 10,000) in batches of 1,000 as a rank's sender does and
+                ends the run. Timed: the process's wall time, as the launcher and rank 0 pay it (the
+                writes alone printed beside). Goal: ratio <= 0.2, or the writer goes (issue 23).
+
 Every run's metric history is read back: a point missing is an error, not a fast run (in (c)
 it is the goal). Parts are functions in PARTS (name -> function(args, store) -> list of
 Result); add one there.
 
-    python benchmarks/tracking.py [--part a|b|c] [--rounds N] [--points N] [--outage S] [--check]
+    python benchmarks/tracking.py [--part a|b|c|d] [--rounds N] [--points N] [--outage S] [--check]
 """
 
 from __future__ import annotations
@@ -283,8 +290,61 @@ def bench_outage(args: argparse.Namespace, stores: Stores) -> list[Result]:
                    judge=lambda _ours, _raw: (ours_kept == n, f"{ours_kept}/{n} kept"))]
 
 
+# -- part (d): the direct SQLite writer against MLflow's own store ----------------------------
+
+WRITER = """
+import json, os, sys, time
+start = time.perf_counter()
+from distcomp.tracking import Metric
+if sys.argv[1] == "sqlite":
+    from distcomp.mlstore._sqlite import SqliteStore as Store
+else:
+    from distcomp.mlstore._client import ClientStore as Store
+store = Store(os.environ["MLFLOW_TRACKING_URI"])
+opened = time.perf_counter()
+n = int(sys.argv[2])
+run = store.create_run(store.experiment("bench-writer"), "job", {f"distcomp.tag{i}": "v" * 40 for i in range(20)},
+                       {f"param{i}": str(i) for i in range(10)})
+now = int(time.time() * 1000)
+for first in range(0, n, 1000):
+    store.log(run.run_id, {}, metrics=[Metric("loss", 1.0 / (i + 1), now + i, i) for i in range(first, min(n, first + 1000))])
+store.terminate(run.run_id, "FINISHED")
+end = time.perf_counter()
+print(json.dumps({"run": run.run_id, "s": end - start, "write_s": end - opened}))
+"""
+
+
+def bench_writer(args: argparse.Namespace, stores: Stores) -> list[Result]:
+    n = args.points
+    result = Result(f"(d) store writes, {n:,} points", "MLflow's own store", 0.2,
+                    notes={"distcomp: writes alone": [], "mlflow: writes alone": []})
+    for i in range(-args.warmup, args.rounds):
+        print(f"  (d) {'warm-up' if i < 0 else f'round {i + 1}/{args.rounds}'}", file=sys.stderr, flush=True)
+        for which in (("sqlite", "mlflow") if i % 2 == 0 else ("mlflow", "sqlite")):
+            uri, _run, client = stores.fresh()
+            env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
+            env.update(MLFLOW_TRACKING_URI=uri, MLFLOW_DISABLE_TELEMETRY="true")
+            start = time.perf_counter()
+            try:
+                out = run_json(WRITER.replace("sys.argv[1]", repr(which)).replace("sys.argv[2]", str(n)), env,
+                               args.timeout)
+            except RunError as exc:
+                result.error = f"{which}: {exc}"
+                return [result]
+            wall_s = time.perf_counter() - start
+            run = client.get_run(out["run"])
+            points = len(client.get_metric_history(out["run"], "loss"))
+            if points != n or run.info.status != "FINISHED" or len(run.data.params) != 10:
+                result.error = f"{which}: {points} of {n} points, run {run.info.status}, {len(run.data.params)} params"
+                return [result]
+            if i >= 0:
+                (result.ours_s if which == "sqlite" else result.raw_s).append(wall_s)
+                result.notes[f"{'distcomp' if which == 'sqlite' else 'mlflow'}: writes alone"].append(out["write_s"])
+    return [result]
+
+
 PARTS: dict[str, Callable[[argparse.Namespace, Stores], list[Result]]] = {
-    "a": bench_logging, "b": bench_job, "c": bench_outage}
+    "a": bench_logging, "b": bench_job, "c": bench_outage, "d": bench_writer}
 
 
 def main() -> int:
@@ -292,7 +352,7 @@ def main() -> int:
     ap.add_argument("--part", action="append", choices=sorted(PARTS), help="part to run (repeatable; default all)")
     ap.add_argument("--rounds", type=int, default=3, help="measured rounds (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
-    ap.add_argument("--points", type=int, default=10_000, help="(a): metric points logged (default 10,000)")
+    ap.add_argument("--points", type=int, default=10_000, help="(a), (d): metric points logged (default 10,000)")
     ap.add_argument("--outage", type=float, default=20.0, help="(c): seconds the server is away (default 20)")
     ap.add_argument("--outage-points", type=int, default=600, help="(c): metric points logged (default 600)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before one run is stopped (default 600)")

@@ -1,9 +1,11 @@
 """Write runs straight into MLflow's SQLite database with the stdlib ``sqlite3``.
 
-Only when the database already exists (MLflow created it and owns its migrations) and its
-tables have exactly the columns this module writes; otherwise ``open_store`` falls back to
-MLflow itself. The rows are those ``SqlAlchemyStore.create_experiment/create_run`` write
-(tests compare the two).
+Only when the database already exists (MLflow created it and owns its migrations), is stamped
+with a schema revision this module was made for (``_revisions``) and its tables have the
+columns this module writes; otherwise ``open_store`` falls back to MLflow itself. The rows are
+those ``SqlAlchemyStore.create_experiment/create_run`` write (tests compare the two).
+
+Why not MLflow's own store: ``benchmarks/tracking.py`` (d) measures it (the README has the ratio).
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import math
 import os
 import sqlite3
 import time
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 
 from ._artifacts import copy_files, local_root, upload_with_mlflow
 from ._params import conflict, fit
 from ._records import (Metric, RunData, RunRef, StoredRun, StoreUnavailable, TrackingError,
                        user as _user)
+from ._revisions import refusal as _revision_refusal
 from ._uri import sqlite_path
 
 # table -> the columns written here; a database whose tables differ (another MLflow schema)
@@ -41,18 +44,23 @@ _WORKSPACE = "default"  # MLflow's single workspace when workspaces are off
 _ARTIFACT_ROOT = "mlruns"  # MLflow's default artifact root for a database store, under the cwd
 
 
-def usable(uri: str, env: Mapping[str, str]) -> bool:
-    """True when this module can write ``uri`` as MLflow would."""
+def refusal(uri: str, env: Mapping[str, str]) -> str | None:
+    """None when this module can write ``uri`` as MLflow would; else why not, worth a notice
+    when the database is there but its schema is not one this module knows ("" otherwise: not
+    made yet, or MLflow's workspaces are on)."""
     path = sqlite_path(uri)
     if path is None or "?" in path or not Path(path).is_file():
-        return False
+        return ""
     if env.get("MLFLOW_ENABLE_WORKSPACES", "").lower() in ("1", "true") or env.get("MLFLOW_WORKSPACE"):
-        return False
+        return ""
     try:
-        with _connect(Path(path)) as db:
-            return _schema_ok(db)
-    except sqlite3.Error:
-        return False
+        with closing(_connect(Path(path))) as db:
+            why = _revision_refusal(db)
+            if why is None and not _schema_ok(db):
+                why = "tables that differ from MLflow's; writing through MLflow's own store instead"
+    except sqlite3.Error:  # not a database, say: MLflow's own store says what is wrong
+        return ""
+    return None if why is None else f"the MLflow database {path} has {why}"
 
 
 def _connect(path: Path) -> sqlite3.Connection:

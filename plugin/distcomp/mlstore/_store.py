@@ -1,8 +1,9 @@
 """What the launcher needs from an MLflow store, and which implementation serves a URI.
 
 Creating the run must not cost the ranks the ~1.5-2.5 s of ``import mlflow``, so the two
-common stores are written directly: a SQLite database (MLflow's schema, checked first) and
-an MLflow server (its REST API, over urllib). Anything else goes through MLflow itself.
+common stores are written directly: a SQLite database (MLflow's schema, checked first by its
+alembic revision and its columns) and an MLflow server (its REST API, over urllib). Anything
+else goes through MLflow itself.
 
 A SQLite database that is not ready (new, or half made) is opened by MLflow under an
 exclusive lock on ``FILE.lock`` beside it: several jobs starting at once on a new store would
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
 from ._mlflow import mlflow_store as _mlflow_store
@@ -58,21 +59,27 @@ class Store(Protocol):
         """The active runs of the experiment started at or after ``since_ms`` (at most 1000)."""
 
 
-def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | None" = None) -> Store:
+def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | None" = None,
+               notify: Callable[[str], None] | None = None) -> Store:
     """The fastest store that can write ``uri`` faithfully; ``retry`` (for a server) defaults to
-    MLflow's own policy from ``env``."""
+    MLflow's own policy from ``env``. ``notify`` is told why a SQLite database MLflow made goes
+    through MLflow's own store (a schema the direct writer does not know); the launcher passes
+    it, the ranks do not: the job says it once."""
     env = os.environ if env is None else env
     scheme = urlsplit(uri).scheme
     if scheme == "sqlite":
-        from ._sqlite import SqliteStore, usable
+        from ._sqlite import SqliteStore, refusal
 
-        if usable(uri, env):
+        if refusal(uri, env) is None:
             return SqliteStore(uri)
         path = sqlite_path(uri)
         if path and "?" not in path:
             with _creation_lock(Path(path)):
-                if usable(uri, env):  # another job made it while we waited
+                why = refusal(uri, env)
+                if why is None:  # another job made it while we waited
                     return SqliteStore(uri)
+                if why and notify is not None:
+                    notify(why)
                 store = _mlflow_store(uri)
                 store.ready()  # MLflow makes the tables now, under the lock
                 return store

@@ -182,7 +182,7 @@ def start_run(job: "Job", topology: "Topology", environ: Mapping[str, str], cwd:
                 "--no-tracking silences this)")
             return None
         say(f"creating the MLflow database {db} (first use: a few seconds)")
-    store = open_store(uri, environ)
+    store = open_store(uri, environ, notify=lambda why: say(f"note: {why}"))
     started = int(time.time() * 1000)
     masker = masker if masker is not None else job_masker(job.spec, job.values)
     tags, params = masker.data(job_tags(job, topology)), job_params(job.values, masker)
