@@ -113,6 +113,7 @@ class SlurmTarget:
         compiled = self.compile(spec, options)
         assert compiled.text is not None
         _slurm.test(compiled.text)
+        _check_code(spec)
 
     def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str:
         """$MLFLOW_TRACKING_URI, else a SQLite file in the job dir (which the nodes share)."""
@@ -437,6 +438,21 @@ def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
         if new_job_dir:
             shutil.rmtree(folder.parent, ignore_errors=True)
         raise
+
+
+def _check_code(spec: "ComponentSpec") -> None:
+    """What ``_copy_code`` would refuse (a FIFO, a socket), found before the job's run exists."""
+    from ..._files import code_file_problem
+
+    if not spec.code.is_dir():
+        raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
+    for root, dirs, files in os.walk(spec.code):
+        dirs[:] = [d for d in dirs if d not in SKIP]
+        for name in files:
+            path = os.path.join(root, name)
+            why = None if name in SKIP or os.path.islink(path) else code_file_problem(path)  # links are copied as links
+            if why:
+                raise UsageError(why)
 
 
 def _copy_code(spec: "ComponentSpec", dst: Path) -> None:
