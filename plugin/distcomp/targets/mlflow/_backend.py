@@ -27,8 +27,7 @@ from mlflow.projects.utils import fetch_and_validate_project, get_entry_point_co
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PROJECT_BACKEND
 
-from ...tracking._records import TrackingError
-from ...tracking._uri import resolve_uri
+from ...tracking import TrackingError, resolve_uri
 from ._config import check_entry_command, entry_argv, parse_config
 from ._errors import MlflowTargetError
 from ._submitted import DistcompSubmittedRun
