@@ -16,3 +16,18 @@ def write_spec(tmp_path: Path):
         path.write_text(text, encoding="utf-8")
         return path
     return write
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _job_records(tmp_path_factory: pytest.TempPathFactory):
+    """The core's job records (``$XDG_STATE_HOME/distcomp/jobs``) of every job a test submits,
+    and of the processes it starts, in the session's own folder, not the user's."""
+    import os
+
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before

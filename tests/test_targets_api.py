@@ -207,7 +207,9 @@ def test_an_installed_target_is_listed_compiled_submitted_followed_and_cancelled
     assert "provider: shelljob-dist 1.0" in line and "compile and submit" in line
     as_json = distcomp("targets", "--json", env=env, cwd=tmp_path)
     (record,) = [t for t in json.loads(as_json.stdout) if t["name"] == "shelljob"]
-    assert record["provider"] == "shelljob-dist 1.0" and record["options"] == ["--greeting", "--delay"]
+    assert record["provider"] == "shelljob-dist 1.0"
+    # its own options, then the two every submitting target takes (the core's MLflow run)
+    assert record["options"] == ["--greeting", "--delay", "--tracking", "--experiment"]
 
     helped = distcomp("compile", "--target", "shelljob", "--help", env=env, cwd=tmp_path)
     assert helped.returncode == 0, helped.stderr

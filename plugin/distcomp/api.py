@@ -25,6 +25,8 @@ from .errors import UsageError
 from .outcome import JobOutcome, JobState
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .plugins import TargetPlugin
     from .spec import ComponentSpec
     from .target import Compiled, Notify
@@ -106,13 +108,22 @@ def compile(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per
 
 def submit(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
            notify: "Notify | None" = None, **options: Any) -> "JobHandle":
-    """Start ``spec`` on ``target`` and return at once with its handle (``distcomp submit --detach``)."""
+    """Start ``spec`` on ``target`` and return at once with its handle (``distcomp submit --detach``).
+
+    The core, not the target, makes the job's plan, masker and MLflow run (created before the
+    target submits, ended by the handle once the job ends): see ``distcomp.target``."""
+    from ._submission import submit as submit_job
+
     found = _target(target, submitting=True)
     bound = {**found.type.bind(options, submitting=True), "nodes": nodes, "nproc_per_node": nproc_per_node}
     instance = found.type.factory()  # kept by the handle: it may remember how to reach the job
-    native = _call(found, "submit", _spec(spec, nodes, nproc_per_node), bound, notify or (lambda _m: None),
-                   instance=instance)
-    return JobHandle(target, str(native), instance)
+
+    def call(method: str, *args: Any) -> Any:
+        return _call(found, method, *args, instance=instance)
+
+    native, record = submit_job(found, instance, _spec(spec, nodes, nproc_per_node), bound,
+                                notify or (lambda _m: None), call)
+    return JobHandle(target, native, instance, record)
 
 
 def _call(found: "TargetPlugin", method: str, *args: Any, instance: Any = None) -> Any:
@@ -147,11 +158,16 @@ def job(job_id: str) -> "JobHandle":
 
 @dataclass(frozen=True)
 class JobHandle:
-    """A submitted job: ask its target for its status, logs, end, or to cancel it."""
+    """A submitted job: ask its target for its status, logs, end, or to cancel it.
+
+    Every outcome it returns has the job's secrets masked and names the job's MLflow run; the
+    first one that shows the job ended also ends that run (in whichever process asks). Where a
+    run cannot be ended (its store does not answer), ``notify`` hears it, else stderr."""
 
     target: str
     id: str
     instance: Any = field(default=None, compare=False, repr=False)  # the target object that submitted it
+    record: "Path | None" = field(default=None, compare=False, repr=False)  # the core's record of the job
 
     def __str__(self) -> str:
         return f"{self.target}:{self.id}"
@@ -165,15 +181,27 @@ class JobHandle:
             object.__setattr__(self, "instance", found.type.factory())
         return _call(found, method, *args, instance=self.instance)
 
-    def status(self) -> JobOutcome:
-        return self._ask("status", self.id)
+    def _settled(self, outcome: JobOutcome, notify: "Notify | None") -> JobOutcome:
+        from ._submission import settle
+
+        if self._found().type.tracks_itself:  # its jobs end their own run
+            return outcome
+        return settle(str(self), self.instance, outcome, self.record, notify)
+
+    def status(self, notify: "Notify | None" = None) -> JobOutcome:
+        return self._settled(self._ask("status", self.id), notify)
 
     def logs(self, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-        """Lines of the job's logs (one rank's with ``rank``); ``follow``: until the job ends."""
-        return self._ask("logs", self.id, rank, follow)
+        """Lines of the job's logs (one rank's with ``rank``); ``follow``: until the job ends.
+        The job's secrets are masked in them."""
+        from ._submission import masker_of
 
-    def cancel(self) -> JobOutcome:
-        return self._ask("cancel", self.id)
+        lines: Iterator[str] = self._ask("logs", self.id, rank, follow)
+        masker = masker_of(str(self), self.record)
+        return (masker.text(line) for line in lines) if masker else lines
+
+    def cancel(self, notify: "Notify | None" = None) -> JobOutcome:
+        return self._settled(self._ask("cancel", self.id), notify)
 
     def wait(self, timeout: float | None = None, poll: float = 1.0,
              notify: "Notify | None" = None) -> JobOutcome:
@@ -182,11 +210,11 @@ class JobHandle:
         if self.instance is None:
             object.__setattr__(self, "instance", self._found().type.factory())
         if hasattr(self.instance, "wait"):
-            return self._ask("wait", self.id, timeout, notify or (lambda _m: None))
+            return self._settled(self._ask("wait", self.id, timeout, notify or (lambda _m: None)), notify)
         deadline = None if timeout is None else time.monotonic() + timeout
         seen: JobState | None = None
         while True:
-            outcome = self.status()
+            outcome = self.status(notify)
             if outcome.state is not seen and notify is not None:
                 notify(outcome.summary())
             seen = outcome.state

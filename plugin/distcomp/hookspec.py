@@ -64,9 +64,20 @@ class DistcompSpecs:
         and ``distcomp.compile``/``submit`` take them as keywords) and has a factory that makes
         the target object (see ``distcomp.target``): ``compile(spec, options)`` returns a
         ``Compiled`` (pure: nothing is created anywhere); a target with ``submits=True`` also has
-        ``submit(spec, options, notify)`` returning a job id it understands, ``status(job_id)``
+        ``submit(spec, options, notify, job)`` returning a job id it understands, ``status(job_id)``
         and ``cancel(job_id)`` returning a ``JobOutcome``, and ``logs(job_id, rank, follow)``
         yielding lines. Users name a job as ``NAME:ID`` (``distcomp status NAME:ID``).
+
+        The core owns what every job needs, so a target writes none of it: ``job`` (a
+        ``distcomp.target.JobContext``) holds the job's plan (``job.plan.topology``: the
+        replicas, each with its argv and env), its bound input values, its masker and
+        ``job.env``, the variables every rank must get to log into the job's one MLflow run,
+        which the core created before ``submit`` and ends once a status, cancel or wait shows
+        the job ended (with the masked root cause as its ``distcomp.failure`` tag). The core
+        also masks the job's secrets in every outcome and log line it returns. A three-parameter
+        ``submit(spec, options, notify)`` still works: its spec's ``environment_variables``
+        then hold ``job.env``. See ``distcomp.target`` for the optional ``check``,
+        ``tracking_uri`` and ``save_logs``.
 
         A complete plugin, ``mypkg/plugin.py``, compiling a job to a shell script::
 

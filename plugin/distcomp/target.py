@@ -12,10 +12,40 @@ without it, distcomp polls ``status``)::
 
     class MyTarget:
         def compile(self, spec, options) -> Compiled: ...
-        def submit(self, spec, options, notify) -> str: ...          # the job's id
+        def submit(self, spec, options, notify, job: JobContext) -> str: ...   # the job's id
         def status(self, job_id) -> JobOutcome: ...
         def logs(self, job_id, rank, follow) -> Iterator[str]: ...   # lines, with their newline
         def cancel(self, job_id) -> JobOutcome: ...
+
+**What the core does around a target** (``distcomp.submit``; the job handle): it makes the
+job's one ``Plan`` (``distcomp.plan.make_plan``), binds the ``inputs`` option, builds the job's
+one ``Masker`` (``distcomp.redact``) and, unless ``tracking=False`` (``--no-tracking``: every
+submitting target takes ``tracking`` and ``experiment``), **creates the job's MLflow run
+before** ``submit``. ``submit`` gets all of it as a ``JobContext``: ``job.env`` holds what
+every rank needs to log into the run (``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``,
+``DISTCOMP_*``), so a target only passes ``job.env`` on to its ranks. (A ``submit(spec,
+options, notify)`` of three parameters still works: it gets the spec with ``job.env`` added to
+its ``environment_variables``.) A ``submit`` that raises ends the run FAILED with the masked
+reason. When a status, cancel or wait the core makes shows the job ended, in this process or in
+a later one (``distcomp status TARGET:ID``), the core ends the run once, with the outcome's
+state, its masked root cause as the ``distcomp.failure`` tag and the job's logs as artifacts,
+and shows the outcome with the job's secrets masked. A target writes no tracking code.
+
+Optional methods a target may have, each asked by the core when present:
+
+- ``check(spec, options)``: refuse a job (raise ``UsageError``) before anything of it exists,
+  its MLflow run included (a scheduler's own dry run: ``sbatch --test-only``);
+- ``tracking_uri(options, notify) -> str | None``: the MLflow store its ranks can reach
+  (default: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the current folder);
+  None: none they can reach, the job runs untracked (say why with ``notify``);
+- ``save_logs(job_id, folder)``: write the ended job's logs into ``folder``, one file per
+  rank or node (``rank0.log``): the run keeps them, masked, as ``logs/NAME`` (default: the
+  lines of ``logs(job_id, None, False)`` as ``job.log``).
+
+``TargetType.tracks_itself``: the target's jobs make and end their own run (the local target's
+supervisor); the core then makes none. ``TargetType.shares_files``: the ranks see this
+machine's files (on it, or a shared file system): they also get distcomp's MLflow hook on
+their PYTHONPATH and report what they could not deliver into the job's folder.
 """
 
 from __future__ import annotations
@@ -29,10 +59,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, Pro
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .outcome import JobOutcome
+    from .outcome import JobOutcome, TrackingRef
+    from .plan import Plan
+    from .redact import Masker
     from .spec import ComponentSpec
 
-__all__ = ["Compiled", "Notify", "OptionKind", "SubmittingTarget", "Target", "TargetOption", "TargetType"]
+__all__ = ["Compiled", "JobContext", "Notify", "OptionKind", "SubmittingTarget", "Target", "TargetOption",
+           "TargetType"]
 
 Notify = Callable[[str], None]
 OptionKind = Literal["str", "int", "float", "bool", "pairs", "list"]
@@ -104,7 +137,9 @@ class TargetType:
     """A target: its name (``--target NAME``), what it is, its options and its factory.
 
     ``submits``: whether its targets can submit (``distcomp submit`` and the job commands take
-    it). ``job_ids``: a short note on the ids it gives, for ``distcomp targets``.
+    it); such a target takes ``tracking`` and ``experiment`` too (added when it does not declare
+    them). ``job_ids``: a short note on the ids it gives, for ``distcomp targets``.
+    ``tracks_itself`` and ``shares_files``: see the module's doc.
     """
 
     name: str
@@ -113,6 +148,8 @@ class TargetType:
     options: tuple[TargetOption, ...] = ()
     submits: bool = False
     job_ids: str = ""
+    tracks_itself: bool = False
+    shares_files: bool = False
 
     def __post_init__(self) -> None:
         if not _TARGET.match(self.name):
@@ -125,7 +162,8 @@ class TargetType:
                 raise UsageError(f"target {self.name!r}: option {option.name!r} is declared twice "
                                  f"(or is one every target has: {', '.join(COMMON)})")
             seen.add(option.name)
-        object.__setattr__(self, "options", tuple(self.options))
+        extra = tuple(o for o in (TRACKING, EXPERIMENT) if self.submits and o.name not in seen)
+        object.__setattr__(self, "options", tuple(self.options) + extra)
 
     def option(self, name: str) -> TargetOption | None:
         return next((o for o in self.options if o.name == name), None)
@@ -156,6 +194,25 @@ class TargetType:
 # Options every target takes: applied to the spec before the target sees it, and passed in its
 # options too (None when not given), for a target that bakes them into what it writes.
 COMMON = ("nodes", "nproc_per_node")
+
+# What every submitting target takes, read by the core (the job's MLflow run); a target may
+# declare its own record of either, to say what it means there.
+TRACKING = TargetOption("tracking", "bool", default=True, submit_only=True,
+                        help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+EXPERIMENT = TargetOption("experiment", metavar="NAME", submit_only=True,
+                          help="MLflow experiment of the run (default: the component name)")
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What the core made of a job before its target submits it (``submit``'s ``job``)."""
+
+    plan: "Plan"  # the spec with its overrides, its Topology and the job's warnings
+    values: Mapping[str, Any]  # the typed input values (the ``inputs`` option, bound)
+    env: Mapping[str, str]  # what every rank needs: the job's MLflow run (empty when untracked)
+    masker: "Masker"  # the job's secrets: mask what the target writes or shows
+    name: str  # the job's name in the core, COMPONENT-TIME-XXXX (a target may use it for its own)
+    tracking: "TrackingRef | None" = None  # the job's MLflow run, if tracked
 
 
 @dataclass(frozen=True)
@@ -203,7 +260,8 @@ class Target(Protocol):
 
 @runtime_checkable
 class SubmittingTarget(Target, Protocol):
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str: ...
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify,
+               job: JobContext) -> str: ...
 
     def status(self, job_id: str) -> "JobOutcome": ...
 

@@ -170,7 +170,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.detach:
         say(f"submitted {handle}; follow it with `distcomp status|logs|cancel {handle}`")
         if args.status_file:
-            _write_status(args.status_file, handle.status())
+            _write_status(args.status_file, handle.status(notify=say))
         return EXIT_OK
     stopped_by: list[int] = []
 
@@ -183,7 +183,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         outcome = handle.wait(notify=say)
     except KeyboardInterrupt:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cancelling short
-        outcome = handle.cancel()
+        outcome = handle.cancel(notify=say)
         say(f"stopped while waiting: {outcome.summary()}")
         if args.status_file:
             _write_status(args.status_file, outcome)
@@ -217,7 +217,7 @@ def _write_status(path: str, outcome: "JobOutcome") -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from ..api import job
 
-    outcome = job(args.job).status()
+    outcome = job(args.job).status(notify=speaker("status"))
     if args.json:
         print(json.dumps(outcome.to_json(), indent=2))
     else:
@@ -246,7 +246,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     from ..api import job
 
-    outcome = job(args.job).cancel()
+    outcome = job(args.job).cancel(notify=speaker("cancel"))
     print(outcome.summary())
     return EXIT_OK
 

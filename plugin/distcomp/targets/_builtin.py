@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from ..hookspec import hookimpl
-from ..target import Target, TargetOption, TargetType
+from ..target import EXPERIMENT, TRACKING, Target, TargetOption, TargetType
 from .kubeflow._podtemplate import PodTemplateOption
 
 INPUTS = TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
@@ -19,10 +19,6 @@ IMAGE = TargetOption("image", metavar="IMAGE", help="container image (default: t
 # what every submitting target takes, each saying what it means there
 TIMEOUT = TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
                        help="stop the job after this long (restarts included)")
-TRACKING = TargetOption("tracking", "bool", default=True, submit_only=True,
-                        help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
-EXPERIMENT = TargetOption("experiment", metavar="NAME", submit_only=True,
-                          help="MLflow experiment of the run (default: the component name)")
 
 
 def _local() -> Target:
@@ -62,7 +58,7 @@ def _mlflow() -> Target:
 
 
 LOCAL = TargetType(
-    name="local", factory=_local, submits=True, job_ids="the job's run folder",
+    name="local", factory=_local, submits=True, job_ids="the job's run folder", tracks_itself=True,
     description="real ranks on this machine (--nodes simulates nodes); compile shows each process's "
                 "command, submit starts the job in the background",
     options=(
@@ -180,7 +176,7 @@ AZUREML = TargetType(
     ))
 
 SLURM = TargetType(
-    name="slurm", factory=_slurm, submits=True, job_ids="the Slurm job id",
+    name="slurm", factory=_slurm, submits=True, job_ids="the Slurm job id", shares_files=True,
     description="an sbatch script run on a Slurm cluster (SLURM_CONF, else the system's): one srun task per "
                 "torch/deepspeed rank or TF task, mpirun in the allocation for mpi; code and logs in a job folder",
     options=(

@@ -10,7 +10,7 @@ console) and the run's ``distcomp.undelivered`` tag.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..outcome import JobState
 from ..redact import NONE, Masker
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and backlog files
 
 
-def outcome_tags(result: "RunResult | None", state: str, error: str) -> dict[str, str]:
+def outcome_tags(result: "RunResult | None", state: str, error: str, root_cause: str = "") -> dict[str, str]:
     """The end of a job as tags, whichever target ran it: a FAILED run says why as FAILURE_TAG
-    (the root cause, else ``error``, the target's reason)."""
+    (the root cause: ``result``'s, else ``root_cause``, else ``error``, the target's reason)."""
     state = JobState.parse(str(state))
     tags = {STATE_TAG: str(state)}
     why = ""
@@ -43,6 +43,7 @@ def outcome_tags(result: "RunResult | None", state: str, error: str) -> dict[str
     message = error or (result.message if result is not None else "")
     if message:
         tags[MESSAGE_TAG] = truncate(message, MAX_TAG_VALUE)
+    why = why or root_cause
     if state.mlflow_status == "FAILED" and (why or message):
         tags[FAILURE_TAG] = truncate(why or message, MAX_TAG_VALUE)
     return tags
@@ -61,13 +62,15 @@ def undelivered(run_dir: Path, run: RunRef) -> tuple[Counts, list[str]]:
 
 
 def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, error: str,
-        state: str, started_ms: int = 0, masker: Masker = NONE) -> tuple[str, list[str]]:
-    """Attach the logs, tag the outcome and the runs rank code made beside the job's (those made
-    since ``started_ms``; 0: only those the ranks recorded), end the run; returns (the status the
-    store holds, problems). Every tag passes the job's ``masker`` (the failure's last lines)."""
+        state: str, started_ms: int = 0, masker: Masker = NONE, root_cause: str = "",
+        more_tags: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    """Attach the logs, tag the outcome (``more_tags``: more tags of it) and the runs rank code made
+    beside the job's (those made since ``started_ms``; 0: only those the ranks recorded), end the
+    run; returns (the status the store holds, problems). Every tag passes the job's ``masker``
+    (the failure's last lines)."""
     state = JobState.parse(str(result.state if result is not None else state))
     status = state.mlflow_status
-    tags = masker.data(outcome_tags(result, state, error))
+    tags = masker.data({**(more_tags or {}), **outcome_tags(result, state, error, root_cause)})
     run_dir = log_dir.parent
     lost, problems = undelivered(run_dir, run)
     if lost.total:
@@ -109,3 +112,19 @@ def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, 
                         f"'{status}')\"")
     add_to_status(status_json, "tracking", {**section, "run_status": held, "problems": problems})
     return held, problems
+
+
+def end_run(uri: str, run_id: str, state: JobState, *, message: str = "", cause: str = "", log_dir: Path,
+            masker: Masker = NONE, started_ms: int = 0, more_tags: Mapping[str, str] | None = None,
+            environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    """End the run ``run_id`` in ``uri`` with a job's outcome, from any process: ``end`` on the
+    store, opened here. Raises TrackingError when the store cannot be opened or has no such run."""
+    from ..mlstore._store import open_store
+
+    store = open_store(uri, environ)
+    return end(store, store.get_run(run_id), None, log_dir, message, str(state), started_ms, masker, cause, more_tags)
+
+
+def ended_state(store: "Store", run_id: str) -> str:
+    """The job state a run's end was tagged with (``distcomp.state``), or "" while nobody ended it."""
+    return store.run_data(run_id).tags.get(STATE_TAG, "")

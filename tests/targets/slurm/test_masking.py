@@ -80,8 +80,9 @@ def test_a_failing_job_shows_and_keeps_no_secret_in_clear(slurm_cluster: Path, t
     mlflow = outcome["tracking"]
     run = MlflowClient(mlflow["tracking_uri"]).get_run(mlflow["run_id"])
     assert run.data.params["db_password"] == "***" and run.data.params["pw_sha"] == sha
-    told = run.data.tags.get("distcomp.message") or run.data.tags.get("distcomp.failure") or ""
+    told = run.data.tags.get("distcomp.failure") or ""  # the root cause, as the outcome's
     assert "rank1 (node n2) exited with code 3" in told and "token ***" in told, run.data.tags
+    assert told == outcome["root_cause"] and run.data.tags["distcomp.message"].startswith("Slurm: FAILED")
     assert [k for k, v in {**run.data.tags, **run.data.params}.items() if _clear_in(v)] == []
 
     # another process, as a user's later `distcomp status|logs` (the masker comes from secrets.sh)

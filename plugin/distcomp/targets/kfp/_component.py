@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ...spec import ComponentSpec, check_file
 from .._spec import SpecLike, resolve_spec
@@ -131,24 +131,27 @@ def _resolve(spec_or_path: SpecLike) -> tuple[ComponentSpec, Mapping[str, str]]:
 
 
 def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: float | None,
-                 max_restarts: int) -> list[str]:
-    """``distcomp run`` flags for what differs from the spec file the step carries."""
+                 max_restarts: int) -> dict[str, Any]:
+    """The job record's template (``distcomp.worker``): its format, and the run's options that
+    differ from the spec file the step carries. The step adds the values KFP delivers."""
+    from ...jobrecord import KEY, VERSION
+
     assert spec.source is not None  # pack() checked it
     written = check_file(spec.source, launchers).spec
-    options: list[str] = []
+    options: dict[str, Any] = {}
     if written is None or written.distribution.nodes != spec.distribution.nodes:
-        options += ["--nodes", str(spec.distribution.nodes)]
+        options["nodes"] = spec.distribution.nodes
     if written is None or written.distribution.processes_per_node != spec.distribution.processes_per_node:
         if spec.distribution.processes_per_node is not None:
-            options += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
+            options["nproc_per_node"] = spec.distribution.processes_per_node
     if timeout is not None:
         if timeout <= 0:
             raise KfpTargetError(f"timeout must be > 0 seconds (got {timeout})")
-        options += ["--timeout", repr(float(timeout))]
+        options["timeout"] = float(timeout)
     if max_restarts:
         _positive(max_restarts, "max_restarts")
-        options += ["--max-restarts", str(max_restarts)]
-    return options
+        options["max_restarts"] = max_restarts
+    return {KEY: VERSION, "options": options}
 
 
 # a PersistentVolumeClaim's name: a DNS-1123 subdomain

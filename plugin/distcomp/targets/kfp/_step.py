@@ -58,20 +58,26 @@ def job_args(inputs: dict[str, Any], output_flag: str, outputs: dict[str, str], 
     return args
 
 
-def step_argv(python: str, spec_file: str, run_dir: str, inputs: dict[str, Any], outputs: dict[str, Any],
-              options: list[str], tracking: bool, experiment: Optional[str] = None) -> list[str]:
-    """The ``distcomp run`` command for the values KFP delivered.
+def step_record(spec_file: str, run_dir: str, inputs: dict[str, Any], outputs: dict[str, Any],
+                template: dict[str, Any], tracking: bool, experiment: Optional[str] = None) -> dict[str, Any]:
+    """The job record (``distcomp.worker``) of the values KFP delivered: ``template`` is what the
+    compile fixed (the record's format and the run's options), the rest comes from this run.
 
     ``inputs`` maps each spec input to ``(type, value)``; an optional input KFP did not
-    deliver is None and gets no ``--input``, so distcomp drops its ``[ ... ]`` block: the
-    if-present rule of KFP placeholders, applied with distcomp's own rendering."""
-    paths = {name: artifact.path for name, artifact in outputs.items()}
-    return [python, "-m", "distcomp", "run", spec_file, "--run-dir", run_dir, *options,
-            *job_args(inputs, "--output", paths, tracking, experiment)]
+    deliver is None and is left out, so distcomp drops its ``[ ... ]`` block: the if-present
+    rule of KFP placeholders, applied with distcomp's own rendering."""
+    options = {**template["options"], "run_dir": run_dir, "tracking": tracking}
+    if tracking and experiment:
+        options["experiment"] = experiment
+    return {"distcomp_job": template["distcomp_job"], "action": "run", "spec": spec_file,
+            "inputs": {name: input_text(kind, value) for name, (kind, value) in inputs.items() if value is not None},
+            "outputs": {name: artifact.path for name, artifact in outputs.items()}, "options": options}
 
 
-def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], options: list[str]) -> None:
-    """Run the job on this node's ranks; the output artifacts get the job's facts as metadata."""
+def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], template: dict[str, Any]) -> None:
+    """Run the job on this node's ranks (``python -m distcomp.worker``, reading the job record
+    ``template`` completes; never CLI flags, so a pipeline compiled by one distcomp runs with
+    another, or is refused with what to do); the output artifacts get the job's facts as metadata."""
     import importlib.util
     import json
     import os
@@ -93,8 +99,11 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
     tracking = bool(os.environ.get("MLFLOW_TRACKING_URI"))
     experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME")  # MLflow's convention; else the component's name
     run_dir = os.path.join(work, "run")
-    argv = step_argv(sys.executable, os.path.join(work, "component.yaml"), run_dir, inputs, outputs, options,
-                     tracking, experiment)
+    record = os.path.join(work, "job.json")  # it may hold secret inputs: its owner's only
+    with os.fdopen(os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
+        json.dump(step_record(os.path.join(work, "component.yaml"), run_dir, inputs, outputs, template, tracking,
+                              experiment), f)
+    argv = [sys.executable, "-m", "distcomp.worker", record]
     if not tracking:
         print("distcomp step: MLFLOW_TRACKING_URI is not set: running without MLflow tracking", flush=True)
     print("distcomp step: " + shlex.join(argv), flush=True)

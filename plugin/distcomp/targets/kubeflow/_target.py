@@ -1,6 +1,7 @@
 """The kubeflow target on the target contract. A job is ``NAMESPACE/KIND/NAME``; its MLflow run
-(created before the job, so every pod logs into it) is named in the job's annotations, so
-whoever first sees the job end (``wait``, ``status``, ``cancel``) ends the run with it.
+is the core's (``distcomp.target``: created before the job, its env given to every pod, ended
+by the job handle with the job), named in the job's annotations too, so a process that did
+not submit the job (``distcomp status`` on another machine) finds it.
 
 The cluster is found as kubectl finds it: in a pod its service account, else the kubeconfig
 (``--kubeconfig`` when submitting, ``$KUBECONFIG`` or ``~/.kube/config`` afterwards).
@@ -9,8 +10,6 @@ The cluster is found as kubectl finds it: in a pod its service account, else the
 from __future__ import annotations
 
 import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -22,6 +21,7 @@ from ._job import KubeflowJob, job_of
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
+    from ...target import JobContext
     from ._submit import JobRef, KubeflowRun
 
 RUN_ID, TRACKING_URI = "distcomp.io/mlflow-run-id", "distcomp.io/mlflow-tracking-uri"
@@ -49,7 +49,7 @@ class KubeflowTarget:
     def __init__(self) -> None:
         self._api: Any = None
         self._options: Mapping[str, Any] = {}
-        self._tracking: Any = None  # the JobRun this instance created, ended by wait/cancel
+        self._tracking: TrackingRef | None = None  # the job's MLflow run (the core's), for wait
         self._job: KubeflowJob | None = None  # the job this instance submitted
 
     def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
@@ -64,14 +64,27 @@ class KubeflowTarget:
                         notes=job.notes())
 
     # -- submitting ------------------------------------------------------------------------
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
+    def check(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
+        """Every mistake in the options, before the job's MLflow run or the job exists."""
+        job_of(spec, options)
+
+    def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str | None:
+        """The pods reach a tracking server, not a file on this machine."""
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        if not uri.startswith(("http://", "https://")):
+            notify("MLflow tracking is off: the pods need a tracking server (MLFLOW_TRACKING_URI=http://...); "
+                   "--no-tracking silences this")
+            return None
+        return uri
+
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
         import json
 
         from ...plugins import get_plugin_manager
         from ._submit import create, create_owned, job_type_of, ref_of
 
         self._options = options
-        first = job_of(spec, options)  # every mistake in the options, before a run or a job exists
+        first = job_of(spec, options)
         for note in first.notes():
             notify(note)
         self._api = kube_client(options.get("kubeconfig"))
@@ -83,48 +96,23 @@ class KubeflowTarget:
             from ._transfer import upload
 
             upload(first.code, notify)
-        self._tracking = self._start_tracking(spec, options, notify) if options.get("tracking", True) else None
-        job = job_of(spec, options, self._tracking.env() if self._tracking else None, first.code)
-        manifest = job.manifest
+        built = job_of(spec, options, dict(job.env) or None, first.code)  # the pods log into the core's run
+        manifest = built.manifest
         notes = manifest["metadata"].setdefault("annotations", {})
-        notes[OUTPUTS] = json.dumps(dict(job.outputs.where), sort_keys=True)
-        if self._tracking is not None:
-            notes.update({RUN_ID: self._tracking.run.run_id, TRACKING_URI: self._tracking.uri})
+        notes[OUTPUTS] = json.dumps(dict(built.outputs.where), sort_keys=True)
+        if job.tracking is not None:  # so status from another machine names the run
+            notes.update({RUN_ID: job.tracking.run_id, TRACKING_URI: job.tracking.tracking_uri})
+        self._tracking = job.tracking
         ref = ref_of(manifest, options.get("namespace") or "default", job_type_of(manifest, get_plugin_manager()))
-        self._job = job
-        try:
-            created = create(ref, manifest, self._api, notify)
-            for obj in job.objects()[:-1]:  # the code's ConfigMap, owned by the job: deleted with it
-                create_owned(ref, created, obj, self._api, notify)
-        except BaseException as exc:
-            self._end_tracking(None, str(exc), notify)
-            raise
+        self._job = built
+        created = create(ref, manifest, self._api, notify)
+        for obj in built.objects()[:-1]:  # the code's ConfigMap, owned by the job: deleted with it
+            create_owned(ref, created, obj, self._api, notify)
         return ref.id
 
-    def _start_tracking(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> Any:
-        """The job's MLflow run, when the pods can reach the store: a server, not a local file."""
-        from ...jobs import Job
-        from ...plan import make_plan
-        from ...spec import bind_inputs
-        from ...tracking import TrackingError, describe, start_run
-        from ._compile import job_name
-
-        uri = os.environ.get("MLFLOW_TRACKING_URI", "")
-        if not uri.startswith(("http://", "https://")):
-            notify("MLflow tracking is off: the pods need a tracking server (MLFLOW_TRACKING_URI=http://...); "
-                   "--no-tracking silences this")
-            return None
-        name = job_name(options.get("name"), spec)
-        values = bind_inputs(spec, dict(options.get("inputs") or {}), Path("/"))
-        topology = make_plan(spec, gpu=False).topology  # the same world as every other target's
-        job = Job(spec, values, {}, Path(tempfile.gettempdir()), name)
-        try:
-            tracking = start_run(job, topology, os.environ, Path.cwd(), options.get("experiment"))
-        except TrackingError as exc:
-            raise UsageError(f"MLflow tracking: {exc}") from None
-        if tracking is not None:
-            notify(describe(tracking))
-        return tracking
+    def save_logs(self, job_id: str, into: Path) -> None:
+        """The leading pod's log (rank 0's), for the job's MLflow run."""
+        (into / "leader.log").write_text("".join(self.logs(job_id, None, False)), encoding="utf-8")
 
     # -- a submitted job -------------------------------------------------------------------
     def _client(self) -> Any:
@@ -226,7 +214,7 @@ class KubeflowTarget:
             if ended.log:
                 tail = "\n".join("  " + line for line in ended.log.splitlines()[-15:])
                 cause += f"\nlast lines of the leading pod's log:\n{tail}"
-        tracking = self._end_tracking(ended, "" if ended.state is JobState.SUCCEEDED else ended.reason, notify, notes)
+        tracking = _tracking_ref(notes) if notes is not None else self._tracking
         outputs = _outputs_of(notes) if notes is not None else dict(self._job.outputs.where) if self._job else {}
         download = self._options.get("download")
         if ended.state is JobState.SUCCEEDED and download and self._job is not None and self._job.outputs.uploads:
@@ -237,30 +225,6 @@ class KubeflowTarget:
                           ended.state.exit_code(), root_cause=cause, message=ended.reason, outputs=outputs,
                           wall_s=ended.wall_s or None, tracking=tracking,
                           details={"kind": ended.kind, "leader_log": ended.log})
-
-    def _end_tracking(self, ended: "KubeflowRun | None", error: str, notify: Notify | None,
-                      notes: Mapping[str, str] | None = None) -> TrackingRef | None:
-        """End the job's run with the job's state and the leading pod's log, once: by this
-        instance's own JobRun, else (another process submitted it) from the annotations."""
-        say = notify or (lambda _m: None)
-        state = ended.state if ended is not None else JobState.FAILED
-        if self._tracking is not None:
-            run, self._tracking = self._tracking, None
-            with tempfile.TemporaryDirectory(prefix="distcomp-kubeflow-") as tmp:
-                logs = Path(tmp) / "logs"
-                logs.mkdir()
-                (logs / "leader.log").write_text(ended.log if ended else "", encoding="utf-8")
-                status, problems = run.finish(None, logs, error, state)
-            say(f"MLflow run {run.run.run_id}: {status}")
-            for problem in problems:
-                say(f"warning: {problem}")
-            return TrackingRef(run.run.run_id, run.uri, run.run.experiment_id)
-        ref = _tracking_ref(notes or {})
-        if ref is not None and ended is not None:
-            problem = _settle(ref, state, error)
-            if problem:
-                (say if notify is not None else _stderr)(f"warning: {problem}")
-        return ref
 
 
 def _outputs_of(notes: Mapping[str, str]) -> dict[str, str]:
@@ -276,27 +240,3 @@ def _outputs_of(notes: Mapping[str, str]) -> dict[str, str]:
 def _tracking_ref(notes: Mapping[str, str]) -> TrackingRef | None:
     run_id = notes.get(RUN_ID)
     return TrackingRef(run_id, notes.get(TRACKING_URI, "")) if run_id else None
-
-
-def _settle(ref: TrackingRef, state: JobState, error: str) -> str:
-    """End a run nobody ended (the job was submitted with --detach) with the job's state; the
-    problem, when the store cannot be reached (the job's own state stands, the run stays open)."""
-    from mlflow import MlflowClient
-
-    from ...tracking._ending import outcome_tags
-
-    client = MlflowClient(ref.tracking_uri)
-    try:
-        if client.get_run(ref.run_id).info.status == "RUNNING":
-            for key, value in outcome_tags(None, state, error).items():  # as every target tags a job's end
-                client.set_tag(ref.run_id, key, value)
-            client.set_terminated(ref.run_id, state.mlflow_status)
-    except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        return (f"MLflow run {ref.run_id} at {ref.tracking_uri} is left as it was ({first}); `distcomp "
-                f"status` ends it once the store is back (while the job is still in the cluster)")
-    return ""
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr)

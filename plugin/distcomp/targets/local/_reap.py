@@ -198,11 +198,11 @@ def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: st
     run_id, uri = ml.get("run_id"), ml.get("tracking_uri")
     if not run_id or not uri:
         return "", []
-    from ...tracking import JobRun, TrackingError, open_store
+    from ...outcome import JobState
+    from ...tracking import TrackingError, end_run
 
-    try:
-        store = open_store(uri)
-        end, problems = JobRun(store, store.get_run(run_id), uri, "").finish(None, run_dir / "logs", message, state)
+    try:  # the function every target's run ends by (the core's job handle too): one vocabulary of tags
+        end, problems = end_run(uri, run_id, JobState.parse(state), message=message, log_dir=run_dir / "logs")
     except (TrackingError, OSError) as exc:
         return "", [f"MLflow run {run_id} in {uri}: could not end it: {exc}"]
     return f"MLflow run {run_id}: {end}", problems

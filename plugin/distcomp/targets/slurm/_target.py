@@ -5,9 +5,10 @@ The job folder (``JOB_DIR/NAME-TIME-XXXX``) holds the spec and a snapshot of its
 never runs from the user's working copy), the script, ``job.json`` (the Slurm id, the MLflow
 run), the ranks' logs and exit records, and, once someone saw the end, ``outcome.json``.
 ``JOB_DIR/.ids/ID`` names the folder of Slurm job ID, so status, logs and cancel find a job
-after Slurm has forgotten it (MinJobAge). The job's MLflow run is created before sbatch, handed
-to every rank through the script's env, and ended with the job's state by whoever first sees
-the end (``wait``, ``status``, ``cancel``; ``outcome.json`` is made once, exclusively).
+after Slurm has forgotten it (MinJobAge). The job's MLflow run is the core's (``distcomp.target``):
+created before sbatch, its env handed to every rank through the script, and ended by the job
+handle once it sees the end; ``outcome.json`` is made once, exclusively, by whoever first sees
+it (``wait``, ``status``, ``cancel``), and names the run for a process that did not submit.
 
 The job's secrets (``distcomp.redact``) are in ``secrets.sh`` only (mode 600), which the script
 reads: ``job.sbatch`` names them (and is mode 600 too when the job has any), and everything
@@ -33,6 +34,7 @@ from .. import _secrets
 
 if TYPE_CHECKING:
     from ...redact import Masker
+    from ...target import JobContext
     from ...spec import ComponentSpec
     from ._slurm import SlurmJob
 
@@ -57,7 +59,6 @@ def _folder_name(spec: "ComponentSpec") -> str:
 
 class SlurmTarget:
     def __init__(self) -> None:
-        self._tracking: Any = None  # the JobRun this instance created (ended by whoever sees the end)
         self._job_dir: Path | None = None
         self._timeout: float | None = None
 
@@ -105,60 +106,61 @@ class SlurmTarget:
         return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable)
 
     # -- submitting ------------------------------------------------------------------------
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
-        from ..._files import write_atomic
-        from ...jobs import create_outputs, make_job
-        from ...redact import job_masker
-        from ...spec import InputError
+    def check(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
+        """The options and sbatch's own judgement (partition, account, memory, time), before
+        anything of the job exists: a refused job leaves no job folder, no code copy and no
+        MLflow run."""
         from . import _slurm
 
         if shutil.which("sbatch") is None:
             _slurm.run(["sbatch"], "")  # the UsageError that says what is missing
+        compiled = self.compile(spec, options)
+        assert compiled.text is not None
+        _slurm.test(compiled.text)
+        _check_code(spec)
+
+    def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str:
+        """$MLFLOW_TRACKING_URI, else a SQLite file in the job dir (which the nodes share)."""
+        job_dir = _job_dir(options)
+        if not os.environ.get("MLFLOW_TRACKING_URI", "").strip():
+            job_dir.mkdir(parents=True, exist_ok=True)  # the default store's folder
+        return _tracking_env(job_dir)["MLFLOW_TRACKING_URI"]
+
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
+        from ..._files import write_atomic
+        from ...jobs import create_outputs, make_job
+        from ...spec import InputError
+        from . import _slurm
+
         job_dir = _job_dir(options)
         folder = job_dir / _folder_name(spec)
         self._job_dir, self._timeout = job_dir, options.get("timeout")
         cwd = Path.cwd()
         try:
-            job = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
+            made = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
         except InputError as exc:
             raise UsageError(str(exc)) from None
-        argv = spec.render(job.values, job.outputs)
-        masker = job_masker(spec, job.values)
-        # the options and sbatch's own judgement (partition, account, memory, time) before anything
-        # of the job exists: a refused job leaves no job folder, no code copy and no MLflow run
-        _slurm.test(self._script(spec, options, argv, folder, dict(spec.environment_variables), masker))
-        if options.get("tracking", True):
-            _check_tracking_uri(job_dir)
+        argv = spec.render(made.values, made.outputs)
+        masker = job.masker
         _make_folder(spec, folder, masker)
         if masker:
             _secrets.write(folder / _secrets.NAME, masker)
-        create_outputs(job)
-        env = dict(spec.environment_variables)
-        tracking = (self._start_tracking(job, options, job_dir, notify, masker) if options.get("tracking", True)
-                    else None)
-        if tracking is not None:
-            env.update(tracking.env())
-        try:
-            write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker),
-                         mode=0o600 if masker else None)
-        except BaseException as exc:  # the run exists: it ends FAILED with the reason, never left RUNNING
-            if tracking is not None:
-                tracking.finish(None, folder / "logs", masker.text(f"not submitted: {exc}"), JobState.FAILED)
-            raise
+        create_outputs(made)
+        env = {**spec.environment_variables, **job.env}  # the job's MLflow run, from the core
+        write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker),
+                     mode=0o600 if masker else None)
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
                                   "processes_per_node": spec.distribution.processes_per_node or 1,
-                                  "folder": str(folder), "outputs": dict(job.outputs),
+                                  "folder": str(folder), "outputs": dict(made.outputs),
                                   "submitted": time.time(), "slurm_conf": os.environ.get("SLURM_CONF", ""),
                                   "timeout": options.get("timeout")}
-        if tracking is not None:
-            record["mlflow"] = {"run_id": tracking.run.run_id, "tracking_uri": tracking.uri,
-                                "experiment_id": tracking.run.experiment_id}
+        if job.tracking is not None:  # so status from another machine names the run
+            record["mlflow"] = {"run_id": job.tracking.run_id, "tracking_uri": job.tracking.tracking_uri,
+                                "experiment_id": job.tracking.experiment_id}
         try:
             job_id = _slurm.submit(str(folder / SCRIPT))
-        except BaseException as exc:
-            if tracking is not None:
-                tracking.finish(None, folder / "logs", f"sbatch failed: {exc}", JobState.FAILED)
+        except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # no job: no folder that status or reap would find
             raise
         record["slurm_job_id"] = job_id
@@ -168,23 +170,10 @@ class SlurmTarget:
         notify(f"submitted Slurm job {job_id} ({spec.ref}); job folder: {folder}")
         return job_id
 
-    def _start_tracking(self, job: Any, options: Mapping[str, Any], job_dir: Path, notify: Notify,
-                        masker: "Masker") -> Any:
-        """The job's run in $MLFLOW_TRACKING_URI, else a SQLite file in the job dir (shared with the nodes)."""
-        from ...plan import make_plan
-        from ...tracking import TrackingError, describe, start_run
-
-        environ = _tracking_env(job_dir)
-        topology = make_plan(job.spec, gpu=False).topology
-        try:
-            tracking = start_run(job, topology, environ, Path.cwd(), options.get("experiment"), notify,
-                                 local_ranks=True, masker=masker)
-        except TrackingError as exc:
-            raise UsageError(f"MLflow tracking: {exc}") from None
-        if tracking is not None:
-            notify(describe(tracking))
-        self._tracking = tracking
-        return tracking
+    def save_logs(self, job_id: str, into: Path) -> None:
+        """The ranks' logs (masked once the job ended), for the job's MLflow run."""
+        for path in sorted((self._folder(job_id) / "logs").glob("*.log")):
+            shutil.copyfile(path, into / path.name)
 
     # -- a submitted job -------------------------------------------------------------------
     def _folder(self, job_id: str) -> Path:
@@ -345,36 +334,9 @@ class SlurmTarget:
         os.close(fd)
         for path in [*(folder / "logs").glob("*.log"), *(folder / "errors").glob("*"), *folder.glob("rank*.error.json"),
                      folder / f"slurm-{sid}.out"]:
-            _mask_file(path, masker)  # before the logs become MLflow artifacts
-        problem = self._end_tracking(folder, record, state, outcome.root_cause or outcome.message, masker)
-        data = outcome.to_json()
-        if problem:
-            data["details"] = {**data["details"], "tracking_problem": problem}
-        _write_json(folder / OUTCOME, data)
+            _mask_file(path, masker)  # before the logs become MLflow artifacts (the job handle attaches them)
+        _write_json(folder / OUTCOME, outcome.to_json())
         return outcome
-
-    def _end_tracking(self, folder: Path, record: Mapping[str, Any], state: JobState, error: str,
-                      masker: "Masker") -> str:
-        """End the job's run (this instance's JobRun, else the run job.json names), with the ranks'
-        logs attached; a problem is returned and told, not raised: the job's own state stands."""
-        mlflow = record.get("mlflow") or {}
-        if not mlflow.get("run_id"):
-            return ""
-        tracking, self._tracking = self._tracking, None
-        try:
-            if tracking is None or tracking.run.run_id != mlflow["run_id"]:
-                from ...tracking import open_store
-
-                store = open_store(mlflow["tracking_uri"], os.environ)
-                run = store.get_run(mlflow["run_id"])
-                from ...tracking._ending import end
-
-                status, problems = end(store, run, None, folder / "logs", error, state.value, masker=masker)
-            else:
-                status, problems = tracking.finish(None, folder / "logs", error, state.value)
-        except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
-            return f"MLflow run {mlflow['run_id']} is left as it was: {type(exc).__name__}: {exc}"
-        return "; ".join(problems) if status == "RUNNING" else ""
 
 
 def _masker(folder: Path) -> "Masker":
@@ -472,18 +434,6 @@ def _tracking_env(job_dir: Path) -> dict[str, str]:
     return environ
 
 
-def _check_tracking_uri(job_dir: Path) -> None:
-    """A store that cannot be used is refused before the job folder exists (not after MLflow's retries)."""
-    from ...tracking import TrackingError, usable_uri
-
-    if not job_dir.exists() and "MLFLOW_TRACKING_URI" not in os.environ:
-        return  # the default store's folder is made with the job folder
-    try:
-        usable_uri(_tracking_env(job_dir), Path.cwd())
-    except TrackingError as exc:
-        raise UsageError(f"MLflow tracking: {exc}") from None
-
-
 def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
     """The job folder with its code snapshot and the ranks' subfolders; removed again if any of
     it fails (a FIFO in the code folder, a full disk), so a refused job leaves no folder. With
@@ -499,6 +449,21 @@ def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
         if new_job_dir:
             shutil.rmtree(folder.parent, ignore_errors=True)
         raise
+
+
+def _check_code(spec: "ComponentSpec") -> None:
+    """What ``_copy_code`` would refuse (a FIFO, a socket), found before the job's run exists."""
+    from ..._files import code_file_problem
+
+    if not spec.code.is_dir():
+        raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
+    for root, dirs, files in os.walk(spec.code):
+        dirs[:] = [d for d in dirs if d not in SKIP]
+        for name in files:
+            path = os.path.join(root, name)
+            why = None if name in SKIP or os.path.islink(path) else code_file_problem(path)  # links are copied as links
+            if why:
+                raise UsageError(why)
 
 
 def _copy_code(spec: "ComponentSpec", dst: Path) -> None:

@@ -1,0 +1,324 @@
+"""A submitted job in the core: its one MLflow run, for every target (``distcomp.target``).
+
+``submit`` makes the job's plan, binds its inputs, builds its masker, creates its MLflow run
+before the target's ``submit`` (which gets all of it as a ``JobContext``) and keeps a small
+record per job: ``$XDG_STATE_HOME/distcomp/jobs/NAME/job.json`` (mode 600: it holds the masker's
+needles), found again from ``TARGET:ID`` through ``jobs/.ids/HASH``. ``settle`` is what the job
+handle does with every outcome a target reports: the job's secrets masked, its run named, and,
+once the job has ended, the run ended (once, under the record's lock: whichever process sees
+the end first, the one that waits, or ``distcomp status|cancel`` later from another shell).
+
+Where the record is not (another machine), the run the target reports (``JobOutcome.tracking``:
+the Slurm job folder's job.json, a Kubeflow job's annotations) is ended, unless its
+``distcomp.state`` tag says someone did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from .errors import UsageError
+from .outcome import JobOutcome, TrackingRef
+
+if TYPE_CHECKING:
+    from .plan import Plan
+    from .plugins import TargetPlugin
+    from .redact import Masker
+    from .spec import ComponentSpec
+    from .target import Notify
+
+__all__ = ["jobs_dir", "masker_of", "record_of", "settle", "submit"]
+
+RECORD, LOCK, LOGS, IDS = "job.json", "job.lock", "logs", ".ids"
+VERSION = 1
+JOB_TAG = "distcomp.job"  # TARGET:ID on the run: which job of which target it is
+Call = Callable[..., Any]  # (method, *args) -> the target's answer, its errors named (api._call)
+
+
+def jobs_dir() -> Path:
+    """``$XDG_STATE_HOME/distcomp/jobs`` (default ``~/.local/state/distcomp/jobs``)."""
+    state = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(os.path.abspath(state)) / "distcomp" / "jobs"
+
+
+def _index(job: str) -> Path:
+    return jobs_dir() / IDS / hashlib.sha256(job.encode("utf-8")).hexdigest()[:40]
+
+
+def record_of(job: str) -> Path | None:
+    """The record folder of job ``TARGET:ID``, if this machine submitted it."""
+    try:
+        folder = jobs_dir() / _index(job).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return folder if (folder / RECORD).is_file() else None
+
+
+def masker_of(job: str, folder: Path | None = None) -> "Masker":
+    """The masker of job ``TARGET:ID`` from its record (none: a job submitted elsewhere)."""
+    folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job)
+    return _masker(_read(folder) if folder is not None else {})
+
+
+def _read(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(folder: Path, data: Mapping[str, Any]) -> None:
+    from ._files import write_atomic
+
+    write_atomic(folder / RECORD, json.dumps(data, indent=2) + "\n", mode=0o600)
+
+
+def _masker(data: Mapping[str, Any]) -> "Masker":
+    from .redact import Masker
+
+    return Masker(tuple(str(n) for n in data.get("needles") or ()))
+
+
+def _takes_job(method: Any) -> bool:
+    """Whether a target's ``submit`` takes the ``JobContext`` (a fourth parameter, or ``job``)."""
+    try:
+        params = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 4 or any(p.kind is p.VAR_POSITIONAL or p.name == "job" for p in params)
+
+
+# -- submitting ------------------------------------------------------------------------------
+
+def submit(found: "TargetPlugin", instance: Any, spec: "ComponentSpec", options: Mapping[str, Any],
+           notify: "Notify", call: Call) -> tuple[str, Path | None]:
+    """Submit ``spec`` (its overrides applied) with ``instance``; returns the target's job id and
+    the job's record folder (None for a target whose jobs track themselves)."""
+    from .plan import make_plan
+    from .redact import job_masker
+    from .spec import InputError, bind_inputs
+    from .target import JobContext
+
+    given = options.get("env")
+    given_env = {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
+    plan = make_plan(spec, env={**spec.environment_variables, **given_env})
+    try:
+        values = bind_inputs(plan.spec, dict(options.get("inputs") or {}), Path.cwd())
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    masker = job_masker(plan.spec, values, given_env)
+    if hasattr(instance, "check"):  # the target's refusals, before anything of the job exists
+        call("check", plan.spec, options)
+    name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+    folder = None if found.type.tracks_itself else jobs_dir() / name
+    run = None
+    if folder is not None:
+        folder.mkdir(parents=True, mode=0o700)
+    try:
+        if folder is not None and options.get("tracking", True):
+            run = _start_run(found, instance, plan, values, masker, options, name, folder, given_env, notify, call)
+        env = _rank_env(run, found.type.shares_files)
+        ref = TrackingRef(run.run.run_id, run.uri, run.run.experiment_id) if run is not None else None
+        job = JobContext(plan, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref)
+        if _takes_job(instance.submit):
+            job_id = str(call("submit", plan.spec, options, notify, job))
+        else:  # a target of the first contract: the run's env reaches its ranks with the spec's own
+            legacy = replace(plan.spec, environment_variables={**plan.spec.environment_variables, **env})
+            job_id = str(call("submit", legacy, options, notify))
+    except BaseException as exc:  # no job: its run ends FAILED with the reason, never left RUNNING
+        if isinstance(exc, Exception) and masker and masker.text(str(exc)) != str(exc):
+            exc.args = (masker.text(str(exc)),)  # the reason as the console shows it: the job's secrets masked
+        if run is not None and folder is not None:
+            from .outcome import JobState
+
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{exc}" or type(exc).__name__
+            status, problems = run.finish(None, folder / LOGS, masker.text(f"not submitted: {reason}"),
+                                          JobState.FAILED)
+            for problem in problems:
+                notify(f"warning: {problem}")
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if folder is not None:
+        key = f"{found.type.name}:{job_id}"
+        _write(folder, {"version": VERSION, "job": key, "name": name, "needles": list(masker.needles),
+                        "run_id": ref.run_id if ref else "", "tracking_uri": ref.tracking_uri if ref else "",
+                        "experiment_id": ref.experiment_id if ref else "",
+                        "started_ms": run.started_ms if run is not None else 0, "ended": None})
+        _index(key).parent.mkdir(parents=True, exist_ok=True)
+        _index(key).write_text(name + "\n", encoding="utf-8")
+        if run is not None:
+            try:  # which job of which target the run is: shown by the MLflow UI beside its name
+                run.store.log(run.run.run_id, {JOB_TAG: key})
+            except Exception as exc:  # a store that stopped answering: the job runs on, its run says less
+                notify(f"warning: MLflow run {run.run.run_id}: could not tag it with its job {key}: {exc}")
+    return job_id, folder
+
+
+def _start_run(found: "TargetPlugin", instance: Any, plan: "Plan", values: Mapping[str, Any], masker: "Masker",
+               options: Mapping[str, Any], name: str, folder: Path, given_env: Mapping[str, str],
+               notify: "Notify", call: Call) -> Any:
+    """The job's run, in the store the target's ranks reach (its ``tracking_uri``, else the
+    default); None when there is none."""
+    from .jobs import Job
+    from .tracking import TrackingError, describe, start_run
+
+    environ = dict(os.environ)
+    if hasattr(instance, "tracking_uri"):
+        uri = call("tracking_uri", options, notify)
+        if not uri:
+            return None
+        environ["MLFLOW_TRACKING_URI"] = str(uri)
+    job = Job(plan.spec, MappingProxyType(dict(values)), MappingProxyType({}), folder, name)
+    try:
+        run = start_run(job, plan.topology, environ, Path.cwd(), options.get("experiment"), notify,
+                        local_ranks=found.type.shares_files, given=given_env, masker=masker)
+    except TrackingError as exc:
+        raise UsageError(f"MLflow tracking: {exc}") from None
+    if run is not None:
+        notify(describe(run))
+    return run
+
+
+def _rank_env(run: Any, shares_files: bool) -> dict[str, str]:
+    """What every rank gets: the run's env; the job folder only where the ranks see it."""
+    from .tracking import REPORTS_ENV
+
+    if run is None:
+        return {}
+    return {k: v for k, v in run.env().items() if shares_files or k != REPORTS_ENV}
+
+
+# -- a job's end -------------------------------------------------------------------------------
+
+def settle(job: str, instance: Any, outcome: JobOutcome, folder: Path | None,
+           notify: "Notify | None") -> JobOutcome:
+    """``outcome`` as the user sees it: masked, naming the job's run; once the job ended, its run
+    ended too (``notify``, else stderr, hears what could not be done)."""
+    folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job)
+    data = _read(folder) if folder is not None else {}
+    outcome = outcome.masked(_masker(data))
+    if outcome.tracking is None and data.get("run_id"):
+        outcome = replace(outcome, tracking=TrackingRef(data["run_id"], data.get("tracking_uri", ""),
+                                                        data.get("experiment_id", "")))
+    if outcome.done and outcome.tracking is not None:
+        say = notify or _stderr
+        for problem in _end(job, instance, outcome, folder):
+            say(f"warning: {problem}")
+    return outcome
+
+
+def _end(job: str, instance: Any, outcome: JobOutcome, folder: Path | None) -> list[str]:
+    """End the job's run once; the problems."""
+    assert outcome.tracking is not None
+    ref = outcome.tracking
+    if folder is None:  # not submitted here: the run the target names, unless someone ended it
+        with tempfile.TemporaryDirectory(prefix="distcomp-end-") as tmp:
+            return _end_run(job, instance, outcome, Path(tmp), {}, check=True)[1]
+    with _locked(folder):
+        data = _read(folder)
+        if data.get("ended"):
+            return []
+        same = data.get("run_id") == ref.run_id
+        ended, problems = _end_run(job, instance, outcome, folder, data if same else {}, check=not same)
+        if ended:
+            _write(folder, {**data, "ended": {"state": outcome.state.value, "at": time.time(), "pid": os.getpid()}})
+        shutil.rmtree(folder / LOGS, ignore_errors=True)  # in the run now; the record stays small
+        return problems
+
+
+def _end_run(job: str, instance: Any, outcome: JobOutcome, folder: Path, data: Mapping[str, Any],
+             check: bool) -> tuple[bool, list[str]]:
+    """(whether the run now holds the job's end, the problems); ``check``: first ask the run
+    whether someone ended it already."""
+    from .tracking import TrackingError, end_run, ended_state, open_store
+
+    assert outcome.tracking is not None
+    ref = outcome.tracking
+    masker = _masker(data)
+    left = (f"MLflow run {ref.run_id} at {ref.tracking_uri} is left as it was; `distcomp status {job}` ends it "
+            "once the store is back")
+    try:
+        if check and ended_state(open_store(ref.tracking_uri), ref.run_id):
+            return True, []
+    except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
+        return False, [f"{left} ({_first_line(exc)})"]
+    problems = _save_logs(instance, job, folder / LOGS, masker)
+    extra = {JOB_TAG: job}
+    if outcome.exit_code is not None:
+        extra["distcomp.exit_code"] = str(outcome.exit_code)
+    if outcome.wall_s is not None:
+        extra["distcomp.wall_s"] = f"{outcome.wall_s:.3f}"
+    extra.update({f"distcomp.output.{k}": v for k, v in outcome.outputs.items()})
+    try:
+        status, more = end_run(ref.tracking_uri, ref.run_id, outcome.state, message=outcome.message,
+                               cause=outcome.root_cause, log_dir=folder / LOGS, masker=masker,
+                               started_ms=int(data.get("started_ms") or 0), more_tags=extra)
+    except (TrackingError, OSError) as exc:
+        return False, [*problems, f"{left} ({_first_line(exc)})"]
+    ended = status == outcome.state.mlflow_status
+    return ended, problems + more + ([] if ended else [left])
+
+
+def _save_logs(instance: Any, job: str, logs: Path, masker: "Masker") -> list[str]:
+    """The job's logs in ``logs``, masked: the target's ``save_logs``, else its ``logs()`` lines."""
+    logs.mkdir(parents=True, exist_ok=True)
+    native = job.partition(":")[2]
+    try:
+        if hasattr(instance, "save_logs"):
+            instance.save_logs(native, logs)
+        else:
+            with open(logs / "job.log", "w", encoding="utf-8", errors="replace") as out:
+                for line in instance.logs(native, None, False):
+                    out.write(masker.text(line))
+    except Exception as exc:  # the run still ends; it lacks the logs
+        return [f"could not gather the logs of {job} for its MLflow run: {type(exc).__name__}: {_first_line(exc)}"]
+    for path in logs.iterdir():
+        _mask_file(path, masker)
+    return []
+
+
+def _mask_file(path: Path, masker: "Masker") -> None:
+    """``path`` with the job's secrets masked, line by line, where it holds any."""
+    if not masker or not path.is_file():
+        return
+    data = path.read_bytes()
+    masked = b"".join(masker.raw(line) for line in data.splitlines(keepends=True))
+    if masked != data:
+        path.write_bytes(masked)
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """The record's lock: one process at a time ends the job's run (released if it dies)."""
+    import fcntl
+
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
