@@ -28,7 +28,7 @@ def test_component_file_loads_with_the_specs_interface(tmp_path: Path) -> None:
     assert set(spec.outputs) == {"model"} and spec.inputs["data"].optional
     container = spec.implementation.container
     assert container.image == "registry.example/ddp:1"
-    assert "'--nproc-per-node', '3'" in out.read_text()  # the step's `distcomp run` starts 3 ranks
+    assert "'nproc_per_node': 3" in out.read_text()  # the step's job record starts 3 ranks
 
 
 def test_several_nodes_or_kubeflow_flags_are_refused_cleanly(tmp_path: Path) -> None:
