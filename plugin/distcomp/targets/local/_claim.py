@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import socket
 import subprocess
 import sys
@@ -176,7 +175,7 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
     me = {"job_id": job_id, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(me).encode(), 0)
-    held_claim = Claim(run_dir, job_id, secrets.token_hex(16), fd, created)
+    held_claim = Claim(run_dir, job_id, os.urandom(16).hex(), fd, created)  # secrets.token_hex, without hmac's OpenSSL load
     if watchdog:
         _start_watchdog(held_claim, grace)
     return held_claim
