@@ -200,3 +200,17 @@ def test_help_before_a_command_lists_every_command() -> None:
     assert proc.returncode == 0 and "validate" in proc.stdout and "submit" in proc.stdout
     proc = distcomp("run", "-h")
     assert proc.returncode == 0 and proc.stdout.startswith("usage: distcomp run ")
+
+
+def test_the_program_freezes_its_objects_for_the_exit_and_a_caller_is_left_alone() -> None:
+    """``main()`` as the program (no argv: the console script, python -m distcomp) moves what it
+    made out of the exit's garbage collections (gc.freeze: ~10 ms of every command's end); a
+    caller's ``main([...])`` leaves its process's collector as it was."""
+    spec = CORPUS / "valid" / "sdk-full.yaml"
+    code = ("import gc, os, sys; from distcomp.cli import main; args = ['validate', '-q', sys.argv[1]]; "
+            "sys.argv = ['distcomp', *args]; rc = main(None if os.environ['AS'] == 'program' else args); "
+            "print(rc, gc.get_freeze_count() > 0)")
+    for how, frozen in (("program", "True"), ("call", "False")):
+        proc = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "AS": how})
+        assert proc.stdout.split() == ["0", frozen], proc.stderr

@@ -5,6 +5,7 @@ commands. Imports stay light: heavy modules load inside the command that needs t
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import Any, Sequence
@@ -78,7 +79,10 @@ def build_parser(argv: Sequence[str] = (), every: bool = False) -> argparse.Argu
 
 def main(argv: Sequence[str] | None = None) -> int:
     with guard():  # a console that goes away (`| head`) ends what is shown, not what is done
-        return _main(argv)
+        code = _main(argv)
+    if argv is None:  # the program itself (its console script, python -m distcomp), not a caller's call:
+        gc.freeze()  # what it made lives until its exit, where the interpreter's collections now skip it (~10 ms)
+    return code
 
 
 def _main(argv: Sequence[str] | None) -> int:
