@@ -65,12 +65,15 @@ def build_parser(argv: Sequence[str] = (), every: bool = False) -> argparse.Argu
     from . import _admin, _image, _run, _specs, _targets
 
     only = GROUPS.get(argv[0]) if argv and not every else None
-    parser: argparse.ArgumentParser = _Parser(prog="distcomp", description="Distributed training as a reusable pipeline component.")
+    parser: argparse.ArgumentParser = _Parser(prog="distcomp",
+                                              description="Distributed training as a reusable pipeline component.")
     parser.add_argument("--version", action="version", version=f"distcomp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for group, add in (("_specs", lambda: _specs.add_parsers(sub)), ("_run", lambda: _run.add_parser(sub)),
-                       ("_targets", lambda: _targets.add_parsers(sub, argv)), ("_image", lambda: _image.add_parser(sub)),
+    for group, add in (("_specs", lambda: _specs.add_parsers(sub)),
+                       ("_run", lambda: _run.add_parser(sub)),
+                       ("_targets", lambda: _targets.add_parsers(sub, argv)),
+                       ("_image", lambda: _image.add_parser(sub)),
                        ("_admin", lambda: _admin.add_parsers(sub))):
         if only in (None, group):
             add()

@@ -175,7 +175,8 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
     me = {"job_id": job_id, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(me).encode(), 0)
-    held_claim = Claim(run_dir, job_id, os.urandom(16).hex(), fd, created)  # secrets.token_hex, without hmac's OpenSSL load
+    # the cookie: secrets.token_hex(16), without importing secrets (hmac's OpenSSL load, at every start)
+    held_claim = Claim(run_dir, job_id, os.urandom(16).hex(), fd, created)
     if watchdog:
         _start_watchdog(held_claim, grace)
     return held_claim
