@@ -71,7 +71,8 @@ _WATCHDOG = (
     "    seen = now\n"
     "if got != b'done': os.execv(sys.argv[4], sys.argv[4:])\n"
     "try: os.unlink(note)\n"
-    "except OSError: pass\n")
+    "except OSError: pass\n"
+    "os._exit(0)\n")  # nothing to flush or finalize: the supervisor waits for this exit
 
 
 class RunDirBusy(UsageError):
