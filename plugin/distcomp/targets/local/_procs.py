@@ -38,9 +38,12 @@ def set_subreaper(on: bool) -> bool | None:
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
     """(state, ppid, start time in clock ticks after boot) of ``pid``, or None if it is gone."""
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
+    try:  # os.read: a look at every process reads this file of each, a buffered file costs a third more
+        fd = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)  # one line of well under 1 KiB
+        finally:
+            os.close(fd)
     except OSError:
         return None
     fields = data[data.rindex(b")") + 2:].split()  # the name may hold spaces and parentheses
