@@ -801,19 +801,18 @@ def test_no_plugin_installed_costs_no_importlib_metadata() -> None:
     ("[console_scripts]\nx = y\n\n  [distcomp]  \nfake = fakelauncher\n", True),  # importlib strips the line
     ("[[distcomp]]\nfake = fakelauncher\n", True),  # ... and the brackets
 ])
-def test_the_cheap_look_finds_what_importlib_metadata_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             text: str, declares: bool) -> None:
-    from importlib.metadata import entry_points
-
+def test_the_cheap_look_finds_what_importlib_metadata_finds(tmp_path: Path, text: str, declares: bool) -> None:
     install(tmp_path, "fakelauncher", "fakelauncher", FAKE_PLUGIN, text)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert bool(entry_points(group="distcomp")) is declares  # the reference
-    assert plugins_module._may_declare("distcomp") is declares
+    code = ("import json; from importlib.metadata import entry_points; from distcomp.plugins import _may_declare; "
+            "print(json.dumps([bool(entry_points(group='distcomp')), _may_declare('distcomp')]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})  # a fresh sys.path: this dist and the venv
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [declares, declares]  # importlib.metadata's answer, then the look's
 
 
 def test_the_cheap_look_leaves_what_it_cannot_read_to_importlib_metadata(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    assert plugins_module._may_declare("distcomp") is False  # this environment: no plugin installed
     (tmp_path / "plugins.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # an (empty) zip on the path
     monkeypatch.syspath_prepend(str(tmp_path / "plugins.zip"))
     assert plugins_module._may_declare("distcomp") is True

@@ -329,7 +329,8 @@ def _may_declare(group: str) -> bool:
     """False only when no distribution that importlib.metadata finds can have an entry point in
     ``group``: no ``[group]`` section in the entry_points.txt of any ``*.dist-info`` or
     ``*.egg-info`` on ``sys.path`` (read as importlib.metadata reads it). Whatever this does not
-    look into (a zip or egg on the path, another finder of distributions) answers True."""
+    look into (a zip or egg on the path, another finder of distributions) answers True, as does
+    a distribution that importlib.metadata skips for an earlier one of the same name."""
     from importlib.machinery import PathFinder
 
     if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder for f in sys.meta_path):
