@@ -784,6 +784,40 @@ def test_importing_does_not_load_plugins() -> None:
     assert after == ["distcomp.launchers", *sorted(p for p in BUILTIN_PLUGINS if p.startswith("distcomp.launchers"))]
 
 
+def test_no_plugin_installed_costs_no_importlib_metadata() -> None:
+    """Where no distribution declares a ``distcomp`` entry point, the manager loads without
+    importlib.metadata (a good part of `distcomp run`'s own start), and has the built-ins."""
+    code = ("import json, sys\nfrom distcomp.plugins import get_plugin_manager\n"
+            "names = list(get_plugin_manager().launchers())\n"
+            "print(json.dumps([names, 'importlib.metadata' in sys.modules]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [list(BUILTINS), False]
+
+
+@pytest.mark.parametrize("text, declares", [
+    ("[console_scripts]\ndistcomp = distcomp.cli:main\n", False),  # distcomp's own: a script, not a plugin
+    ("[distcomp.other]\nx = y\n# [distcomp]\n", False),
+    ("[console_scripts]\nx = y\n\n  [distcomp]  \nfake = fakelauncher\n", True),  # importlib strips the line
+    ("[[distcomp]]\nfake = fakelauncher\n", True),  # ... and the brackets
+])
+def test_the_cheap_look_finds_what_importlib_metadata_finds(tmp_path: Path, text: str, declares: bool) -> None:
+    install(tmp_path, "fakelauncher", "fakelauncher", FAKE_PLUGIN, text)
+    code = ("import json; from importlib.metadata import entry_points; from distcomp.plugins import _may_declare; "
+            "print(json.dumps([bool(entry_points(group='distcomp')), _may_declare('distcomp')]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})  # a fresh sys.path: this dist and the venv
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [declares, declares]  # importlib.metadata's answer, then the look's
+
+
+def test_the_cheap_look_leaves_what_it_cannot_read_to_importlib_metadata(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "plugins.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # an (empty) zip on the path
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins.zip"))
+    assert plugins_module._may_declare("distcomp") is True
+
+
 def test_the_process_wide_manager_is_cached() -> None:
     assert isinstance(plugins_module.get_plugin_manager.cache_info().currsize, int)
     assert get_plugin_manager() is get_plugin_manager()

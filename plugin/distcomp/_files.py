@@ -4,7 +4,6 @@ for what a code folder may hold."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from pathlib import Path
 from typing import Callable, Iterable
@@ -114,6 +113,8 @@ def code_file_problem(path: str | os.PathLike[str]) -> str | None:
 def checked_copy(error: Callable[[str], Exception]) -> Callable[[str, str], object]:
     """A ``shutil.copytree`` copy function that raises ``error(code_file_problem)`` for a special
     file instead of blocking on it or adding it to copytree's list of failures."""
+    import shutil  # here: `distcomp run` writes its status through this module and copies nothing
+
     def copy(src: str, dst: str) -> object:
         why = code_file_problem(src)
         if why:

@@ -3,14 +3,13 @@ points in group ``distcomp``, then checks. Loading happens on first use, never a
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
+import os
 import sys
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import pluggy
 
@@ -18,6 +17,9 @@ from . import hookspec
 from .errors import UsageError
 from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
 from .target import TargetType
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 R = TypeVar("R")
 
@@ -129,9 +131,11 @@ class PluginManager(pluggy.PluginManager):
         for module in BUILTIN_PLUGINS:
             self.register_plugin(importlib.import_module(module), name=module, provider="distcomp")
 
-    def load_entrypoints(self, eps: Iterable[EntryPoint] | None = None) -> None:
+    def load_entrypoints(self, eps: "Iterable[EntryPoint] | None" = None) -> None:
         """Load every ``distcomp`` entry point; one that fails to import is reported and skipped."""
-        for ep in entry_points(group=hookspec.PROJECT) if eps is None else eps:
+        if eps is None:
+            eps = _installed_entry_points(hookspec.PROJECT)
+        for ep in eps:
             dist = getattr(ep, "dist", None)
             provider = f"{dist.name} {dist.version}" if dist is not None else ep.value
             if self.is_blocked(ep.name):
@@ -159,6 +163,8 @@ class PluginManager(pluggy.PluginManager):
             for impl in caller.get_hookimpls():
                 if impl.optionalhook or not self.is_registered(impl.plugin):
                     continue
+                import difflib
+
                 close = difflib.get_close_matches(name, declared, n=1)
                 hint = f"did you mean {close[0]}?" if close else f"known hooks: {', '.join(declared)}"
                 provider = self._providers.get(id(impl.plugin), impl.plugin_name)
@@ -306,6 +312,52 @@ class PluginManager(pluggy.PluginManager):
             raise UnknownLauncherError(f"unknown launcher {name!r}; known launchers: {known}"
                                        " (see `distcomp launchers`)")
         return self.launchers()[canonical]
+
+
+def _installed_entry_points(group: str) -> "Iterable[EntryPoint]":
+    """``importlib.metadata.entry_points(group=group)``, skipped where no distribution can declare
+    one: importlib.metadata (its imports and its parsing of every distribution's metadata) costs
+    about 15 ms, a good part of ``distcomp run``'s own start, and most installs have no plugin."""
+    if not _may_declare(group):
+        return ()
+    from importlib.metadata import entry_points
+
+    return entry_points(group=group)
+
+
+def _may_declare(group: str) -> bool:
+    """False only when no distribution that importlib.metadata finds can have an entry point in
+    ``group``: no ``[group]`` section in the entry_points.txt of any ``*.dist-info`` or
+    ``*.egg-info`` on ``sys.path`` (read as importlib.metadata reads it). Whatever this does not
+    look into (a zip or egg on the path, another finder of distributions) answers True, as does
+    a distribution that importlib.metadata skips for an earlier one of the same name."""
+    from importlib.machinery import PathFinder
+
+    if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder for f in sys.meta_path):
+        return True
+    for entry in sys.path:
+        root = entry or "."
+        if os.path.basename(root).lower().endswith(".egg"):
+            return True
+        try:
+            names = os.listdir(root)
+        except OSError:
+            if os.path.exists(root):  # a zip file, or a folder it may not list
+                return True
+            continue
+        for name in names:
+            if not name.lower().endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(root, name, "entry_points.txt"), "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:  # none (most distributions), or an .egg-info file
+                continue
+            for line in text.splitlines():  # importlib.metadata's Sectioned.read
+                line = line.strip()
+                if line.startswith("[") and line.endswith("]") and line.strip("[]") == group:
+                    return True
+    return False
 
 
 @functools.cache

@@ -432,3 +432,23 @@ def test_cancel_of_a_job_it_cannot_stop_exits_1_saying_why(tmp_path: Path) -> No
         f"cannot cancel local:{remote}: job remote runs on host elsewhere.example (pid {2 ** 22 + 1}): it cannot be "
         f"checked from {HOST}; run distcomp reap on elsewhere.example, or give --force to mark it failed from here")
     assert "Traceback" not in proc.stderr and status(remote)["state"] == "running"
+
+
+def test_a_look_for_a_jobs_processes_skips_those_older_than_its_supervisor() -> None:
+    """``job_processes(since=...)``: the supervisor's own start time bounds the look (a process
+    of the job starts after it), so an older process is not read, cookie or not."""
+    from distcomp.targets.local import _procs
+
+    cookie = os.urandom(8).hex()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, _procs.COOKIE: cookie})
+    try:
+        started = _procs.start_time(proc.pid)
+        assert started is not None
+        assert proc.pid in _procs.job_processes(cookie)
+        assert proc.pid in _procs.job_processes(cookie, since=started)
+        assert proc.pid not in _procs.job_processes(cookie, since=started + 1)
+        assert proc.pid not in _procs.job_processes(cookie, roots={os.getpid()}, since=started + 1)  # nor by descent
+    finally:
+        proc.kill()
+        proc.wait()

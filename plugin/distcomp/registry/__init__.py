@@ -16,8 +16,9 @@ plugin manager (which registers the built-in store) and ``distcomp validate`` st
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
 
 if TYPE_CHECKING:
     from ._directory import DirectoryStore, directory_store
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ._stored import inside_store, pycache_prefix, stored_code_env, stored_version
     from ._working import WorkingCopy, working_copy
 
-_MODULES = {
+_MODULES = {  # module: the names it provides
     "_directory": ("DirectoryStore", "directory_store"),
     "_locate": ("default_location", "locate", "open_registry"),
     "_manifest": ("Manifest",),
@@ -44,7 +45,7 @@ _MODULES = {
     "_stored": ("inside_store", "pycache_prefix", "stored_code_env", "stored_version"),
     "_working": ("WorkingCopy", "working_copy"),
 }
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
+__getattr__, __dir__ = exports(__name__, _MODULES, globals())
 
 __all__ = [
     "DeprecatedComponentWarning", "DirectoryStore", "Manifest", "Published", "Reference", "Registry",
@@ -53,15 +54,3 @@ __all__ = [
     "stored_code_env", "stored_version", "working_copy",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})

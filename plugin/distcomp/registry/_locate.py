@@ -7,15 +7,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ._records import DeprecatedComponentWarning, RegistryError
 from ._stored import default_location, stored_version
 
 if TYPE_CHECKING:
     from ..plugins import PluginManager
     from ._registry import Registry
 
-# the registry's hashing, versions and stores load only for a reference or stored code: a spec
-# file of the user's (every `distcomp run` of one) needs none of them
+# the registry's hashing, versions, stores and records load only for a reference or stored code:
+# a spec file of the user's (every `distcomp run` of one) needs none of them
 
 __all__ = ["default_location", "locate", "open_registry"]
 
@@ -26,6 +25,7 @@ def open_registry(location: str | None = None, pm: "PluginManager | None" = None
     """The registry at ``location`` (default: ``default_location()``): a plain path is the
     built-in directory store; ``SCHEME://...`` the store a plugin registers for SCHEME."""
     from ..plugins import PluginError, get_plugin_manager
+    from ._records import RegistryError
     from ._registry import Registry
 
     where = location.strip() if location and location.strip() else default_location()
@@ -47,6 +47,8 @@ def open_registry(location: str | None = None, pm: "PluginManager | None" = None
 
 
 def _warn(message: str) -> None:
+    from ._records import DeprecatedComponentWarning
+
     warnings.warn(message, DeprecatedComponentWarning, stacklevel=3)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
@@ -54,6 +53,8 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     lowered = {c.lower(): c for c in choices}
     if word.lower() in lowered:
         return lowered[word.lower()] if lowered[word.lower()] != word else None
+    import difflib  # only for a misspelling: not on every load
+
     close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.75)
     return lowered[close[0]] if close else None
 

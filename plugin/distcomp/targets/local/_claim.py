@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import socket
 import subprocess
 import sys
@@ -74,7 +73,8 @@ _WATCHDOG = (
     "if got != b'done': os.execv(sys.argv[4], sys.argv[4:])\n"
     "for path in (note, sys.argv[-1]):\n"
     "    try: os.unlink(path)\n"
-    "    except OSError: pass\n")
+    "    except OSError: pass\n"
+    "os._exit(0)\n")  # nothing to flush or finalize: the supervisor waits for this exit
 
 
 class RunDirBusy(UsageError):
@@ -178,7 +178,8 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
     me = {"job_id": job_id, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(me).encode(), 0)
-    held_claim = Claim(run_dir, job_id, secrets.token_hex(16), fd, created)
+    # the cookie: secrets.token_hex(16), without importing secrets (hmac's OpenSSL load, at every start)
+    held_claim = Claim(run_dir, job_id, os.urandom(16).hex(), fd, created)
     if watchdog:
         _start_watchdog(held_claim, grace)
     return held_claim

@@ -14,7 +14,7 @@ import fcntl
 import os
 import socket
 import stat
-import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +22,21 @@ RESERVE_S = 60.0
 
 
 def reservations() -> Path:
-    return Path(tempfile.gettempdir()) / f"distcomp-{os.getuid()}" / "ports"
+    return Path(_temp_dir()) / f"distcomp-{os.getuid()}" / "ports"
+
+
+def _temp_dir() -> str:
+    """``tempfile.gettempdir()``: the first of $TMPDIR, $TEMP, $TMP, /tmp, /var/tmp, /usr/tmp that
+    is a folder this process may write, without importing tempfile where nothing did (it and
+    its ``random`` cost ~4 ms of every `distcomp run`'s start); tempfile decides the rest."""
+    if "tempfile" not in sys.modules:  # else its answer, with a ``tempfile.tempdir`` set in-process
+        names = [os.environ.get(n, "") for n in ("TMPDIR", "TEMP", "TMP")]
+        for folder in [n for n in names if n] + ["/tmp", "/var/tmp", "/usr/tmp"]:
+            if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+                return os.path.abspath(folder)
+    import tempfile
+
+    return tempfile.gettempdir()
 
 
 def _reserve(folder: Path, port: int, now: float) -> bool:

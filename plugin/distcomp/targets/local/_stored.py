@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ...registry import working_copy
+from ...registry import stored_version
 from ...spec import ComponentSpec
 
 WORK = "work"  # RUN_DIR/work: the copy, then what the job wrote beside its code
@@ -19,6 +19,11 @@ WORK = "work"  # RUN_DIR/work: the copy, then what the job wrote beside its code
 def stored_code_copy(spec: ComponentSpec, run_dir: Path,
                      notify: Callable[[str], None] | None = None) -> Iterator[ComponentSpec]:
     """``spec`` as it is, or, when its code is stored in a registry, running in a fresh copy."""
+    if stored_version(spec.code) is None:  # a cheap look first: the copy's hashing loads only for stored code
+        yield spec
+        return
+    from ...registry import working_copy
+
     copy = working_copy(spec.code, run_dir / WORK)
     if copy is None:
         yield spec

@@ -121,6 +121,7 @@ class Supervisor:
         self.cgroup = cgroup  # every process of the job is in it, where there is one
         self._selector = selectors.DefaultSelector()
         self._before: set[int] = set()  # children this process had before the attempt: not the job's
+        self._since = _procs.start_time(os.getpid())  # no process of the job started before this one
 
     # -- start ---------------------------------------------------------------------------
     def _start(self, launches: tuple[Launch, ...], attempt: int, note: str = "") -> list[_Proc]:
@@ -237,7 +238,8 @@ class Supervisor:
             back to this subreaper (new children that are no rank), and its cgroup's."""
             orphans = _procs.children() - self._before - ranks
             held = _cgroup.members(self.cgroup.path) - ranks if self.cgroup else set()
-            found = _procs.job_processes(self.cookie, ranks | orphans | held, self._before | ranks) | orphans | held
+            found = _procs.job_processes(self.cookie, ranks | orphans | held, self._before | ranks,
+                                         self._since) | orphans | held
             others.update(found)
             return found
 
@@ -257,8 +259,10 @@ class Supervisor:
                 _procs.signal_all(others, sig)
 
         sigs = signals or _Signals()
+        settled = False  # every rank had ended and nothing else of the job was left when looked for
         try:
-            find()
+            ended = all(p.popen.poll() is not None for p in procs)  # before the look: none can fork after it
+            settled = not find() and ended
             send(signal.SIGTERM)
             end = time.monotonic() + self.grace
             while time.monotonic() < end and (any(p.popen.poll() is None for p in procs)
@@ -273,7 +277,8 @@ class Supervisor:
                 p.popen.wait()
                 if p.ended is None:
                     p.ended = time.monotonic()
-            _procs.kill_all(find)  # and what was forked meanwhile
+            if not settled:  # settled: no process of the job was there to fork another since the look
+                _procs.kill_all(find)  # and what was forked meanwhile
             if self.cgroup is not None:  # at once, whatever is still there
                 _cgroup.kill(self.cgroup.path)
             _procs.reap(_procs.children() - self._before)  # orphans that came back only as they died

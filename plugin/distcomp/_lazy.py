@@ -1,0 +1,27 @@
+"""A package whose names load from its modules on first use (PEP 562), so that importing one
+of its modules (``distcomp run`` needs a few) does not import them all."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Mapping, MutableMapping
+
+
+def exports(package: str, modules: Mapping[str, tuple[str, ...]],
+            namespace: MutableMapping[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The package's ``__getattr__`` and ``__dir__``: ``modules`` maps each module (``_claim``)
+    to the names it provides; a name, once loaded, is kept in ``namespace`` (its globals)."""
+    home = {name: module for module, names in modules.items() for name in names}
+
+    def getattr_(name: str) -> Any:
+        module = home.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        namespace[name] = value
+        return value
+
+    def dir_() -> list[str]:
+        return sorted({*namespace, *home})
+
+    return getattr_, dir_
