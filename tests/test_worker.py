@@ -15,7 +15,8 @@ import pytest
 
 from distcomp.jobrecord import KEY, VERSION, JobRecord, read_record, write_record
 
-ECHO = "import os, sys\nprint('rank', os.environ['RANK'], 'says', sys.argv[1], flush=True)\n"
+ECHO = ("import os, sys, time\nprint('rank', os.environ['RANK'], 'says', sys.argv[1], flush=True)\n"
+        "time.sleep(float(os.environ.get('ECHO_SLEEP', '0')))\n")
 SPEC = ("name: echo\ntype: DistributedComponent\ninputs:\n  msg: {type: String}\n"
         "launcher:\n  type: torch.distributed\n  process_count_per_node: 2\n"
         "  additional_arguments: python echo.py {inputs.msg}\n")
@@ -80,18 +81,16 @@ def test_the_record_round_trips() -> None:
 def test_a_background_local_job_runs_from_its_record_not_from_flags(spec: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "bg"
     done = subprocess.run([sys.executable, "-m", "distcomp", "submit", "--target", "local", str(spec), "--detach",
-                           "--run-dir", str(run_dir), "--no-tracking", "-i", "msg=secret-free words"],
+                           "--run-dir", str(run_dir), "--no-tracking", "-i", "msg=secret-free words",
+                           "--env", "ECHO_SLEEP=3"],  # running long enough to read its process's argv
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     record = read_record(run_dir / "job.json")
     assert (record.action, record.inputs) == ("run", {"msg": "secret-free words"})
     assert stat.S_IMODE((run_dir / "job.json").stat().st_mode) == 0o600
     pid = json.loads((run_dir / "status.json").read_text())["supervisor"]["pid"]
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-        assert argv[1:] == [b"-m", b"distcomp.worker", str(run_dir / "job.json").encode()]  # no flag, no value
-    except FileNotFoundError:
-        pass  # it has already ended: its record and its end are checked below
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    assert argv[1:] == [b"-m", b"distcomp.worker", str(run_dir / "job.json").encode()]  # no flag, no value
     deadline = time.monotonic() + 60
     while json.loads((run_dir / "status.json").read_text())["state"] == "running" and time.monotonic() < deadline:
         time.sleep(0.1)
