@@ -27,13 +27,16 @@ def test_readme_has_commands() -> None:
     assert len(COMMANDS) >= 4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def fresh_registry() -> None:
-    """The README publishes the shipped components at 1.0.0: a registry left by an earlier run
-    holds them as they were then, and a component changed since would be refused."""
-    from distcomp.registry._fs import remove_tree
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the README's /tmp paths go when the test runs them: this run's own folder, so a run
+    never meets what a user (or another run of the suite) left in /tmp, nor leaves anything there."""
+    return tmp_path_factory.mktemp("readme-tmp")
 
-    remove_tree(Path("/tmp/distcomp-readme/registry"))
+
+def local(text: str, scratch: Path) -> str:
+    """``text`` with every ``/tmp/`` path of the README moved into ``scratch``."""
+    return text.replace("/tmp/", f"{scratch}/")
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +47,8 @@ def tracking_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_runs(command: str, tracking_env: dict[str, str]) -> None:
-    argv = shlex.split(command)
+def test_readme_command_runs(command: str, tracking_env: dict[str, str], scratch: Path) -> None:
+    argv = shlex.split(local(command, scratch))
     env = dict(tracking_env)
     while "=" in argv[0]:
         name, value = argv.pop(0).split("=", 1)
@@ -61,16 +64,16 @@ PYTHON = [code for code in re.findall(r"```python\n(.*?)```", README, re.S) if c
 
 
 @pytest.mark.parametrize("code", PYTHON)
-def test_readme_python_block_runs(code: str, tracking_env: dict[str, str]) -> None:
+def test_readme_python_block_runs(code: str, tracking_env: dict[str, str], scratch: Path) -> None:
     """The API examples run as written, from the repository's folder, and print what they say."""
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=400,
+    proc = subprocess.run([sys.executable, "-c", local(code, scratch)], cwd=REPO, capture_output=True, text=True, timeout=400,
                           env=tracking_env)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     if "distcomp.run(" in code:
         first, second = proc.stdout.splitlines()[:2]
         assert first.startswith("succeeded 0 ") and len(first.split()[2]) == 32  # state, exit code, MLflow run
-        assert second.startswith("local:/tmp/distcomp-readme/api-bg") and second.endswith(" succeeded")
+        assert second.startswith(f"local:{scratch}/distcomp-readme/api-bg") and second.endswith(" succeeded")
 
 
 def test_readme_has_the_api_example() -> None:
