@@ -19,6 +19,7 @@ from ._command import azure_command
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
+    from ...records import Topology
 
 SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json"
 # Azure ML's base image for inline environments that only give a conda file
@@ -59,13 +60,15 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if name != spec.name:
         notes.append(f"name {spec.name!r} is {name!r} on Azure ML (lowercase letters, digits and '_')")
     agent: dict[str, Any] | None = None  # the node record, for a launcher with no distribution of its own
+    plan = None  # the job's plan, made once (after the distribution: an unknown launcher is said as before)
     try:
         dist, provider = pm.azureml_distribution(spec.distribution.launcher)
         distribution = dict(dist.build(spec))
     except PluginError as exc:
         if spec.distribution.launcher not in pm.launchers():
             raise AzureMLTargetError(str(exc)) from None
-        distribution, provider, agent = _agent_distribution(spec, pm, name)
+        plan = make_plan(spec, gpu=False, pm=pm)
+        distribution, provider, agent = _agent_distribution(spec, plan.topology, name)
         notes.append(f"launcher {spec.distribution.launcher!r} has no Azure ML distribution of its own: each of the "
                      f"{spec.distribution.nodes} instance(s) runs distcomp's node agent (pytorch distribution, one "
                      "process per instance), which starts that node's processes as the launcher lays them out")
@@ -102,7 +105,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if spec.environment_variables:
         doc["environment_variables"] = dict(spec.environment_variables)
     doc["distribution"] = distribution
-    own = make_plan(spec, gpu=False, pm=pm).own  # the launcher the command starts itself, if any
+    own = (plan or make_plan(spec, gpu=False, pm=pm)).own  # the launcher the command starts itself, if any
     if own is not None and own.once and distribution["type"] == "mpi":
         # Azure ML's MPI distribution starts its own mpirun around the command (its documentation:
         # a head-node launcher such as mpirun cannot be given): the user's would run inside it
@@ -121,16 +124,14 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     return Compiled(doc, tuple(notes))
 
 
-def _agent_distribution(spec: ComponentSpec, pm: "PluginManager",
+def _agent_distribution(spec: ComponentSpec, topology: "Topology",
                         name: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """Azure ML's pytorch distribution with one process per instance, that process the node
     agent: Azure gives each NODE_RANK, MASTER_ADDR and MASTER_PORT, and no other node's address,
     so a layout that names one cannot run there (said now, not on the cluster)."""
     from ...agentjob import Platform, node_record
-    from ...plan import make_plan
     from ...records import placeholders
 
-    topology = make_plan(spec, gpu=False, pm=pm).topology
     texts = [t for r in topology.replicas for t in (*r.argv, *r.env.values())] + list(topology.files.values())
     others = sorted({f"{k}:{a}" for t in texts for k, a in placeholders(t) if k in ("host", "node") and a != "0"})
     if others:

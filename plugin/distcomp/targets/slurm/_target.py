@@ -33,6 +33,7 @@ from ...target import Compiled, Notify
 from .. import _secrets
 
 if TYPE_CHECKING:
+    from ...plan import Plan
     from ...redact import Masker
     from ...target import JobContext
     from ...spec import ComponentSpec
@@ -90,7 +91,8 @@ class SlurmTarget:
 
     @staticmethod
     def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
-                env: Mapping[str, str], masker: "Masker") -> str:
+                env: Mapping[str, str], masker: "Masker", plan: "Plan | None" = None) -> str:
+        """``plan``: the job's, when the core made it (submit); else it is made here (compile)."""
         import sys
 
         from ...plan import make_plan
@@ -100,7 +102,7 @@ class SlurmTarget:
         if why:
             raise UsageError(f"--job-dir {str(folder.parent)!r} {why}; give a job dir whose path has none")
         res = resources_of(spec, options, options.get("timeout"))
-        plan = make_plan(spec, gpu=False)
+        plan = plan or make_plan(spec, gpu=False)
         # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
         # share the job folder): distcomp is there, and so is what the command's python needs
         return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable)
@@ -147,7 +149,7 @@ class SlurmTarget:
             _secrets.write(folder / _secrets.NAME, masker)
         create_outputs(made)
         env = {**spec.environment_variables, **job.env}  # the job's MLflow run, from the core
-        write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker),
+        write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker, job.plan),
                      mode=0o600 if masker else None)
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
