@@ -445,6 +445,9 @@ def test_a_look_for_a_jobs_processes_skips_those_older_than_its_supervisor() -> 
     try:
         started = _procs.start_time(proc.pid)
         assert started is not None
+        deadline = time.monotonic() + 10  # a process just started may not show its new environment yet
+        while proc.pid not in _procs.job_processes(cookie) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert proc.pid in _procs.job_processes(cookie)
         assert proc.pid in _procs.job_processes(cookie, since=started)
         assert proc.pid not in _procs.job_processes(cookie, since=started + 1)
