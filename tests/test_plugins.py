@@ -726,6 +726,19 @@ def test_launchers_docstring_example_works(tmp_path: Path) -> None:
     assert [item.argv for item in launches] == [("python", "train.py", "--x", "1")] * 3
     assert [item.env["MY_RANK"] for item in launches] == ["0", "1", "2"]
 
+    # the plan gives its ranks distcomp's rank contract (MY_RANK means nothing to distcomp.runtime);
+    # a launcher with a contract of its own gets none
+    from distcomp.plan import RANK_ENV, make_plan
+
+    planned = make_plan(spec, pm=fresh).topology
+    assert [{k: r.env[k] for k in RANK_ENV} for r in planned.replicas] == [
+        {"DISTCOMP_RANK": str(i), "DISTCOMP_WORLD_SIZE": "3", "DISTCOMP_LOCAL_RANK": "0",
+         "DISTCOMP_LOCAL_WORLD_SIZE": "1", "DISTCOMP_NODE_RANK": str(i)} for i in range(3)]
+    assert [r.env["MY_RANK"] for r in planned.replicas] == ["0", "1", "2"]
+    torch = make_plan(loads(spec_text("torch.distributed", nodes=2), base_dir=tmp_path,
+                            launchers=fresh.alias_table()), nproc_per_node=2, pm=fresh).topology
+    assert not any(k in r.env for r in torch.replicas for k in RANK_ENV)
+
 
 def test_registry_stores_docstring_example_works(tmp_path: Path) -> None:
     from distcomp.registry import RegistryError, open_registry

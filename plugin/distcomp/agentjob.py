@@ -32,10 +32,13 @@ class Platform:
     first one set wins: ``SLURM_NODEID``; ``PET_NODE_RANK``, ``RANK`` in a Kubeflow pod) and its
     name in reports (``SLURMD_NODENAME``; else the host name), the values known when the record
     is written (``job_id``...), where the replicas run (``cwd``, relative to the job folder),
-    the secrets file, and whether each line is echoed to the agent's stdout (a pod's log)."""
+    the secrets file, and whether each line is echoed to the agent's stdout (a pod's log). A
+replica that is one rank does not inherit ``task_env``: the platform's rank variables describe
+the agent's task (one per node), not the rank."""
 
     node_env: tuple[str, ...]
     node_name_env: tuple[str, ...] = ()
+    task_env: tuple[str, ...] = ()  # the platform's variables of the agent's task (SLURM_PROCID), not a rank's
     values: Mapping[str, str] = field(default_factory=dict)
     bind_env: Mapping[str, str] = field(default_factory=dict)  # extra placeholder -> variable (job_id)
     cwd: str = "code"
@@ -92,6 +95,7 @@ def node_record(topology: "Topology", command: Sequence[str], env: Mapping[str, 
         "files": dict(topology.files), "ports": list(topology.ports),
         "values": dict(platform.values), "bind_env": {**names, **platform.bind_env},
         "node_env": list(platform.node_env), "node_name_env": list(platform.node_name_env),
+        "task_env": list(platform.task_env),
         "secrets": platform.secrets if masker else None, "console": platform.console, "grace": platform.grace,
         "zero_or_greater": zero_or_greater,
     }

@@ -4,6 +4,11 @@ Every target receives a Plan, never a bare spec with a launcher to ask: the laun
 is called here, the user's own launcher (``torchrun``/``mpirun`` in the command, seed 003)
 takes its place here, and the warnings a job deserves are gathered here. So the same job has
 the same world size, the same replicas and the same warnings on every target.
+
+A replica that is one rank (``rank`` set, ``ranks`` 1) and whose env carries no launcher's rank
+contract (``RANK``, ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``TF_CONFIG``: a third-party
+launcher's, such as the hookspec's ``mine``) gets distcomp's own (``RANK_ENV``), so that
+``distcomp.runtime`` logs from its rank 0 only, on every target.
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ if TYPE_CHECKING:
     from .records import OwnLauncher, Topology
     from .spec import ComponentSpec
 
-__all__ = ["Plan", "make_plan"]
+__all__ = ["Plan", "RANK_ENV", "make_plan"]
+
+# distcomp's rank contract, read by distcomp.runtime where no launcher's is present
+RANK_ENV = ("DISTCOMP_RANK", "DISTCOMP_WORLD_SIZE", "DISTCOMP_LOCAL_RANK", "DISTCOMP_LOCAL_WORLD_SIZE",
+            "DISTCOMP_NODE_RANK")
+_CONTRACTS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "TF_CONFIG")
 
 
 @dataclass(frozen=True)
@@ -74,4 +84,26 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
         topology = own.topology(spec, found, topology)
         warnings += own.problems(spec, found)
     warnings += _advice.advice(spec, env=env, gpu=gpu)
-    return Plan(spec, topology, launcher.type.name, launcher.provider, found, tuple(warnings))
+    return Plan(spec, _with_rank_env(topology), launcher.type.name, launcher.provider, found, tuple(warnings))
+
+
+def _with_rank_env(topology: "Topology") -> "Topology":
+    """``topology`` with distcomp's rank contract on each one-rank replica that has no other."""
+    from dataclasses import replace
+
+    bare = {id(r) for r in topology.replicas
+            if r.rank is not None and r.ranks == 1 and not any(k in r.env for k in _CONTRACTS)}
+    if not bare:
+        return topology
+    ranked = sorted((r for r in topology.replicas if r.rank is not None), key=lambda r: r.rank or 0)
+    on_node: dict[int, list[int]] = {}
+    for r in ranked:
+        on_node.setdefault(r.node, []).append(r.rank or 0)
+    replicas = []
+    for r in topology.replicas:
+        if id(r) in bare:
+            mine = on_node[r.node]
+            values = (r.rank, topology.world_size, mine.index(r.rank or 0), len(mine), r.node)
+            r = replace(r, env={**dict(zip(RANK_ENV, map(str, values))), **r.env})
+        replicas.append(r)
+    return replace(topology, replicas=tuple(replicas))

@@ -114,6 +114,20 @@ def test_binds_placeholders_writes_files_and_runs_only_its_nodes_replicas(tmp_pa
     assert json.loads((tmp_path / "rank0.json").read_text())["OMP_NUM_THREADS"] == "4"
 
 
+def test_a_one_rank_replica_does_not_inherit_the_agents_task_variables(tmp_path: Path) -> None:
+    """SLURM_PROCID of the agent's srun task (one per node) is not the rank of the replicas it
+    starts: a library that reads it (Lightning's SLURM detection) would misplace them. A replica
+    hosting several ranks (mpirun) keeps them: its launcher may need the allocation's."""
+    dump = ("import json, os; json.dump({n: os.environ.get(n) for n in ('SLURM_PROCID', 'SLURM_JOB_ID')},"
+            " open(os.path.join(os.environ['OUT'], os.environ['WHO'] + '.json'), 'w'))")
+    rank = {**_replica("rank0"), "rank": 0, "ranks": 1}
+    wrapper = {**_replica("launcher0"), "rank": None, "ranks": 2}
+    path = _record(tmp_path, [rank, wrapper], command=[PY, "-c", dump], task_env=["SLURM_PROCID"])
+    assert _agent(path, 0, SLURM_PROCID="1", SLURM_JOB_ID="7").returncode == 0
+    assert json.loads((tmp_path / "rank0.json").read_text()) == {"SLURM_PROCID": None, "SLURM_JOB_ID": "7"}
+    assert json.loads((tmp_path / "launcher0.json").read_text()) == {"SLURM_PROCID": "1", "SLURM_JOB_ID": "7"}
+
+
 def test_a_missing_value_starts_nothing(tmp_path: Path) -> None:
     path = _record(tmp_path, [_replica("rank0", 0, ADDR="{{host:0}}")], bind_env={"host:0": "TEST_HOST_0"})
     proc = _agent(path, 0)

@@ -55,6 +55,15 @@ def test_kubeflow_pet_before_torchrun() -> None:
     assert rank_info(env) == RankInfo(2, 3, 0, 1, 2, "m", 23456, "kubeflow")
 
 
+def test_distcomps_own_contract_after_the_launchers_and_before_the_slurm_task() -> None:
+    own = {"DISTCOMP_RANK": "3", "DISTCOMP_WORLD_SIZE": "4", "DISTCOMP_LOCAL_RANK": "1",
+           "DISTCOMP_LOCAL_WORLD_SIZE": "2", "DISTCOMP_NODE_RANK": "1", "MASTER_ADDR": "m"}
+    slurm_task = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0"}  # the node agent's task
+    assert rank_info({**own, **slurm_task}) == RankInfo(3, 4, 1, 2, 1, "m", None, "distcomp")
+    assert rank_info({**own, "RANK": "0", "WORLD_SIZE": "1"}).source == "torch"  # a launcher's own wins
+    assert not rank_info({**own, "DISTCOMP_RANK": "1"}).is_main
+
+
 @pytest.mark.parametrize("env, message", [
     ({"RANK": "one"}, "RANK='one' is not an integer"),
     ({"OMPI_COMM_WORLD_RANK": "0"}, "OMPI_COMM_WORLD_SIZE is not set"),

@@ -19,6 +19,7 @@ A record (``VERSION`` 1)::
      "bind_env": {"host:0": "DISTCOMP_HOST_0", "port:master": "DISTCOMP_PORT_MASTER"},
      "node_env": ["SLURM_NODEID"],            # the first one set says which node this is
      "node_name_env": ["SLURMD_NODENAME"],    # the node's name in reports (else the host name)
+     "task_env": ["SLURM_PROCID"],            # the agent's own task: not given to a one-rank replica
      "secrets": "secrets.sh",                 # optional: DISTCOMP_SECRET_N=... lines (mode 600)
      "console": false,                        # also print each line, [name]-prefixed, on stdout
      "grace": 5.0,                            # seconds between SIGTERM and SIGKILL
@@ -125,7 +126,7 @@ def check(data: Any, where: str) -> dict[str, Any]:
     for name, content in data["files"].items():
         if not _FILE.match(name) or name in (".", "..") or not isinstance(content, str):
             raise bad(f"file {name!r}: expected a plain file name and its text")
-    for field in ("node_env", "node_name_env", "ports"):
+    for field in ("node_env", "node_name_env", "task_env", "ports"):
         value = data.setdefault(field, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad(f"{field!r} must be a list of names")

@@ -3,7 +3,9 @@
 Checked in this order, the first contract present wins:
 torchrun / torch.distributed (RANK, WORLD_SIZE, ...), Open MPI (OMPI_COMM_WORLD_*),
 MPICH / Intel MPI (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID), TensorFlow (TF_CONFIG),
-Kubeflow's torchrun arguments (PET_*), a Slurm srun task (SLURM_PROCID, SLURM_NTASKS,
+Kubeflow's torchrun arguments (PET_*), distcomp's own (DISTCOMP_RANK, DISTCOMP_WORLD_SIZE,
+DISTCOMP_LOCAL_RANK, DISTCOMP_LOCAL_WORLD_SIZE, DISTCOMP_NODE_RANK: what distcomp gives the ranks
+of a launcher that sets none of these), a Slurm srun task (SLURM_PROCID, SLURM_NTASKS,
 SLURM_LOCALID, SLURM_NODEID; in a step, not the batch script's own shell). Azure's
 AZ_BATCH_MASTER_NODE fills in the master address where the rank contract lacks it. No contract at all: a single process.
 """
@@ -31,7 +33,7 @@ class RankInfo:
     node_rank: int
     master_addr: str | None
     master_port: int | None
-    source: str  # which contract answered: torch, openmpi, pmi, tensorflow, kubeflow, slurm, single
+    source: str  # which contract answered: torch, openmpi, pmi, tensorflow, kubeflow, distcomp, slurm, single
     role: str = "worker"  # TensorFlow: chief, worker, ps, evaluator
 
     @property
@@ -119,6 +121,13 @@ def _kubeflow(env: Mapping[str, str]) -> RankInfo:
     return RankInfo(node * per_node, nodes * per_node, 0, per_node, node, addr, port, source="kubeflow")
 
 
+def _distcomp(env: Mapping[str, str]) -> RankInfo:
+    """A rank of a launcher with no contract of its own (``distcomp.plan.RANK_ENV``)."""
+    return RankInfo(_int(env, "DISTCOMP_RANK"), _int(env, "DISTCOMP_WORLD_SIZE", 1),
+                    _int(env, "DISTCOMP_LOCAL_RANK", 0), _int(env, "DISTCOMP_LOCAL_WORLD_SIZE", 1),
+                    _int(env, "DISTCOMP_NODE_RANK", 0), *_master(env), source="distcomp")
+
+
 def _slurm(env: Mapping[str, str]) -> RankInfo:
     """A task of an ``srun`` step (one process per rank, no launcher env of its own)."""
     rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS", 1)
@@ -143,6 +152,8 @@ def rank_info(env: Mapping[str, str] | None = None) -> RankInfo:
         return _tensorflow(env)
     if "PET_NODE_RANK" in env or "PET_NNODES" in env:
         return _kubeflow(env)
+    if "DISTCOMP_RANK" in env:
+        return _distcomp(env)
     if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:  # a batch script's own shell is no rank
         return _slurm(env)
     addr, port = _master(env)

@@ -28,7 +28,8 @@ RANK = '''\
 import json, os, sys
 rank = int(os.environ["MY_RANK"])
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
-    json.dump({"rank": rank, "world": os.environ["MY_WORLD"], "node": os.environ["NODE_RANK"], "msg": sys.argv[2]}, f)
+    json.dump({"rank": rank, "world": os.environ["MY_WORLD"], "node": os.environ["NODE_RANK"], "msg": sys.argv[2],
+               "ranks": [os.environ.get(n) for n in ("DISTCOMP_RANK", "DISTCOMP_WORLD_SIZE", "RANK")]}, f)
 print(f"rank {rank} of {os.environ['MY_WORLD']}", flush=True)
 '''
 
@@ -66,7 +67,9 @@ def test_a_plugin_launcher_compiles_to_a_component_azure_validates_and_its_insta
     logs = [p.communicate(timeout=120)[0].decode() for p in procs]
     assert [p.returncode for p in procs] == [0, 0], logs
     records = {int(p.stem[4:]): json.loads(p.read_text()) for p in out.glob("rank*.json")}
-    assert records == {n: {"rank": n, "world": "2", "node": str(n), "msg": "hello"} for n in range(2)}, logs
+    # each rank is placed by distcomp's contract, not by the instance's RANK, which the agent keeps to itself
+    assert records == {n: {"rank": n, "world": "2", "node": str(n), "msg": "hello",
+                           "ranks": [str(n), "2", None]} for n in range(2)}, logs
     assert "[rank1] rank 1 of 2" in logs[1] and "rank 1" not in logs[0]  # each instance ran its own node's rank
 
 

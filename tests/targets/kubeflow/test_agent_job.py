@@ -26,7 +26,8 @@ import json, os, sys
 rank = int(os.environ["MY_RANK"])
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
     json.dump({"rank": rank, "world": os.environ["MY_WORLD"], "pod": os.environ["HOSTNAME"], "msg": sys.argv[3],
-               "cwd": os.getcwd()}, f)
+               "cwd": os.getcwd(),
+               "ranks": [os.environ.get(n) for n in ("DISTCOMP_RANK", "DISTCOMP_WORLD_SIZE", "RANK", "PET_NODE_RANK")]}, f)
 print(f"rank {rank} of {os.environ['MY_WORLD']} in {os.environ['HOSTNAME']}", flush=True)
 if str(rank) == sys.argv[2]:
     print(f"rank {rank} gives up on purpose", flush=True)
@@ -74,6 +75,8 @@ def test_a_plugin_launcher_compiles_to_a_valid_pytorchjob_whose_pods_run_its_ran
     for rank, rec in records.items():
         assert (rec["world"], rec["msg"], rec["cwd"]) == ("2", MESSAGE, str(code))
         assert rec["pod"] == pods[rank].name
+        # distcomp's rank contract; the operator's per-pod RANK and PET_* stay with the agent
+        assert rec["ranks"] == [str(rank), "2", None, None]
     assert not list(code.glob("PWNED")) and not list(tmp_path.glob("**/PWNED"))
     master_log = done.pods[0].output
     assert "[rank0] rank 0 of 2 in" in master_log and "rank 1" not in master_log

@@ -22,11 +22,14 @@ from .._jobs import clean_env
 
 RANK = '''\
 import json, os, sys
+from distcomp.runtime import rank_info
 rank = int(os.environ["MY_RANK"])
 out = sys.argv[1]
+info = rank_info()
 with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
     json.dump({"rank": rank, "world": os.environ["MY_WORLD"], "node": os.environ["SLURMD_NODENAME"],
-               "run_id": os.environ.get("MLFLOW_RUN_ID", "")}, f)
+               "run_id": os.environ.get("MLFLOW_RUN_ID", ""), "slurm_procid": os.environ.get("SLURM_PROCID"),
+               "info": [info.rank, info.world_size, info.node_rank, info.source]}, f)
 print(f"rank {rank} of {os.environ['MY_WORLD']} on {os.environ['SLURMD_NODENAME']}", flush=True)
 if str(rank) == sys.argv[2]:
     print(f"rank {rank} gives up on purpose", flush=True)
@@ -68,6 +71,9 @@ def test_a_plugin_launcher_runs_on_both_slurm_nodes_in_one_mlflow_run(slurm_clus
     result = folder / "outputs" / "result"
     ranks = [json.loads((result / f"rank{r}.json").read_text()) for r in range(2)]
     assert [(r["rank"], r["world"], r["node"]) for r in ranks] == [(0, "2", "n1"), (1, "2", "n2")]
+    # distcomp.runtime places each rank by distcomp's contract; the agent's srun task is not a rank's
+    assert [(r["info"], r["slurm_procid"]) for r in ranks] == [([0, 2, 0, "distcomp"], None),
+                                                              ([1, 2, 1, "distcomp"], None)]
     assert sorted(p.name for p in (folder / "logs").iterdir()) == ["rank0.log", "rank1.log"]
     assert (folder / "logs" / "rank1.log").read_text() == "rank 1 of 2 on n2\n"
     client = MlflowClient(store)

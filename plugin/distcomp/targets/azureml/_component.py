@@ -143,7 +143,9 @@ def _agent_distribution(spec: ComponentSpec, topology: "Topology",
         values.pop(f"port:{topology.ports[0]}")
     bind = {"host:0": "MASTER_ADDR", "node:0": "MASTER_ADDR",
             **({f"port:{topology.ports[0]}": "MASTER_PORT"} if topology.ports else {})}
-    platform = Platform(node_env=("NODE_RANK",), values=values, bind_env=bind, cwd=".", console=True)
+    # Azure's pytorch distribution gives each (one per instance) process the instance's rank
+    task = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")  # NODE_RANK is true of every replica
+    platform = Platform(node_env=("NODE_RANK",), values=values, bind_env=bind, cwd=".", console=True, task_env=task)
     command = ["/bin/bash", "-c", "true"]  # replaced by the component's command, read from stdin
     record = node_record(topology, command, {}, platform, job=name,
                          zero_or_greater=spec.successful_return_code != "Zero")

@@ -33,7 +33,9 @@ def agentjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     # node 0 is MASTER_ADDR (from the operator); node N >= 1 the service of pod JOB-worker-(N-1)
     values = {f"{kind}:{n}": f"{options.name}-worker-{n - 1}" for n in range(1, topology.nodes) for kind in ("host", "node")}
     values |= {f"port:{p}": str(PORT + i) for i, p in enumerate(topology.ports)}
-    platform = Platform(node_env=("PET_NODE_RANK", "RANK"), node_name_env=("HOSTNAME",), values=values,
+    # the operator's per-pod rank variables describe the agent's pod, not a rank
+    task = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PET_NODE_RANK", "PET_NNODES", "PET_NPROC_PER_NODE")
+    platform = Platform(node_env=("PET_NODE_RANK", "RANK"), node_name_env=("HOSTNAME",), values=values, task_env=task,
                         bind_env={"host:0": "MASTER_ADDR", "node:0": "MASTER_ADDR"}, cwd=".", console=True)
     try:
         record = node_record(topology, options.command, {}, platform, job=options.name,

@@ -76,7 +76,11 @@ NEXT_PORT = ('DISTCOMP_PORTS=" "\n'
 # the agents' step takes every CPU the job has on a node (the fewest, where nodes differ)
 CPUS = ("DISTCOMP_CPUS=$(echo \"$SLURM_JOB_CPUS_PER_NODE\" | tr ',' '\\n' | sed 's/(.*//' | sort -n | head -n1)\n")
 # Slurm's names for an agent's node; the record's placeholder that Slurm's own variables give
-PLATFORM = dict(node_env=("SLURM_NODEID",), node_name_env=("SLURMD_NODENAME",), bind_env={"job_id": "SLURM_JOB_ID"})
+# the agent runs as one srun task per node: its task's variables are not a rank's
+TASK_ENV = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
+            "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_GTIDS")
+PLATFORM = dict(node_env=("SLURM_NODEID",), node_name_env=("SLURMD_NODENAME",), bind_env={"job_id": "SLURM_JOB_ID"},
+                task_env=TASK_ENV)
 HEREDOC = "DISTCOMP_NODE_RECORD"
 
 @dataclass(frozen=True)
