@@ -498,3 +498,16 @@ def test_the_mpi_launcher_reads_its_own_output_and_failures() -> None:
     assert openmpi_failure("all ranks finished") is None
     with pytest.raises(ValueError, match="output must be a function"):
         Replica(role="launcher", index=0, node=0, output="openmpi-tagged")  # type: ignore[arg-type]
+
+
+def test_a_rank_prefix_routes_as_output_does_and_is_checked() -> None:
+    from distcomp.launchers.mpi import RANK_PREFIX, openmpi_rank_line
+
+    wrapper = Replica(role="launcher", index=0, node=0, ranks=2, rank_prefix=RANK_PREFIX)
+    assert wrapper.output is not None  # derived from the data, as the node agent routes
+    for raw in (b"[1,1]<stdout>: hello", b"[3,0]<stderr>:x", b"mpirun: done", b"[1,x]<stdout>: no"):
+        assert wrapper.output(raw) == openmpi_rank_line(raw)
+    with pytest.raises(ValueError, match="needs a group named 'rank'"):
+        Replica(role="launcher", index=0, node=0, rank_prefix=r"^\[(\d+)\]")
+    with pytest.raises(ValueError, match="not an ASCII regular expression"):
+        Replica(role="launcher", index=0, node=0, rank_prefix="(?P<rank>")

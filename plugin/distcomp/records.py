@@ -102,6 +102,13 @@ RankLine = Callable[[bytes], "tuple[int, bytes] | None"]
 FailureParser = Callable[[str], "RankFailure | None"]
 
 
+def _prefix_router(tag: "re.Pattern[bytes]") -> RankLine:
+    def route(raw: bytes) -> "tuple[int, bytes] | None":
+        m = tag.match(raw)
+        return (int(m.group("rank")), raw[m.end():]) if m else None
+    return route
+
+
 @dataclass(frozen=True)
 class Replica:
     """One process the job starts: a rank, a TF task, or a wrapper such as ``mpirun``."""
@@ -118,6 +125,11 @@ class Replica:
     # launcher knows its wrapper's format, so targets route by these and name no launcher
     output: RankLine | None = None
     failure: FailureParser | None = None
+    # the same routing as data, for a target whose node agent cannot call ``output`` (it runs on
+    # the standard library alone, apart from the launcher): a regular expression matching a
+    # line's tag, its group ``rank`` the rank (``^\[\d+,(?P<rank>\d+)\]<stdout>: ?``); with no
+    # ``output``, it is ``output`` too
+    rank_prefix: str | None = None
 
     def __post_init__(self) -> None:
         if not _ROLE.match(self.role):
@@ -131,6 +143,16 @@ class Replica:
             raise ValueError(f"Replica {self.role}{self.index}: argv must hold {COMMAND} exactly once, as a whole item")
         object.__setattr__(self, "argv", argv)
         object.__setattr__(self, "env", _frozen(self.env, f"Replica {self.role}{self.index} env"))
+        if self.rank_prefix is not None:
+            try:
+                tag = re.compile(self.rank_prefix.encode("ascii"))
+            except (re.error, UnicodeEncodeError) as exc:
+                raise ValueError(f"Replica {self.role}{self.index}: rank_prefix is not an ASCII regular "
+                                 f"expression ({exc})") from None
+            if "rank" not in tag.groupindex:
+                raise ValueError(f"Replica {self.role}{self.index}: rank_prefix needs a group named 'rank'")
+            if self.output is None:
+                object.__setattr__(self, "output", _prefix_router(tag))
         for what in ("output", "failure"):
             if getattr(self, what) is not None and not callable(getattr(self, what)):
                 raise ValueError(f"Replica {self.role}{self.index}: {what} must be a function or None")

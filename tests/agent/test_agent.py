@@ -128,6 +128,24 @@ def test_a_one_rank_replica_does_not_inherit_the_agents_task_variables(tmp_path:
     assert json.loads((tmp_path / "launcher0.json").read_text()) == {"SLURM_PROCID": "1", "SLURM_JOB_ID": "7"}
 
 
+def test_a_wrappers_tagged_lines_go_to_each_ranks_log(tmp_path: Path) -> None:
+    """A replica hosting several ranks (mpirun --output tag) declares its tag as data: each line
+    it matches goes to that rank's log without the tag, and to the console as that rank's."""
+    say = ("import sys; print('[1,0]<stdout>: zero'); print('[1,1]<stderr>: one'); print('mpirun: done');"
+           "sys.stdout.write('[1,1]<stdout>: last, unfinished')")
+    wrapper = {**_replica("launcher0"), "ranks": 2, "rank_prefix": r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"}
+    path = _record(tmp_path, [wrapper], command=[PY, "-c", say], console=True)
+    proc = _agent(path, 0)
+    assert proc.returncode == 0, proc.stderr
+    logs = path.parent / "logs"
+    assert {p.name: p.read_text() for p in logs.iterdir()} == {
+        "launcher0.log": "mpirun: done\n", "rank0.log": "zero\n", "rank1.log": "one\nlast, unfinished\n"}
+    assert proc.stdout.splitlines() == ["[rank0] zero", "[rank1] one", "[launcher0] mpirun: done",
+                                        "[rank1] last, unfinished"]
+    bad = _record(tmp_path, [{**wrapper, "rank_prefix": "^(no rank group)"}])
+    assert "'rank_prefix' must be an ASCII regular expression with a group 'rank'" in _agent(bad, 0).stderr
+
+
 def test_a_missing_value_starts_nothing(tmp_path: Path) -> None:
     path = _record(tmp_path, [_replica("rank0", 0, ADDR="{{host:0}}")], bind_env={"host:0": "TEST_HOST_0"})
     proc = _agent(path, 0)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, Any, Callable, Mapping, Sequence
 
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
 
@@ -46,8 +46,14 @@ class _Masker:
 
 
 class _Replica:
-    def __init__(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], log: IO[bytes]) -> None:
+    def __init__(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], log: IO[bytes],
+                 opener: "Callable[[str], IO[bytes]] | None" = None) -> None:
         self.spec = spec
+        # a replica hosting several ranks (mpirun --output tag): each tagged line to its rank's log
+        prefix = spec.get("rank_prefix")
+        self.tag = re.compile(prefix.encode("ascii")) if prefix else None
+        self.opener = opener
+        self.rank_logs: dict[int, IO[bytes]] = {}
         self.name: str = spec["name"]
         self.service = bool(spec.get("service"))
         self.argv, self.env, self.log = argv, env, log
@@ -60,19 +66,41 @@ class _Replica:
         self.error = ""  # why it could not start
 
     def feed(self, data: bytes, console: bool) -> None:
-        self.log.write(data)
+        if self.tag is None:
+            self.log.write(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
         if not data and self.partial:  # the end: an unfinished last line counts
             lines.append(self.partial)
             self.partial = b""
         for line in lines:
+            name = self.name
+            if self.tag is not None:
+                line, name = self._route(line)
             decoded = line.decode("utf-8", "replace")
             self.tail.append(decoded)
             if console:
-                sys.stdout.write(f"[{self.name}] {decoded}\n")
+                sys.stdout.write(f"[{name}] {decoded}\n")
         if console and lines:
             sys.stdout.flush()
+
+    def _route(self, line: bytes) -> tuple[bytes, str]:
+        """A whole line, written to its rank's log (its tag removed) or the replica's own."""
+        assert self.tag is not None
+        m = self.tag.match(line)
+        if m is None or self.opener is None:
+            self.log.write(line + b"\n")
+            return line, self.name
+        rank = int(m.group("rank"))
+        if rank not in self.rank_logs:
+            self.rank_logs[rank] = self.opener(f"rank{rank}")
+        text = line[m.end():]
+        self.rank_logs[rank].write(text + b"\n")
+        return text, f"rank{rank}"
+
+    def close(self) -> None:
+        for log in (self.log, *self.rank_logs.values()):
+            log.close()
 
 
 def _node_index(record: Mapping[str, Any], environ: Mapping[str, str]) -> int:
@@ -204,7 +232,7 @@ class Agent:
         return open(os.path.join(logs, f"{name}.log"), "ab", buffering=0)
 
     def _start(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], cwd: str) -> _Replica:
-        rep = _Replica(spec, argv, env, self._open_log(spec["name"]))
+        rep = _Replica(spec, argv, env, self._open_log(spec["name"]), self._open_log)
         self.replicas.append(rep)
         try:
             rep.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -246,7 +274,7 @@ class Agent:
             os.close(rfd)
             os.close(wfd)
             for rep in self.replicas:
-                rep.log.close()
+                rep.close()
                 self._report(rep)
         failed = [r for r in self.replicas if self._failed(r)]
         for rep in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here

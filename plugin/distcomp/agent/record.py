@@ -12,7 +12,9 @@ A record (``VERSION`` 1)::
      "env": {"NAME": TEXT},                   # every replica's, over the agent's own environment
      "defaults": {"NAME": "VALUE"},           # only where neither the agent's env nor env sets NAME
      "replicas": [{"name": "rank0", "role": "worker", "index": 0, "node": 0, "rank": 0, "ranks": 1,
-                   "service": false, "argv": ["{{command}}"], "env": {"NAME": "VALUE"}}],
+                   "service": false, "argv": ["{{command}}"], "env": {"NAME": "VALUE"},
+                   "rank_prefix": "^\\[\\d+,(?P<rank>\\d+)\\]<stdout>: ?"}],   # optional: a line
+                                            # it matches goes to logs/rankN.log, its tag removed
      "files": {"hostfile": "{{node:0}} slots=1\n"},   # written into the job folder, bound
      "ports": ["master"],
      "values": {"job_id": "7", "restart": "0"},       # placeholder values known when it was written
@@ -149,6 +151,14 @@ def check(data: Any, where: str) -> dict[str, Any]:
         if not isinstance(env, dict) or not all(_ENV_NAME.match(k) and isinstance(v, str) for k, v in env.items()):
             raise bad(f"replica {r['name']}: 'env' must map variable names to strings")
         r.setdefault("service", False)
+        prefix = r.get("rank_prefix")
+        if prefix is not None:
+            try:
+                ok = isinstance(prefix, str) and "rank" in re.compile(prefix.encode("ascii")).groupindex
+            except (re.error, UnicodeEncodeError):
+                ok = False
+            if not ok:
+                raise bad(f"replica {r['name']}: 'rank_prefix' must be an ASCII regular expression with a group 'rank'")
     if not isinstance(data.setdefault("cwd", "."), str):
         raise bad("'cwd' must be a path")
     if data.setdefault("secrets", None) is not None and not isinstance(data["secrets"], str):

@@ -23,7 +23,8 @@ NAME = "mpi"
 HOSTFILE = "hostfile"
 NODE_AGENT = Path(__file__).with_name("node_agent.sh")
 # Open MPI's --output tag: "[JOBID,RANK]<stdout>: text"
-_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
+RANK_PREFIX = r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"  # mpirun --output tag
+_TAG = re.compile(RANK_PREFIX.encode("ascii"))
 # mpirun's own reports of the rank that ended the job (its log text, whitespace folded)
 _EXIT = re.compile(r"Process name: \[[^\]]*,(\d+)\]\s+Exit code:\s+(\d+)")
 _SIGNAL = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
@@ -33,7 +34,7 @@ _ABORT = re.compile(r'process rank (\d+) with PID (\d+) on node (\S+) calling\s+
 def openmpi_rank_line(raw: bytes) -> tuple[int, bytes] | None:
     """The rank and text of a ``--output tag`` line; None for mpirun's own lines."""
     m = _TAG.match(raw)
-    return (int(m.group(2)), raw[m.end():]) if m else None
+    return (int(m.group("rank")), raw[m.end():]) if m else None
 
 
 def openmpi_failure(text: str) -> RankFailure | None:
@@ -64,7 +65,7 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     for name in forward:
         argv += ["-x", name]
     launcher = Replica(role="launcher", index=0, node=0, argv=(*argv, COMMAND), env=env, ranks=world,
-                       output=openmpi_rank_line, failure=openmpi_failure)
+                       output=openmpi_rank_line, failure=openmpi_failure, rank_prefix=RANK_PREFIX)
     hostfile = "".join(f"{node_name(n)} slots={per_node}\n" for n in range(nodes))
     local_env: dict[str, str] = {}
     if nodes > 1:

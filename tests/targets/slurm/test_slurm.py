@@ -156,6 +156,12 @@ def test_mpi_across_both_nodes(job_dir: Path) -> None:
     assert [(r["node"], r["all_reduce"], r["world"]) for r in ranks] == [("n1", 3, 2), ("n2", 3, 2)]
     assert [r["rank_info"] for r in ranks] == [[0, 2, "openmpi"], [1, 2, "openmpi"]]
     assert outcome.tracking is None
+    # mpirun hosts both ranks: the node agent routes its tagged lines to each rank's log (the
+    # launcher's rank_prefix, as data), so `distcomp logs slurm:ID --rank 1` shows rank 1's
+    folder = Path(outcome.details["folder"])
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == ["launcher0.log", "rank0.log", "rank1.log"]
+    assert (folder / "logs" / "rank1.log").read_text() == "rank 1 on n2: allreduce=3\n"
+    assert "allreduce" not in (folder / "logs" / "launcher0.log").read_text()
 
 
 @pytest.mark.slow
