@@ -1,7 +1,9 @@
 """distcomp: one DistributedComponent spec, run the same way locally, on Kubeflow, Azure ML and MLflow.
 
-The Python API (``distcomp.load``, ``run``, ``compile``, ``submit``, ``job``) is loaded on first
-use, so that ``import distcomp`` (and the ``distcomp`` command) stays fast.
+The Python API (``distcomp.load``, ``run``, ``compile``, ``submit``, ``job``, ``validate``,
+``render``, ``schema``, ``reap``, ``build_context``, ``nodes_range``, ``target_nodes`` and the
+``distcomp.registry`` actions) is loaded on first use, so that ``import distcomp`` (and the
+``distcomp`` command) stays fast.
 """
 
 from __future__ import annotations
@@ -9,15 +11,23 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["JobHandle", "JobOutcome", "JobState", "__version__", "compile", "job", "load", "run", "submit"]
+__all__ = ["JobHandle", "JobOutcome", "JobState", "NodeRange", "ReapReport", "Rendered", "SpecCheck", "TargetNodes",
+           "ValidationReport", "__version__", "build_context", "compile", "job", "load", "nodes_range", "reap",
+           "registry", "render", "run", "schema", "submit", "target_nodes", "validate"]
 
 _API = {"JobHandle": "api", "compile": "api", "job": "api", "load": "api", "run": "api", "submit": "api",
-        "JobOutcome": "outcome", "JobState": "outcome"}
+        "JobOutcome": "outcome", "JobState": "outcome",
+        "SpecCheck": "_specs_api", "ValidationReport": "_specs_api", "Rendered": "_specs_api",
+        "validate": "_specs_api", "render": "_specs_api", "schema": "_specs_api",
+        "ReapReport": "_reap_api", "reap": "_reap_api", "build_context": "_image_api",
+        "NodeRange": "_nodes", "TargetNodes": "_nodes", "nodes_range": "_nodes", "target_nodes": "_nodes"}
+_PACKAGES = ("registry",)  # distcomp.registry.publish(...) after a bare `import distcomp`
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
+    if name in _API or name in _PACKAGES:
         import importlib
 
-        return getattr(importlib.import_module(f"{__name__}.{_API[name]}"), name)
+        module = importlib.import_module(f"{__name__}.{_API.get(name, name)}")
+        return module if name in _PACKAGES else getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

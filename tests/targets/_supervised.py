@@ -19,6 +19,23 @@ from tests.targets._jobs import JOBS, clean_env
 SUPERVISION = JOBS / "supervision" / "component.yaml"
 
 
+def running_record(where: Path, name: str, **supervisor: object) -> Path:
+    """A run folder whose status.json is as a job writes it at start, with the supervisor given
+    (no MLflow run)."""
+    run_dir = where / name
+    run_dir.mkdir(parents=True)
+    (run_dir / "status.json").write_text(json.dumps({
+        "state": "running", "exit_code": None, "job_id": name, "started_at": time.time() - 60,
+        "cookie": os.urandom(8).hex(), "incomplete_outputs": {}, "supervisor": supervisor}))
+    return run_dir
+
+
+def my_start_time() -> int:
+    """This process's start time, in clock ticks after boot (/proc/PID/stat field 22)."""
+    data = Path(f"/proc/{os.getpid()}/stat").read_bytes()
+    return int(data[data.rindex(b")") + 2:].split()[19])
+
+
 def command(tmp_path: Path, *flags: str, name: str = "job", run_dir: Path | None = None,
             tracking: str | None = None, env: dict[str, str] | None = None,
             **inputs: object) -> tuple[list[str], dict[str, str], Path, Path]:

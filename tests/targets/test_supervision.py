@@ -19,7 +19,8 @@ import psutil
 import pytest
 
 from tests.targets._jobs import WAIT, clean_env, finish, wait_for
-from tests.targets._supervised import Console, launch, record, running, status, survivors
+from tests.targets._supervised import (Console, launch, my_start_time, record, running, running_record, status,
+                                      survivors)
 from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixtures: a store MLflow made)
 
 HOST = socket.gethostname()
@@ -165,26 +166,11 @@ def test_reap_closes_a_job_whose_supervisor_and_watchdog_died(sqlite_uri: str, t
                                                    "0 on another host, 2 already ended\n"), again.stderr
 
 
-def _running_record(tmp_path: Path, name: str, **supervisor: object) -> Path:
-    """A status.json as a job writes it at start, with the supervisor given."""
-    run_dir = tmp_path / name
-    run_dir.mkdir()
-    (run_dir / "status.json").write_text(json.dumps({
-        "state": "running", "exit_code": None, "job_id": name, "started_at": time.time() - 60,
-        "cookie": os.urandom(8).hex(), "incomplete_outputs": {}, "supervisor": supervisor}))
-    return run_dir
-
-
-def _my_start_time() -> int:
-    data = Path(f"/proc/{os.getpid()}/stat").read_bytes()
-    return int(data[data.rindex(b")") + 2:].split()[19])
-
-
 def test_reap_tells_a_live_supervisor_from_a_reused_pid_and_leaves_other_hosts_alone(tmp_path: Path) -> None:
     me = os.getpid()  # a process that runs: the pid of a supervisor, or a pid reused by another program
-    alive = _running_record(tmp_path, "alive", pid=me, host=HOST, start_time=_my_start_time())
-    reused = _running_record(tmp_path, "reused", pid=me, host=HOST, start_time=1)
-    remote = _running_record(tmp_path, "remote", pid=me, host="elsewhere.example", start_time=1)
+    alive = running_record(tmp_path, "alive", pid=me, host=HOST, start_time=my_start_time())
+    reused = running_record(tmp_path, "reused", pid=me, host=HOST, start_time=1)
+    remote = running_record(tmp_path, "remote", pid=me, host="elsewhere.example", start_time=1)
 
     def reap(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "distcomp", "reap", *args], cwd=tmp_path, env=clean_env(),
@@ -424,7 +410,7 @@ def test_cancel_and_logs_follow_of_a_detached_job_whose_supervisor_and_watchdog_
 
 def test_cancel_of_a_job_it_cannot_stop_exits_1_saying_why(tmp_path: Path) -> None:
     """A job of another host whose supervisor is gone: its processes are out of reach from here."""
-    remote = _running_record(tmp_path, "remote", pid=2 ** 22 + 1, host="elsewhere.example", start_time=1)
+    remote = running_record(tmp_path, "remote", pid=2 ** 22 + 1, host="elsewhere.example", start_time=1)
     proc = subprocess.run([sys.executable, "-m", "distcomp", "cancel", f"local:{remote}"], cwd=tmp_path,
                           env=clean_env(), capture_output=True, text=True, timeout=WAIT)
     assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr

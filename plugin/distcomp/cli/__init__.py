@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import sys
 from typing import Any, Sequence
@@ -24,7 +25,7 @@ __all__ = ["GROUPS", "build_parser", "main"]
 GROUPS = {"validate": "_specs", "render": "_specs", "schema": "_specs", "run": "_run", "compile": "_targets",
           "submit": "_targets", "status": "_targets", "logs": "_targets", "cancel": "_targets",
           "targets": "_targets", "launchers": "_targets", "build-context": "_image", "reap": "_admin",
-          "registry": "_admin"}
+          "registry": "_registry"}
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -62,21 +63,16 @@ def build_parser(argv: Sequence[str] = (), every: bool = False) -> argparse.Argu
     """The parser; ``argv`` tells which target's flags ``compile``/``submit`` take, and a
     command it starts with is the one whose group of parsers is built (``GROUPS``), unless
     ``every``."""
-    from . import _admin, _image, _run, _specs, _targets
-
     only = GROUPS.get(argv[0]) if argv and not every else None
     parser: argparse.ArgumentParser = _Parser(prog="distcomp",
                                               description="Distributed training as a reusable pipeline component.")
     parser.add_argument("--version", action="version", version=f"distcomp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for group, add in (("_specs", lambda: _specs.add_parsers(sub)),
-                       ("_run", lambda: _run.add_parser(sub)),
-                       ("_targets", lambda: _targets.add_parsers(sub, argv)),
-                       ("_image", lambda: _image.add_parser(sub)),
-                       ("_admin", lambda: _admin.add_parsers(sub))):
-        if only in (None, group):
-            add()
+    for group in ("_specs", "_run", "_targets", "_image", "_admin", "_registry"):  # the order of `distcomp --help`
+        if only in (None, group):  # a module is imported only for its parsers (the others cost `distcomp run` ~1 ms)
+            module = importlib.import_module(f"{__name__}.{group}")
+            module.add_parsers(sub, argv)
     return parser
 
 
@@ -89,8 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from ._targets import foreign_flags
-
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), "")
     try:
@@ -103,6 +97,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if extras:
             if args.command in ("compile", "submit"):
+                from ._targets import foreign_flags
+
                 foreign_flags(extras, args.target)
             parser.parse_args(argv)  # argparse's own error for what no target takes (exit 2)
         return int(args.func(args))

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from ..spec import ComponentSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SPEC_NAMES = ("component.yaml", "component.yml")
 SPEC_HELP = ("a spec file (any dialect), a folder holding component.yaml, or a registry reference such as "
              "NAME@1.2.0, NAME@latest, NAME@^1.2 ($DISTCOMP_REGISTRY, else the user's registry)")
 
@@ -51,16 +50,6 @@ def check_status_file(path: str | None, spec: "ComponentSpec") -> None:
     why = status_file_problem(Path(path), spec, Path.cwd()) if path else None
     if why:
         raise _Usage(why)
-
-
-def launcher_table() -> dict[str, str]:
-    """Every launcher name and alias the installed plugins provide (built-ins included)."""
-    from ..plugins import PluginError, get_plugin_manager
-
-    try:
-        return dict(get_plugin_manager().alias_table())
-    except PluginError as exc:
-        raise _Usage(str(exc)) from None
 
 
 def deprecated(message: str) -> None:

@@ -1,21 +1,21 @@
 """``distcomp build-context SPEC DIR``: a Docker build context for the component's image
-(see ``distcomp.targets.kubeflow._image``)."""
+(``distcomp.build_context``), what it wrote printed."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Sequence
 import shlex
 
-from ._common import EXIT_OK, SPEC_HELP, load_spec, rel, speaker
+from ._common import EXIT_OK, SPEC_HELP, deprecated, rel, speaker
 
 
 def cmd_build_context(args: argparse.Namespace) -> int:
-    from ..targets.kubeflow._image import write_context
+    from .._image_api import build_context
 
     say = speaker("build-context")
-    spec = load_spec(args.spec)
-    context = write_context(spec, args.dir, args.base_image, distcomp=not args.no_distcomp, force=args.force,
-                            spec_arg=args.spec)
+    context = build_context(args.spec, args.dir, base_image=args.base_image, include_distcomp=not args.no_distcomp,
+                            force=args.force, warn=deprecated)
     for note in context.notes:
         say(f"note: {note}")
     where = shlex.quote(rel(context.path))
@@ -28,7 +28,7 @@ def cmd_build_context(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv: "Sequence[str]" = ()) -> None:
     p = sub.add_parser("build-context", help="write a Docker build context (Dockerfile, distcomp's wheel, the "
                                              "requirements, the code) for the component's image",
                        description="Write DIR: a Dockerfile FROM the base image that pip-installs wheels/ (distcomp's "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Sequence
 import json
 import sys
 from pathlib import Path
@@ -49,7 +50,7 @@ def _write_status(path: str, record: dict[str, object]) -> None:
         print(f"distcomp: warning: cannot write the status file {path}: {exc.strerror or exc}", file=sys.stderr)
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv: "Sequence[str]" = ()) -> None:
     p = sub.add_parser("run", help="run a component here, with real ranks started by its launcher",
                        description="Run SPEC on this machine: every rank a real process with its launcher's "
                                    "contract; --nodes simulates several nodes. Exit 0 only if every rank succeeded.")

@@ -16,6 +16,7 @@ from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file
                       positive, speaker)
 
 if TYPE_CHECKING:
+    from .._nodes import NodeRange
     from ..outcome import JobOutcome
     from ..target import TargetOption, TargetType
 
@@ -89,30 +90,15 @@ def target_values(args: argparse.Namespace, target: "TargetType", submitting: bo
     return out
 
 
-def node_count(text: str) -> "int | tuple[int, int]":
-    """``--nodes N``, or an elastic range ``MIN:MAX`` (TorchX's spelling) for a target that has one."""
-    low, colon, high = text.partition(":")
-    if not colon:
-        return int(positive(text))
-    first, last = int(positive(low)), int(positive(high))
-    if first > last:
-        raise argparse.ArgumentTypeError(f"{text!r}: MIN:MAX with MIN <= MAX")
-    return first, last
+def node_count(text: str) -> "NodeRange":
+    """``--nodes N``, or an elastic range ``MIN:MAX`` (``distcomp.nodes_range``)."""
+    from .._nodes import nodes_range
+    from ..errors import UsageError
 
-
-def nodes_and_range(args: argparse.Namespace, target: "TargetType", values: dict[str, Any]) -> int | None:
-    """The node count to pass; an elastic range ``MIN:MAX`` becomes the target's ``elastic`` option
-    (the job is laid out for MAX nodes), where the target has one."""
-    if not isinstance(args.nodes, tuple):
-        return args.nodes
-    if not any(o.name == "elastic" for o in target.options):
-        elastic = [n for n, t in _target_types().items() if any(o.name == "elastic" for o in t.options)]
-        raise _Usage(f"--nodes {args.nodes[0]}:{args.nodes[1]}: --target {target.name} runs a fixed number of nodes; "
-                     f"an elastic range is for --target {' or '.join(elastic) or '(none installed)'}")
-    if values.get("elastic"):
-        raise _Usage("give the elastic range once: --nodes MIN:MAX or --elastic MIN:MAX")
-    values["elastic"] = f"{args.nodes[0]}:{args.nodes[1]}"
-    return int(args.nodes[1])
+    try:
+        return nodes_range(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def foreign_flags(extras: Sequence[str], target: str) -> None:
@@ -129,14 +115,14 @@ def foreign_flags(extras: Sequence[str], target: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    from .._nodes import target_nodes
     from ..api import compile
 
     say = speaker("compile")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
-    values = target_values(args, target, submitting=False)
-    compiled = compile(spec, args.target, nodes=nodes_and_range(args, target, values),
-                       nproc_per_node=args.nproc_per_node, **values)
+    bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=False))
+    compiled = compile(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node, **bound.options)
     for note in compiled.notes:
         if "{out}" not in note:
             say(f"note: {note}")
@@ -157,15 +143,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit; then print the job id and return (--detach), or wait for the end (Ctrl-C or
     SIGTERM cancels the job) and exit as ``distcomp run`` does."""
+    from .._nodes import target_nodes
     from ..api import submit
 
     say = speaker("submit")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
     check_status_file(args.status_file, spec)
-    values = target_values(args, target, submitting=True)
-    handle = submit(spec, args.target, nodes=nodes_and_range(args, target, values),
-                    nproc_per_node=args.nproc_per_node, notify=say, **values)
+    bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=True))
+    handle = submit(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node, notify=say,
+                    **bound.options)
     print(handle, flush=True)  # the job id, alone on stdout: what status, logs and cancel take
     if args.detach:
         say(f"submitted {handle}; follow it with `distcomp status|logs|cancel {handle}`")

@@ -6,6 +6,10 @@ Published(name='pytorch-ddp-train', version='1.0.0', sha256='...', location='...
 >>> locate("pytorch-ddp-train@^1", "/shared/registry")                            # doctest: +SKIP
 PosixPath('/shared/registry/pytorch-ddp-train/1.0.0/component.yaml')
 
+Each ``distcomp registry`` action is one call returning a record: ``publish(*specs)``
+(``PublishReport``), ``components()`` and ``search(text)`` (``Listing``), ``show(ref)``
+(``VersionDetails``), ``deprecate(ref, message)`` (``Deprecation``).
+
 A published version is immutable and stored with a content hash checked on every load. The
 default store is a folder (``$DISTCOMP_REGISTRY``, else the user's data folder); a plugin
 brings another through the ``distcomp_registry_stores`` hook.
@@ -21,6 +25,10 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
+    from ._api import (
+        Deprecation, Listing, PublishFailure, PublishReport, Skipped, VersionDetails, components, deprecate, publish,
+        search, show,
+    )
     from ._directory import DirectoryStore, directory_store
     from ._locate import default_location, locate, open_registry
     from ._manifest import Manifest
@@ -34,6 +42,8 @@ if TYPE_CHECKING:
     from ._working import WorkingCopy, working_copy
 
 _MODULES = {  # module: the names it provides
+    "_api": ("Deprecation", "Listing", "PublishFailure", "PublishReport", "Skipped", "VersionDetails", "components",
+             "deprecate", "publish", "search", "show"),
     "_directory": ("DirectoryStore", "directory_store"),
     "_locate": ("default_location", "locate", "open_registry"),
     "_manifest": ("Manifest",),
@@ -48,9 +58,10 @@ _MODULES = {  # module: the names it provides
 __getattr__, __dir__ = exports(__name__, _MODULES, globals())
 
 __all__ = [
-    "DeprecatedComponentWarning", "DirectoryStore", "Manifest", "Published", "Reference", "Registry",
-    "RegistryError", "RegistryStore", "Resolved", "Summary", "VersionInfo", "WorkingCopy", "default_location",
-    "directory_store", "inside_store", "locate", "open_registry", "parse_reference", "pycache_prefix",
-    "stored_code_env", "stored_version", "working_copy",
+    "DeprecatedComponentWarning", "Deprecation", "DirectoryStore", "Listing", "Manifest", "PublishFailure",
+    "PublishReport", "Published", "Reference", "Registry", "RegistryError", "RegistryStore", "Resolved", "Skipped",
+    "Summary", "VersionDetails", "VersionInfo", "WorkingCopy", "components", "default_location", "deprecate",
+    "directory_store", "inside_store", "locate", "open_registry", "parse_reference", "publish", "pycache_prefix",
+    "search", "show", "stored_code_env", "stored_version", "working_copy",
 ]
 
