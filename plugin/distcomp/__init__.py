@@ -1,6 +1,6 @@
 """distcomp: one DistributedComponent spec, run the same way locally, on Kubeflow, Azure ML and MLflow.
 
-The Python API (``distcomp.load``, ``run``, ``compile``, ``submit``, ``job``) is loaded on first
+The Python API (``distcomp.load``, ``run``, ``compile``, ``dryrun``, ``submit``, ``job``) is loaded on first
 use, so that ``import distcomp`` (and the ``distcomp`` command) stays fast.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["JobHandle", "JobOutcome", "JobState", "__version__", "compile", "job", "load", "run", "submit"]
+__all__ = ["JobHandle", "JobOutcome", "JobState", "__version__", "compile", "dryrun", "job", "load", "run", "submit"]
 
-_API = {"JobHandle": "api", "compile": "api", "job": "api", "load": "api", "run": "api", "submit": "api",
+_API = {"JobHandle": "api", "compile": "api", "dryrun": "api", "job": "api", "load": "api", "run": "api", "submit": "api",
         "JobOutcome": "outcome", "JobState": "outcome"}
 
 
