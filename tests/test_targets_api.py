@@ -304,6 +304,19 @@ assert list(handle.logs()) == ["hello from shelljob\\n"]
 again = distcomp.job(str(handle))  # a handle from the id alone, as another process has it
 assert again.status().succeeded and again.status().job_id == str(handle)
 
+# a Compiled is submitted with what it was compiled with; only submit-only options may be added
+for call, said in ((lambda: distcomp.submit(compiled, greeting="hey"), "'greeting' changes what is compiled"),
+                   (lambda: distcomp.submit(compiled, "local"), "compiled for target 'shelljob', not 'local'"),
+                   (lambda: distcomp.submit(compiled, nodes=2), "give nodes and nproc_per_node to distcomp.compile")):
+    try:
+        call()
+    except UsageError as exc:
+        assert said in str(exc), str(exc)
+    else:
+        raise AssertionError(said)
+yo = distcomp.submit(compiled, delay=0.1)  # a target of the first contract: it submits from spec and options
+assert yo.wait(timeout=60, poll=0.1).succeeded
+
 long = distcomp.submit(sys.argv[2], "shelljob")
 assert long.status().state == JobState.RUNNING, long.status()
 assert long.wait(timeout=0.3, poll=0.1).state == JobState.RUNNING  # timeout: its outcome so far
@@ -324,7 +337,9 @@ def test_an_installed_target_is_used_through_the_python_api(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "api ok"
     jobs = sorted((tmp_path / "jobs").iterdir())
-    assert len(jobs) == 2
+    assert len(jobs) == 3
+    assert sorted((folder / "job.sh").read_text().splitlines()[1] for folder in jobs) == [
+        "# hi from hello", "# hi from sleeper", "# yo from hello"]  # the Compiled's options went with it
     for folder in jobs:
         assert not group_alive(int((folder / "pid").read_text()))
 

@@ -1,6 +1,6 @@
 """distcomp: one DistributedComponent spec, run the same way locally, on Kubeflow, Azure ML and MLflow.
 
-The Python API (``distcomp.load``, ``run``, ``compile``, ``submit``, ``job``, ``validate``,
+The Python API (``distcomp.load``, ``run``, ``compile``, ``dryrun``, ``submit``, ``job``, ``validate``,
 ``render``, ``schema``, ``reap``, ``build_context``, ``nodes_range``, ``target_nodes`` and the
 ``distcomp.registry`` actions) is loaded on first use, so that ``import distcomp`` (and the
 ``distcomp`` command) stays fast.
@@ -12,10 +12,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["JobHandle", "JobOutcome", "JobState", "NodeRange", "ReapReport", "Rendered", "SpecCheck", "TargetNodes",
-           "ValidationReport", "__version__", "build_context", "compile", "job", "load", "nodes_range", "reap",
+           "ValidationReport", "__version__", "build_context", "compile", "dryrun", "job", "load", "nodes_range", "reap",
            "registry", "render", "run", "schema", "submit", "target_nodes", "validate"]
 
-_API = {"JobHandle": "api", "compile": "api", "job": "api", "load": "api", "run": "api", "submit": "api",
+_API = {"JobHandle": "api", "compile": "api", "dryrun": "api", "job": "api", "load": "api", "run": "api", "submit": "api",
         "JobOutcome": "outcome", "JobState": "outcome",
         "SpecCheck": "_specs_api", "ValidationReport": "_specs_api", "Rendered": "_specs_api",
         "validate": "_specs_api", "render": "_specs_api", "schema": "_specs_api",

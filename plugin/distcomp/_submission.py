@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from .plan import Plan
     from .plugins import TargetPlugin
     from .redact import Masker
-    from .spec import ComponentSpec
-    from .target import Notify
+    from .target import Compiled, Notify
 
 __all__ = ["jobs_dir", "masker_of", "record_of", "settle", "submit"]
 
@@ -92,27 +91,40 @@ def _masker(data: Mapping[str, Any]) -> "Masker":
     return Masker(tuple(str(n) for n in data.get("needles") or ()))
 
 
-def _takes_job(method: Any) -> bool:
-    """Whether a target's ``submit`` takes the ``JobContext`` (a fourth parameter, or ``job``)."""
+def _positional(method: Any) -> int:
+    """How many positional parameters a target's method takes (many: ``*args``)."""
     try:
         params = list(inspect.signature(method).parameters.values())
     except (TypeError, ValueError):
+        return 0
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 1 << 10
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def _takes_job(method: Any) -> bool:
+    """Whether a target's ``submit`` takes the ``JobContext`` (a fourth parameter, or ``job``)."""
+    try:
+        names = inspect.signature(method).parameters
+    except (TypeError, ValueError):
         return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 4 or any(p.kind is p.VAR_POSITIONAL or p.name == "job" for p in params)
+    return _positional(method) >= 4 or "job" in names
 
 
 # -- submitting ------------------------------------------------------------------------------
 
-def submit(found: "TargetPlugin", instance: Any, spec: "ComponentSpec", options: Mapping[str, Any],
+def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: Mapping[str, Any],
            notify: "Notify", call: Call) -> tuple[str, Path | None]:
-    """Submit ``spec`` (its overrides applied) with ``instance``; returns the target's job id and
-    the job's record folder (None for a target whose jobs track themselves)."""
+    """Submit ``compiled`` (what the target's compile made of its spec, overrides applied) with
+    ``instance``; returns the target's job id and the job's record folder (None for a target
+    whose jobs track themselves)."""
     from .plan import make_plan
     from .redact import job_masker
     from .spec import InputError, bind_inputs
     from .target import JobContext
 
+    assert compiled.spec is not None
+    spec = compiled.spec
     given = options.get("env")
     given_env = {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
     plan = make_plan(spec, env={**spec.environment_variables, **given_env})
@@ -122,7 +134,7 @@ def submit(found: "TargetPlugin", instance: Any, spec: "ComponentSpec", options:
         raise UsageError(str(exc)) from None
     masker = job_masker(plan.spec, values, given_env)
     if hasattr(instance, "check"):  # the target's refusals, before anything of the job exists
-        call("check", plan.spec, options)
+        call("check", plan.spec, options, *([compiled] if _positional(instance.check) >= 3 else []))
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
     folder = None if found.type.tracks_itself else jobs_dir() / name
     run = None
@@ -133,7 +145,7 @@ def submit(found: "TargetPlugin", instance: Any, spec: "ComponentSpec", options:
             run = _start_run(found, instance, plan, values, masker, options, name, folder, given_env, notify, call)
         env = _rank_env(run, found.type.shares_files)
         ref = TrackingRef(run.run.run_id, run.uri, run.run.experiment_id) if run is not None else None
-        job = JobContext(plan, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref)
+        job = JobContext(plan, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref, compiled)
         if _takes_job(instance.submit):
             job_id = str(call("submit", plan.spec, options, notify, job))
         else:  # a target of the first contract: the run's env reaches its ranks with the spec's own

@@ -21,7 +21,7 @@ from .redact import NONE, Masker
 if TYPE_CHECKING:
     from .records import Topology
 
-__all__ = ["Platform", "RECORD", "bind_names", "node_record", "to_json"]
+__all__ = ["Platform", "RECORD", "bind_names", "node_record", "record_env", "to_json"]
 
 RECORD = "node.json"  # the record's name in a job folder
 
@@ -68,6 +68,12 @@ def _text(value: str, masker: Masker, index: Mapping[str, int]) -> str | list[st
     return [index[p] if secret else p for p, secret in pieces]
 
 
+def record_env(env: Mapping[str, str], masker: Masker = NONE) -> dict[str, Any]:
+    """``env`` as a record holds it: each secret (``masker``) an index into the secrets file."""
+    index = {n: i for i, n in enumerate(masker.needles)}
+    return {k: _text(v, masker, index) for k, v in env.items()}
+
+
 def node_record(topology: "Topology", command: Sequence[str], env: Mapping[str, str], platform: Platform, *,
                 job: str, masker: Masker = NONE, zero_or_greater: bool = False) -> dict[str, Any]:
     """The record of a job: ``topology`` (the Plan's), the rendered ``command`` (argv, or the
@@ -86,7 +92,7 @@ def node_record(topology: "Topology", command: Sequence[str], env: Mapping[str, 
         KEY: VERSION, "job": job, "launcher": topology.launcher, "nodes": topology.nodes,
         "world_size": topology.world_size, "cwd": platform.cwd,
         "command": [_text(w, masker, index) for w in command],
-        "env": {k: _text(v, masker, index) for k, v in env.items()},
+        "env": record_env(env, masker),
         # several processes share a node: one OpenMP thread each unless the user says otherwise
         "defaults": {"OMP_NUM_THREADS": "1"} if topology.processes_per_node > 1 else {},
         "replicas": [{"name": r.name, "role": r.role, "index": r.index, "node": r.node, "rank": r.rank,

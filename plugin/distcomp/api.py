@@ -8,6 +8,9 @@
 >>> job = distcomp.submit(spec, "local", inputs={"epochs": "2"})              # doctest: +SKIP
 >>> job.wait().succeeded                                                      # doctest: +SKIP
 True
+>>> compiled = distcomp.compile(spec, "slurm", inputs={"epochs": "2"})        # doctest: +SKIP
+>>> print(compiled.text)            # the sbatch script; submitting it runs that script # doctest: +SKIP
+>>> job = distcomp.submit(compiled, experiment="mnist")                       # doctest: +SKIP
 
 Errors are ``distcomp.errors`` exceptions carrying the message the CLI prints: ``UsageError``
 for what the caller can fix (a bad spec, input or option), ``JobError`` for a job that could
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from .spec import ComponentSpec
     from .target import Compiled, Notify
 
-__all__ = ["JobHandle", "compile", "job", "load", "run", "submit"]
+__all__ = ["JobHandle", "compile", "dryrun", "job", "load", "run", "submit"]
 
 SpecRef = Union["ComponentSpec", str, "os.PathLike[str]"]
 
@@ -100,30 +103,85 @@ def _target(name: str, submitting: bool) -> "TargetPlugin":
 
 def compile(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
             **options: Any) -> "Compiled":
-    """What ``target`` runs for ``spec``, made without side effects (``distcomp compile``)."""
+    """What ``target`` runs for ``spec``, made without side effects (``distcomp compile``). A
+    submitting target's Compiled can be submitted as it is: ``distcomp.submit(compiled)``."""
     found = _target(target, submitting=False)
     bound = {**found.type.bind(options, submitting=False), "nodes": nodes, "nproc_per_node": nproc_per_node}
-    return _call(found, "compile", _spec(spec, nodes, nproc_per_node), bound)
+    return _compiled(found, _spec(spec, nodes, nproc_per_node), bound)
 
 
-def submit(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
-           notify: "Notify | None" = None, **options: Any) -> "JobHandle":
-    """Start ``spec`` on ``target`` and return at once with its handle (``distcomp submit --detach``).
-
-    The core, not the target, makes the job's plan, masker and MLflow run (created before the
-    target submits, ended by the handle once the job ends): see ``distcomp.target``."""
-    from ._submission import submit as submit_job
-
+def dryrun(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
+           **options: Any) -> "Compiled":
+    """What ``submit`` would run, made without side effects (``distcomp submit --dryrun``;
+    TorchX's ``dryrun``): the target's compile with every option ``submit`` takes.
+    ``distcomp.submit(spec, target, **options)`` is ``distcomp.submit(distcomp.dryrun(...))``."""
     found = _target(target, submitting=True)
     bound = {**found.type.bind(options, submitting=True), "nodes": nodes, "nproc_per_node": nproc_per_node}
+    return _compiled(found, _spec(spec, nodes, nproc_per_node), bound)
+
+
+def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any]) -> "Compiled":
+    """The target's compile of ``spec``, holding what it was made from (so it can be submitted)."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    compiled = _call(found, "compile", spec, bound)
+    return replace(compiled, target=found.type.name, spec=spec, options=MappingProxyType(bound))
+
+
+def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: int | None = None,
+           nproc_per_node: int | None = None, notify: "Notify | None" = None, **options: Any) -> "JobHandle":
+    """Start ``spec`` on ``target`` and return at once with its handle (``distcomp submit --detach``).
+
+    ``spec`` may be what ``distcomp.compile`` or ``distcomp.dryrun`` returned: that very job is
+    submitted, and ``options`` may then hold only the target's submit-only ones (``tracking``,
+    ``experiment``, where its cluster is...). Either way the target submits one Compiled, binding
+    only the job's MLflow run env, name and secrets (``Compiled.late``). The core, not the
+    target, makes the job's plan, masker and MLflow run (created before the target submits,
+    ended by the handle once the job ends): see ``distcomp.target``."""
+    from ._submission import submit as submit_job
+    from .target import Compiled
+
+    if not isinstance(spec, Compiled):
+        if target is None:
+            raise UsageError("distcomp.submit(spec, target, ...): name the target (or give what distcomp.compile "
+                             "returned)")
+        spec = dryrun(spec, target, nodes=nodes, nproc_per_node=nproc_per_node, **options)
+        options, nodes, nproc_per_node = {}, None, None  # compiled in
+    compiled = spec
+    if compiled.spec is None or not compiled.target:
+        raise UsageError(f"{compiled.kind}: submit what distcomp.compile or distcomp.dryrun returned (this Compiled "
+                         "does not say what it was compiled from)")
+    if target is not None and target != compiled.target:
+        raise UsageError(f"{compiled.kind} was compiled for target {compiled.target!r}, not {target!r}")
+    if nodes is not None or nproc_per_node is not None:
+        raise UsageError(f"{compiled.kind} is compiled for its nodes and processes: give nodes and nproc_per_node "
+                         "to distcomp.compile")
+    found = _target(compiled.target, submitting=True)
+    bound = _submit_options(found, compiled, options)
     instance = found.type.factory()  # kept by the handle: it may remember how to reach the job
 
     def call(method: str, *args: Any) -> Any:
         return _call(found, method, *args, instance=instance)
 
-    native, record = submit_job(found, instance, _spec(spec, nodes, nproc_per_node), bound,
-                                notify or (lambda _m: None), call)
-    return JobHandle(target, native, instance, record)
+    native, record = submit_job(found, instance, compiled, bound, notify or (lambda _m: None), call)
+    return JobHandle(compiled.target, native, instance, record)
+
+
+def _submit_options(found: "TargetPlugin", compiled: "Compiled", given: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of ``compiled``'s submit: what it was compiled with, and the submit-only ones
+    given now (those it was compiled without take their defaults); an option that changes what
+    was compiled is refused."""
+    compiled_in = sorted(name for name in given if (o := found.type.option(name)) is not None and not o.submit_only)
+    if compiled_in:
+        raise UsageError(f"{compiled.kind}: {', '.join(map(repr, compiled_in))} changes what is compiled; give it to "
+                         "distcomp.compile (or distcomp.submit(spec, target, ...))")
+    from .target import COMMON
+
+    # checked again with the rest: a Compiled made by hand holds what its maker gave
+    bound = found.type.bind({**{k: v for k, v in compiled.options.items() if k not in COMMON}, **given},
+                            submitting=True)
+    return {**bound, **{k: compiled.options.get(k) for k in COMMON}}
 
 
 def _call(found: "TargetPlugin", method: str, *args: Any, instance: Any = None) -> Any:

@@ -17,6 +17,18 @@ without it, distcomp polls ``status``)::
         def logs(self, job_id, rank, follow) -> Iterator[str]: ...   # lines, with their newline
         def cancel(self, job_id) -> JobOutcome: ...
 
+**Compile once, submit what was compiled** (TorchX's ``schedule(submit_dryrun(...))``):
+``distcomp.submit(spec, target, **options)`` is ``distcomp.submit(distcomp.dryrun(spec, target,
+**options))``: the core calls the target's ``compile`` once, with every option, and submits that
+``Compiled`` (``distcomp.submit(distcomp.compile(...), **submit_only_options)`` works too). The
+target's ``submit`` finds it as ``job.compiled`` and submits it as it is, binding only what
+cannot exist before the submit: the job's MLflow run env (``job.env``), its name (``job.name``)
+and its secrets file; ``Compiled.late`` says where each goes (``JOB_NAME`` is the placeholder
+of the job's name in a compiled text). So what ``distcomp compile`` printed is what runs. An
+option that changes what ``compile`` makes is therefore never ``submit_only``. A target that
+ignores ``job.compiled`` (one written before it existed) still works: it submits from
+``spec`` and ``options`` as before.
+
 **What the core does around a target** (``distcomp.submit``; the job handle): it makes the
 job's one ``Plan`` (``distcomp.plan.make_plan``), binds the ``inputs`` option, builds the job's
 one ``Masker`` (``distcomp.redact``) and, unless ``tracking=False`` (``--no-tracking``: every
@@ -33,8 +45,9 @@ and shows the outcome with the job's secrets masked. A target writes no tracking
 
 Optional methods a target may have, each asked by the core when present:
 
-- ``check(spec, options)``: refuse a job (raise ``UsageError``) before anything of it exists,
-  its MLflow run included (a scheduler's own dry run: ``sbatch --test-only``);
+- ``check(spec, options, compiled)``: refuse a job (raise ``UsageError``) before anything of
+  it exists, its MLflow run included (a scheduler's own dry run of the compiled text: ``sbatch
+  --test-only``); a ``check(spec, options)`` of two parameters is asked without it;
 - ``tracking_uri(options, notify) -> str | None``: the MLflow store its ranks can reach
   (default: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the current folder);
   None: none they can reach, the job runs untracked (say why with ``notify``);
@@ -51,7 +64,7 @@ their PYTHONPATH and report what they could not deliver into the job's folder.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, Protocol, cast, runtime_checkable
@@ -64,13 +77,16 @@ if TYPE_CHECKING:
     from .redact import Masker
     from .spec import ComponentSpec
 
-__all__ = ["Compiled", "JobContext", "Notify", "OptionKind", "SubmittingTarget", "Target", "TargetOption",
-           "TargetType"]
+__all__ = ["JOB_NAME", "Compiled", "JobContext", "Notify", "OptionKind", "SubmittingTarget", "Target",
+           "TargetOption", "TargetType"]
 
 Notify = Callable[[str], None]
 OptionKind = Literal["str", "int", "float", "bool", "pairs", "list"]
 _OPTION = re.compile(r"^[a-z][a-z0-9_]*\Z")
 _TARGET = re.compile(r"^[a-z][a-z0-9-]*\Z")
+# the job's name in a compiled text, where the target names something after it (a job folder):
+# the core makes the name when it submits, so each submit of one Compiled gets its own
+JOB_NAME = "{{job_name}}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +95,9 @@ class TargetOption:
 
     ``kind``: ``str``, ``int``, ``float``, ``bool`` (a flag), ``list`` (a repeatable flag) or
     ``pairs`` (a repeatable ``NAME=VALUE`` flag, a mapping in Python; ``separator`` may be
-    another character, e.g. ``:`` for ``CLAIM:PATH``). ``submit_only``: not used to compile.
+    another character, e.g. ``:`` for ``CLAIM:PATH``). ``submit_only``: not used to compile:
+    it changes nothing of what ``compile`` makes (how to reach the cluster, the MLflow run,
+    how long to wait), so it may be given when a ``Compiled`` is submitted.
     ``minimum``: the smallest number an ``int``/``float`` takes.
     """
 
@@ -213,6 +231,9 @@ class JobContext:
     masker: "Masker"  # the job's secrets: mask what the target writes or shows
     name: str  # the job's name in the core, COMPONENT-TIME-XXXX (a target may use it for its own)
     tracking: "TrackingRef | None" = None  # the job's MLflow run, if tracked
+    # what this target's ``compile`` made of the job with these options: what to submit, binding
+    # only ``env``, ``name`` and the secrets (None: a target's ``submit`` called by hand)
+    compiled: "Compiled | None" = None
 
 
 @dataclass(frozen=True)
@@ -230,10 +251,24 @@ class Compiled:
     suffixes: tuple[str, ...] = ()  # what a file it is written to must end with (".yaml", ...)
     folder: bool = False  # it is written as a folder
     data: Any = None  # the compiled object itself (a manifest mapping, a component), for callers
+    # what ``submit`` binds, one line each (where the job's name, its MLflow run env and its
+    # secrets go): everything else of ``text`` is submitted as it is
+    late: tuple[str, ...] = ()
+    native: Any = field(default=None, compare=False, repr=False)  # the target's own record of it, for its submit
+    # what it was compiled from, set by the core (``distcomp.compile``): ``distcomp.submit`` takes it
+    target: str = ""
+    spec: "ComponentSpec | None" = field(default=None, compare=False, repr=False)
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.text is None and self.writer is None:
             raise UsageError(f"{self.kind}: a compiled job has a text or a writer")
+
+    def bind(self, name: str) -> str:
+        """``text`` with the job's name in place of ``JOB_NAME``: the text a target that names
+        something after the job (a job folder) submits."""
+        assert self.text is not None
+        return self.text.replace(JOB_NAME, name)
 
     def write(self, path: "str | Path") -> Path:
         """Write it to ``path`` (whole or not at all); a UsageError says why it cannot be."""

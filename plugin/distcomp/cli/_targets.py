@@ -151,6 +151,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     check_status_file(args.status_file, spec)
     bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=True))
+    if args.dryrun:
+        return _dryrun(args, spec, bound.nodes, dict(bound.options), say)
     handle = submit(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node, notify=say,
                     **bound.options)
     print(handle, flush=True)  # the job id, alone on stdout: what status, logs and cancel take
@@ -182,6 +184,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.status_file:
         _write_status(args.status_file, outcome)
     return outcome.exit_code if outcome.exit_code is not None else EXIT_FAILED
+
+
+def _dryrun(args: argparse.Namespace, spec: Any, nodes: int | None, values: dict[str, Any], say: Any) -> int:
+    """``submit --dryrun``: what submit would run, on stdout; nothing is created (TorchX's --dryrun)."""
+    from ..api import dryrun
+
+    compiled = dryrun(spec, args.target, nodes=nodes, nproc_per_node=args.nproc_per_node, **values)
+    if compiled.text is None:
+        raise _Usage(f"--target {args.target} compiles no text to show; `distcomp compile --target {args.target} "
+                     "-o PATH` writes it")
+    for note in compiled.notes:
+        if "{out}" not in note:
+            say(f"note: {note}")
+    for late in compiled.late:
+        say(f"bound when submitted: {late}")
+    sys.stdout.write(compiled.text)
+    return EXIT_OK
 
 
 def _report(outcome: "JobOutcome", say: Any) -> None:
@@ -310,6 +329,9 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
                    help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
     p.add_argument("--detach", action="store_true", help="print the job id and return once it is submitted")
+    p.add_argument("--dryrun", action="store_true",
+                   help="print what would be submitted (the compiled job, with the placeholders submit binds) "
+                        "and exit: nothing is created")
     p.add_argument("--status-file", metavar="FILE",
                    help="write the job's outcome as JSON (state, exit code, root cause, outputs, MLflow run)")
     if command == "submit":

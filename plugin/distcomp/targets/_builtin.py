@@ -123,7 +123,7 @@ KUBEFLOW = TargetType(
                           help="a partial pod template (YAML: nodeSelector, tolerations, affinity, imagePullSecrets, "
                                "serviceAccountName, env/envFrom, volumes...) merged into every pod; "
                                "from Python, a mapping"),
-        TargetOption("inherit_pod", "bool", default=False, submit_only=True,
+        TargetOption("inherit_pod", "bool", default=False,
                      help="inside a pod (a KFP step's): pass its node selector, tolerations, affinity, image pull "
                           "secrets, service account, secret/config map env and volumes, PVC mounts, labels and "
                           "annotations on to every training pod (its service account needs get on pods)"),
@@ -133,7 +133,7 @@ KUBEFLOW = TargetType(
         TargetOption("ttl_seconds", "int", flag="--ttl-seconds-after-finished", metavar="SECONDS", minimum=0,
                      help="delete the finished job and its pods after this long"),
         TargetOption("active_deadline", "int", flag="--active-deadline-seconds", metavar="SECONDS", minimum=1,
-                     help="the cluster fails the job after this long (default: --timeout when submitting)"),
+                     help="the cluster fails the job after this long (default: --timeout)"),
         TargetOption("elastic", metavar="MIN:MAX",
                      help="an elastic PyTorchJob of MIN to MAX nodes (elasticPolicy, c10d rendezvous)"),
         TargetOption("gang", "bool", default=False,
@@ -145,7 +145,8 @@ KUBEFLOW = TargetType(
                           "job's namespace (default: torch-distributed / deepspeed-distributed)"),
         TargetOption("kubeconfig", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),
-        replace(TIMEOUT, help="delete the job after this long (default 24 h)"),
+        # in the manifest (activeDeadlineSeconds): compiled, not submit-only
+        replace(TIMEOUT, submit_only=False, help="delete the job after this long (default 24 h)"),
         TargetOption("poll", "float", default=10.0, metavar="SECONDS", submit_only=True, minimum=0,
                      help="status poll interval (10)"),
         replace(TRACKING, help="one MLflow run for the job (needs MLFLOW_TRACKING_URI=http://...)"),
@@ -194,7 +195,8 @@ SLURM = TargetType(
                      help="an extra #SBATCH line, e.g. --sbatch=--qos=high (repeatable)"),
         TargetOption("job_dir", metavar="DIR",
                      help="shared folder for job folders (default $DISTCOMP_SLURM_DIR, else ~/distcomp-slurm)"),
-        replace(TIMEOUT, help="the job's time limit in seconds (rounded up to minutes) when --time is not given"),
+        replace(TIMEOUT, submit_only=False,  # in the script (--time): compiled, not submit-only
+                help="the job's time limit in seconds (rounded up to minutes) when --time is not given"),
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///JOB_DIR/mlflow.db"),
         EXPERIMENT,
     ))

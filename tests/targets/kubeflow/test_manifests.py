@@ -241,7 +241,9 @@ def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
     validate(manifest)
     assert manifest["metadata"] == {"name": "mpi-test", "namespace": "ml",
                                     "labels": {"app.kubernetes.io/managed-by": "distcomp",
-                                               "distcomp.dev/component": "launcher-test-mpi"}}
+                                               "distcomp.dev/component": "launcher-test-mpi"},
+                                    # where each output lasts, for `distcomp status` of the job from anywhere
+                                    "annotations": {"distcomp.io/outputs": '{"result": "scratch (lost with the pod)"}'}}
     assert "&id" not in out.read_text()  # no YAML anchors: each replica spelled out
     bad = subprocess.run(argv[:-2] + ["--image", "", "-o", str(tmp_path / "none.yaml")], capture_output=True,
                          text=True, timeout=60)

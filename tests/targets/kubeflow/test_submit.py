@@ -418,3 +418,88 @@ def test_a_configmap_left_by_an_earlier_job_of_that_name_is_replaced(tmp_path: P
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert "choose another --name" in proc.stderr and "the job was deleted" in proc.stderr, proc.stderr
         assert [d.split("?")[0] for d in deletes] == ["/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/ddp"]
+
+
+RUN_ANNOTATIONS = ("distcomp.io/mlflow-run-id", "distcomp.io/mlflow-tracking-uri")
+
+
+def _unbound(manifest: dict[str, Any], run_env: dict[str, str]) -> dict[str, Any]:
+    """``manifest`` less what submit binds: the run's annotations and env entries."""
+    out = json.loads(json.dumps(manifest))
+    notes = out["metadata"]["annotations"]
+    for key in RUN_ANNOTATIONS:
+        notes.pop(key)
+    for replica in out["spec"]["pytorchReplicaSpecs"].values():
+        main = replica["template"]["spec"]["containers"][0]
+        main["env"] = [e for e in main["env"] if e["name"] not in run_env]
+    return out
+
+
+def test_what_compile_printed_is_what_runs(tmp_path: Path, mlflow_server: str,  # noqa: F811
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`distcomp.submit(distcomp.compile(...))` creates the compiled manifest plus the job's
+    MLflow run (its env in every pod, its annotations) and nothing else; the manifest is built
+    once per submit, also by `distcomp.submit(spec, target, ...)`."""
+    import distcomp
+    from distcomp.errors import UsageError
+    from distcomp.targets.kubeflow import _compile
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    for name in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    builds: list[str] = []
+    build = _compile.compile_job
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        builds.append(kwargs.get("name") or "")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(_compile, "compile_job", counted)
+    spec = REPO / "examples" / "pytorch-ddp" / "component.yaml"
+    options = dict(volumes={"results": "/results"}, image="registry.example/ddp:1", name="ddp", namespace="ml",
+                   timeout=600.0)
+    with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
+        where = dict(kubeconfig=str(kubeconfig(tmp_path, api)), poll=0.05, experiment=f"same-{tmp_path.name}")
+        compiled = distcomp.compile(str(spec), "kubeflow", nodes=2, **options)
+        assert builds == ["ddp"]
+        with pytest.raises(UsageError, match="'image' changes what is compiled"):
+            distcomp.submit(compiled, image="other:2")
+        handle = distcomp.submit(compiled, **where)
+        assert builds == ["ddp"]  # submitted as compiled: not built again
+        outcome = handle.wait(timeout=60, poll=0.05)
+        assert outcome.succeeded and outcome.tracking is not None
+        (created,) = [body for method, path, body in api.requests if method == "POST" and path == JOB]
+        run_env = {e["name"]: e["value"] for e in
+                   created["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]
+                   if e["name"].startswith(("MLFLOW_", "DISTCOMP_MLFLOW_"))}
+        assert run_env["MLFLOW_RUN_ID"] == outcome.tracking.run_id
+        assert run_env["MLFLOW_TRACKING_URI"] == mlflow_server
+        assert created["metadata"]["annotations"]["distcomp.io/mlflow-run-id"] == outcome.tracking.run_id
+        assert _unbound(created, run_env) == compiled.data  # the rest is the compiled manifest, as it was printed
+        assert created["spec"]["runPolicy"]["activeDeadlineSeconds"] == 600  # --timeout is compiled in
+        for replica in created["spec"]["pytorchReplicaSpecs"].values():  # the run reaches every pod
+            env = {e["name"]: e.get("value") for e in replica["template"]["spec"]["containers"][0]["env"]}
+            assert {k: env[k] for k in run_env} == run_env
+
+        api.requests.clear()
+        again = distcomp.submit(str(spec), "kubeflow", nodes=2, **options, **where)  # compile once, then submit
+        assert builds == ["ddp", "ddp"]
+        assert again.wait(timeout=60, poll=0.05).succeeded
+        (created,) = [body for method, path, body in api.requests if method == "POST" and path == JOB]
+        assert _unbound(created, run_env) == compiled.data
+
+
+def test_submit_dryrun_prints_the_compiled_job_and_creates_nothing(tmp_path: Path) -> None:
+    """`distcomp submit --dryrun` shows what submit would create (what `distcomp compile` prints
+    with the same flags) and says what submit binds; the cluster hears nothing."""
+    spec = str(REPO / "examples" / "pytorch-ddp" / "component.yaml")
+    flags = ["--nodes", "2", "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml",
+             "--timeout", "600"]
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
+    with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
+        dry = distcomp("submit", spec, *flags, "--kubeconfig", str(kubeconfig(tmp_path, api)), "--dryrun", env=env)
+        assert api.requests == []
+    compiled = distcomp("compile", "--target", "kubeflow", spec, *flags, env=env)
+    assert dry.returncode == 0 and compiled.returncode == 0, dry.stderr + compiled.stderr
+    assert dry.stdout == compiled.stdout and "activeDeadlineSeconds: 600" in dry.stdout
+    assert "bound when submitted: the job's MLflow run" in dry.stderr

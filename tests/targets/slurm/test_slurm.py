@@ -12,6 +12,7 @@ import pytest
 
 import distcomp
 from distcomp.outcome import JobState
+from distcomp.target import JOB_NAME
 
 from .._jobs import FAULT, clean_env
 from .conftest import JOBS, record_of
@@ -38,7 +39,8 @@ def test_compile_is_a_readable_sbatch_script(tmp_path: Path) -> None:
     for line in ("--time=7", "--partition=debug", "--account=ml", "--gpus-per-node=1", "--mem=4G",
                  "--cpus-per-task=1", "--qos=high", "--exclusive"):
         assert f"#SBATCH {line}" in sbatch
-    assert any(line.startswith(f"#SBATCH --output={tmp_path}/jobs/slurm-test-torch-") for line in sbatch)
+    # the job folder is named after the job when it is submitted: a placeholder here
+    assert f"#SBATCH --output={tmp_path}/jobs/{JOB_NAME}/slurm-%j.out" in sbatch
     # one node agent per node, whatever the launcher: the Topology is in its record, as data
     assert [line for line in text.splitlines() if line.startswith("srun ")] == [
         'srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --cpus-per-task="$DISTCOMP_CPUS" \\']
@@ -77,6 +79,45 @@ def test_slurm_accepts_the_compiled_script(slurm_cluster: Path, tmp_path: Path) 
     script.write_text(compiled.text or "")
     proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True)
     assert proc.returncode == 0 and "to start at" in proc.stderr, proc.stderr
+
+
+def test_the_script_sbatch_tested_is_the_one_submitted(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile once, submit what was compiled: the script `sbatch --test-only` judged in check,
+    the one `distcomp compile` prints, and the one queued differ only by what exists once the
+    job is submitted: its name (the job folder's) and its MLflow run's env in the record."""
+    from distcomp.targets.slurm import _slurm
+
+    tested: list[str] = []
+    queued: list[str] = []
+    test, submit = _slurm.test, _slurm.submit
+    monkeypatch.setattr(_slurm, "test", lambda text: (tested.append(text), test(text))[1])
+    monkeypatch.setattr(_slurm, "submit", lambda path: (queued.append(Path(path).read_text()), submit(path))[1])
+    options = dict(nodes=2, nproc_per_node=1, inputs={"per_node": 1}, job_dir=str(job_dir), timeout=300.0)
+    compiled = distcomp.compile(TORCH, "slurm", **options)
+    assert compiled.text is not None and JOB_NAME in compiled.text and "--time=5" in compiled.text
+    first = distcomp.submit(TORCH, "slurm", **options)  # = distcomp.submit(distcomp.dryrun(TORCH, "slurm", ...))
+    second = distcomp.submit(compiled, experiment="same-script")  # that very Compiled
+    outcomes = [first.wait(), second.wait()]
+    assert tested == [compiled.text, compiled.text]  # check judged the compiled script, unbound
+    folders = [Path(o.details["folder"]) for o in outcomes]
+    assert folders[0] != folders[1] and folders[0].parent == folders[1].parent == job_dir  # one folder per submit
+    for outcome, folder, script in zip(outcomes, folders, queued):
+        assert outcome.state is JobState.SUCCEEDED, outcome.root_cause + outcome.message
+        assert outcome.tracking is not None and (folder / "job.sbatch").read_text() == script
+        unbound = script.replace(folder.name, JOB_NAME).splitlines()
+        lines = compiled.text.splitlines()
+        assert len(unbound) == len(lines)
+        changed = [(a, b) for a, b in zip(lines, unbound) if a != b]
+        assert [a.startswith(' "env": ') for a, _b in changed] == [True]  # the record's env: the run's, nothing else
+        env, compiled_env = record_of(script)["env"], record_of(compiled.text)["env"]
+        run_env = {k: v for k, v in env.items() if k not in compiled_env}
+        assert {k: env[k] for k in compiled_env} == compiled_env
+        assert run_env["MLFLOW_RUN_ID"] == outcome.tracking.run_id
+        assert run_env["MLFLOW_TRACKING_URI"] == f"sqlite:///{job_dir}/mlflow.db"
+    from mlflow import MlflowClient  # a submit-only option given with the Compiled: its run's experiment
+
+    run = _mlflow_run(job_dir, outcomes[1].tracking.run_id)  # type: ignore[union-attr]
+    assert MlflowClient(f"sqlite:///{job_dir}/mlflow.db").get_experiment(run.info.experiment_id).name == "same-script"
 
 
 @pytest.mark.slow

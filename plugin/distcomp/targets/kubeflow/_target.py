@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from ...errors import UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
 from ...target import Compiled, Notify
+from ._bind import RUN_ID, TRACKING_URI
 from ._job import KubeflowJob, job_of
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from ...target import JobContext
     from ._submit import JobRef, KubeflowRun
 
-RUN_ID, TRACKING_URI = "distcomp.io/mlflow-run-id", "distcomp.io/mlflow-tracking-uri"
+__all__ = ["RUN_ID", "TRACKING_URI", "KubeflowTarget", "kube_client"]
+
 OUTPUTS = "distcomp.io/outputs"  # output name -> where it lasts (JSON), for status of a detached job
 DEFAULT_TIMEOUT = 24 * 3600.0
 PREFIX = "kubeflow:"
@@ -53,21 +55,31 @@ class KubeflowTarget:
         self._job: KubeflowJob | None = None  # the job this instance submitted
 
     def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+        """The job's manifest (and its code's ConfigMap), built once: what ``submit`` creates,
+        with only the job's MLflow run bound (``_bind``). ``--inherit-pod`` reads this pod."""
+        import json
+
         import yaml
 
+        from ._bind import LATE
+
+        said: list[str] = []
+        if options.get("inherit_pod"):  # the step's own pod settings are part of what runs
+            from ._inherit import inherit_options
+
+            options = inherit_options(options, kube_client(options.get("kubeconfig")), said.append)
         job = job_of(spec, options)
         manifest = job.manifest
+        # where each output lasts, for `distcomp status` of a detached job from any machine
+        manifest["metadata"].setdefault("annotations", {})[OUTPUTS] = json.dumps(dict(job.outputs.where),
+                                                                                  sort_keys=True)
         kind = f"{manifest['kind']} {manifest['metadata']['name']}"
         if len(job.objects()) > 1:
             kind += " and the ConfigMap of its code"
         return Compiled(kind=kind, text=yaml.safe_dump_all(job.objects(), sort_keys=False), data=manifest,
-                        notes=job.notes())
+                        notes=(*said, *job.notes()), late=LATE, native=job)
 
     # -- submitting ------------------------------------------------------------------------
-    def check(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
-        """Every mistake in the options, before the job's MLflow run or the job exists."""
-        job_of(spec, options)
-
     def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str | None:
         """The pods reach a tracking server, not a file on this machine."""
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")
@@ -78,30 +90,26 @@ class KubeflowTarget:
         return uri
 
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
-        import json
-
+        """Create what ``compile`` made (``job.compiled``), the job's MLflow run bound into it."""
         from ...plugins import get_plugin_manager
+        from ._bind import bind_run
         from ._submit import create, create_owned, job_type_of, ref_of
 
-        self._options = options
-        first = job_of(spec, options)
-        for note in first.notes():
+        compiled = job.compiled if job.compiled is not None and isinstance(job.compiled.native, KubeflowJob) \
+            else self.compile(spec, options)  # called by hand, without the core's compile
+        built: KubeflowJob = compiled.native
+        for note in compiled.notes:
             notify(note)
+        self._options = options
         self._api = kube_client(options.get("kubeconfig"))
-        if options.get("inherit_pod"):
-            from ._inherit import inherit_options
-
-            options = self._options = inherit_options(options, self._api, notify)
-        if first.code.mode == "store":
+        if built.code.mode == "store":
             from ._transfer import upload
 
-            upload(first.code, notify)
-        built = job_of(spec, options, dict(job.env) or None, first.code)  # the pods log into the core's run
-        manifest = built.manifest
-        notes = manifest["metadata"].setdefault("annotations", {})
-        notes[OUTPUTS] = json.dumps(dict(built.outputs.where), sort_keys=True)
-        if job.tracking is not None:  # so status from another machine names the run
-            notes.update({RUN_ID: job.tracking.run_id, TRACKING_URI: job.tracking.tracking_uri})
+            upload(built.code, notify)
+        manifest, reached = bind_run(built.manifest, job.env, job.tracking)
+        if not reached:
+            notify(f"warning: the MLflow run's env cannot reach the pods of a {manifest['kind']} (distcomp knows no "
+                   "pod template of it): its ranks do not log into the run")
         self._tracking = job.tracking
         ref = ref_of(manifest, options.get("namespace") or "default", job_type_of(manifest, get_plugin_manager()))
         self._job = built

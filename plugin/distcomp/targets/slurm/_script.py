@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
-from ...agentjob import RECORD, Platform, bind_names, node_record, to_json
+from ...agentjob import RECORD, Platform, bind_names, node_record, record_env, to_json
 from ...errors import JobError, UsageError
 from ...redact import NONE, Masker
 from .._cookie import COOKIE
@@ -247,3 +247,22 @@ def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Reso
         f"  {shlex.quote(python)} -m distcomp.agent \"$DISTCOMP_JOB_FOLDER/{RECORD}\"",
     ]
     return "\n".join(body) + "\n"
+
+
+ENV_LINE = ' "env": '  # the record's env, one line of it (``agentjob.to_json``)
+
+
+def bind_env(text: str, env: Mapping[str, str], masker: Masker = NONE) -> str:
+    """The script ``text`` with ``env`` (the job's MLflow run's, made when it is submitted) in
+    its record's env, over what the spec set: the one line of the script that submit changes."""
+    import json
+
+    start = text.index(f"<<'{HEREDOC}'\n")
+    end = text.index(f"\n{HEREDOC}\n", start)
+    lines = text[start:end].split("\n")
+    (at,) = [i for i, line in enumerate(lines) if line.startswith(ENV_LINE)]
+    line = lines[at]
+    comma = "," if line.endswith(",") else ""
+    have = json.loads(line[len(ENV_LINE):len(line) - len(comma)])
+    lines[at] = ENV_LINE + json.dumps({**have, **record_env(env, masker)}) + comma
+    return text[:start] + "\n".join(lines) + text[end:]

@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
 from ...outcome import JobOutcome, JobState, TrackingRef
-from ...target import Compiled, Notify
+from ...target import JOB_NAME, Compiled, Notify
 from .. import _secrets
 
 if TYPE_CHECKING:
-    from ...plan import Plan
     from ...redact import Masker
     from ...target import JobContext
     from ...spec import ComponentSpec
@@ -54,22 +53,20 @@ def _job_dir(options: Mapping[str, Any]) -> Path:
     return Path(options.get("job_dir") or default_job_dir()).expanduser().absolute()
 
 
-def _folder_name(spec: "ComponentSpec") -> str:
-    return f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
-
-
 class SlurmTarget:
     def __init__(self) -> None:
         self._job_dir: Path | None = None
         self._timeout: float | None = None
 
-    # -- compiling -------------------------------------------------------------------------
+    # -- compiling ---------------------------------------------------------------------------
     def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
-        """The sbatch script for a job folder under the job dir (nothing is written)."""
+        """The sbatch script for the job folder ``JOB_DIR/{{job_name}}`` (nothing is written):
+        what ``check`` tests with ``sbatch --test-only`` and ``submit`` writes and queues, with
+        only the job's name and its MLflow run's env bound."""
         from ...redact import job_masker
         from ...spec import InputError, RenderError, bind_inputs
 
-        folder = _job_dir(options) / _folder_name(spec)
+        folder = _job_dir(options) / JOB_NAME
         given_out = dict(options.get("outputs") or {})
         try:
             unknown = [n for n in given_out if n not in spec.outputs]
@@ -82,17 +79,21 @@ class SlurmTarget:
             raise UsageError(str(exc)) from None
         masker = job_masker(spec, values)
         text = self._script(spec, options, argv, folder, dict(spec.environment_variables), masker)
-        notes: tuple[str, ...] = (f"written for the job folder {folder}; `distcomp submit --target slurm` copies "
-                                  "the spec and its code there before sbatch",)
+        notes: tuple[str, ...] = (f"written for the job folder {folder}; `distcomp submit --target slurm` names it "
+                                  "after the job and copies the spec and its code there before sbatch",)
+        late: tuple[str, ...] = (
+            f"the job's name: {JOB_NAME} in the job folder's path",
+            "the job's MLflow run, made when it is submitted: its env (MLFLOW_RUN_ID, MLFLOW_TRACKING_URI, ...) in "
+            "the record's env line")
         if masker:
             notes += (f"the job's secrets are not in the script: it reads them from {folder / _secrets.NAME} "
                       "(mode 600), which `distcomp submit --target slurm` writes",)
-        return Compiled(kind=f"sbatch script of {spec.ref}", text=text, notes=notes)
+            late += (f"the job's secrets, in {folder / _secrets.NAME}: the record names each by its index",)
+        return Compiled(kind=f"sbatch script of {spec.ref}", text=text, notes=notes, late=late, native=masker)
 
     @staticmethod
     def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
-                env: Mapping[str, str], masker: "Masker", plan: "Plan | None" = None) -> str:
-        """``plan``: the job's, when the core made it (submit); else it is made here (compile)."""
+                env: Mapping[str, str], masker: "Masker") -> str:
         import sys
 
         from ...plan import make_plan
@@ -102,21 +103,20 @@ class SlurmTarget:
         if why:
             raise UsageError(f"--job-dir {str(folder.parent)!r} {why}; give a job dir whose path has none")
         res = resources_of(spec, options, options.get("timeout"))
-        plan = plan or make_plan(spec, gpu=False)
         # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
         # share the job folder): distcomp is there, and so is what the command's python needs
-        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable)
+        return script(make_plan(spec, gpu=False), argv, folder, spec.name, res, env, masker, python=sys.executable)
 
     # -- submitting ------------------------------------------------------------------------
-    def check(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
-        """The options and sbatch's own judgement (partition, account, memory, time), before
-        anything of the job exists: a refused job leaves no job folder, no code copy and no
-        MLflow run."""
+    def check(self, spec: "ComponentSpec", options: Mapping[str, Any], compiled: Compiled | None = None) -> None:
+        """The options and sbatch's own judgement (partition, account, memory, time) of the
+        script that will be submitted, before anything of the job exists: a refused job leaves
+        no job folder, no code copy and no MLflow run."""
         from . import _slurm
 
         if shutil.which("sbatch") is None:
             _slurm.run(["sbatch"], "")  # the UsageError that says what is missing
-        compiled = self.compile(spec, options)
+        compiled = compiled if compiled is not None and compiled.text else self.compile(spec, options)
         assert compiled.text is not None
         _slurm.test(compiled.text)
         _check_code(spec)
@@ -129,28 +129,33 @@ class SlurmTarget:
         return _tracking_env(job_dir)["MLFLOW_TRACKING_URI"]
 
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
+        """Write and queue the compiled script (``job.compiled``), its job folder named after the
+        job (``job.name``) and the job's MLflow run env in its record."""
         from ..._files import write_atomic
         from ...jobs import create_outputs, make_job
         from ...spec import InputError
         from . import _slurm
+        from ._script import bind_env
 
+        compiled = job.compiled if job.compiled is not None and job.compiled.text else self.compile(spec, options)
+        assert compiled.text is not None
+        masker = job.masker
+        if compiled.native is not None and tuple(compiled.native.needles) != tuple(masker.needles):
+            raise JobError(f"{compiled.kind}: compiled with other secrets than the job has; compile it again")
         job_dir = _job_dir(options)
-        folder = job_dir / _folder_name(spec)
+        folder = job_dir / job.name
         self._job_dir, self._timeout = job_dir, options.get("timeout")
         cwd = Path.cwd()
         try:
             made = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
         except InputError as exc:
             raise UsageError(str(exc)) from None
-        argv = spec.render(made.values, made.outputs)
-        masker = job.masker
+        text = bind_env(compiled.bind(job.name), job.env, masker)  # the job's MLflow run, from the core
         _make_folder(spec, folder, masker)
         if masker:
             _secrets.write(folder / _secrets.NAME, masker)
         create_outputs(made)
-        env = {**spec.environment_variables, **job.env}  # the job's MLflow run, from the core
-        write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker, job.plan),
-                     mode=0o600 if masker else None)
+        write_atomic(folder / SCRIPT, text, mode=0o600 if masker else None)
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
                                   "processes_per_node": spec.distribution.processes_per_node or 1,
