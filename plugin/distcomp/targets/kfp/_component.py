@@ -53,7 +53,7 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     folder's path inside the image, instead of embedding the spec's code folder in the
     component. ``timeout``/``max_restarts`` are ``distcomp run``'s ``--timeout``/``--max-restarts``.
 
-    Several nodes: the step runs ``distcomp submit`` (its image, ``image`` or the spec's,
+    Several nodes: the step submits to the kubeflow target (its image, ``image`` or the spec's,
     which the pods run too, needs the kubernetes client, and its service account the right
     to create the job). ``shared_volume=(CLAIM, MOUNT_PATH)``, a PersistentVolumeClaim the
     pods mount too, carries the spec, code, inputs and outputs between the step and the

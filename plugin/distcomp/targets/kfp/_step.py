@@ -205,7 +205,7 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:  # distcomp submit's progress, the reason and the leading pod's log
+        for line in proc.stdout:  # the submit's progress, the reason and the leading pod's log
             print(line, end="", flush=True)
         returncode = proc.wait()
     finally:
