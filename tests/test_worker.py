@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.jobrecord import KEY, VERSION, JobRecord, read_record, write_record
+import distcomp
+from distcomp.jobrecord import KEY, VERSION, JobRecord, bind_params, read_record, write_record
 
 ECHO = ("import os, sys, time\nprint('rank', os.environ['RANK'], 'says', sys.argv[1], flush=True)\n"
         "time.sleep(float(os.environ.get('ECHO_SLEEP', '0')))\n")
@@ -51,13 +52,75 @@ def test_a_run_record_runs_the_job_and_keeps_its_values_exact(spec: Path, tmp_pa
 
 def test_a_record_of_a_newer_format_is_refused_before_anything_runs(spec: Path, tmp_path: Path) -> None:
     path = tmp_path / "job.json"
-    path.write_text(json.dumps({KEY: VERSION + 1, "action": "run", "spec": str(spec),
+    path.write_text(json.dumps({KEY: VERSION + 1, "distcomp": "9.0.0", "action": "run", "spec": str(spec),
                                 "options": {"run_dir": str(tmp_path / "run")}}))
     done = _worker(path, tmp_path)
     assert done.returncode == 2
-    assert f"a job record of format {VERSION + 1}, written by a newer distcomp" in done.stderr
-    assert "upgrade distcomp here" in done.stderr and "Traceback" not in done.stderr
-    assert not (tmp_path / "run").exists()
+    assert (f"a job record of format {VERSION + 1}, written by distcomp 9.0.0, is newer than this distcomp "
+            f"{distcomp.__version__} reads (format {VERSION} and older): upgrade distcomp where the job runs") \
+        in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_record_of_the_first_format_is_still_read(spec: Path, tmp_path: Path) -> None:
+    """As the first distcomp to write records wrote them (no writer, no params): it runs."""
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({KEY: 1, "action": "run", "spec": str(spec), "cwd": str(tmp_path),
+                                "inputs": {"msg": "old"}, "outputs": {}, "env": {},
+                                "options": {"run_dir": str(tmp_path / "run"), "tracking": False}}))
+    done = _worker(path, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "[rank0]: rank 0 says old" in done.stdout
+
+
+def test_a_record_is_written_in_the_lowest_format_that_holds_it() -> None:
+    """So a KFP step compiled here still runs with an older distcomp in its image, unless it needs more."""
+    assert JobRecord("run", "s.yaml", options={"nodes": 2}).to_json()[KEY] == 1
+    assert JobRecord("run", "s.yaml", params={"msg": "value"}).to_json()[KEY] == 2
+    assert JobRecord("submit", "s.yaml", target="local").to_json()[KEY] == 2 == VERSION
+
+
+def test_params_come_from_the_command_line_as_name_value_words(spec: Path, tmp_path: Path) -> None:
+    """A relative spec is the record's neighbour; ``if-set``: an empty value is no value."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "job.json").write_text(json.dumps({
+        KEY: 2, "action": "run", "spec": f"../{spec.parent.name}/{spec.name}", "params": {"msg": "value"},
+        "options": {"tracking": False, "run_dir": str(tmp_path / "run")}}))
+    done = subprocess.run([sys.executable, "-m", "distcomp.worker", "project/job.json", "msg=a b=c $(x)"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "[rank1]: rank 1 says a b=c $(x)" in done.stdout
+    for words, message in ((["msg=a", "msg=b"], "parameter 'msg' is given twice"),
+                           (["epochs=1"], "'epochs' is not one of its parameters (its parameters: msg)"),
+                           (["--msg", "x"], "'--msg' is not NAME=VALUE")):
+        bad = subprocess.run([sys.executable, "-m", "distcomp.worker", "project/job.json", *words], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_an_if_set_param_left_empty_is_not_given(tmp_path: Path) -> None:
+    record = JobRecord("run", "s.yaml", params={"a": "if-set", "b": "value"})
+    assert dict(bind_params(record, ["a=", "b="]).inputs) == {"b": ""}
+    assert dict(bind_params(record, ["a=1"]).inputs) == {"a": "1"}
+
+
+def test_a_submit_record_submits_to_the_target_and_waits(spec: Path, tmp_path: Path) -> None:
+    """``distcomp.submit(spec, TARGET, **options)``, checked against the target's options, then
+    the wait and the JobOutcome file, as ``distcomp submit --status-file`` gives them."""
+    record = write_record(tmp_path / "job.json", JobRecord(
+        "submit", str(spec), inputs={"msg": "submitted"}, target="local", outcome_file=str(tmp_path / "out.json"),
+        options={"run_dir": str(tmp_path / "run"), "tracking": False, "nproc_per_node": 1}))
+    done = _worker(record, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"local:{tmp_path / 'run'}"  # the job id, alone on stdout
+    outcome = json.loads((tmp_path / "out.json").read_text())
+    assert outcome["state"] == "succeeded" and len(json.loads((tmp_path / "run" / "status.json").read_text())[
+        "processes"]) == 1
+    assert "rank 0 says submitted" in (tmp_path / "run" / "console.log").read_text()
+    bad = write_record(tmp_path / "bad.json", JobRecord("submit", str(spec), target="local",
+                                                        options={"gpus_per_node": 1}))
+    refused = _worker(bad, tmp_path)
+    assert refused.returncode == 2 and "target 'local' does not take 'gpus_per_node'" in refused.stderr
 
 
 @pytest.mark.parametrize("text,message", [
@@ -75,7 +138,7 @@ def test_a_bad_record_is_one_clear_line(text: str, message: str, tmp_path: Path)
 
 def test_the_record_round_trips() -> None:
     record = JobRecord("run", "s.yaml", "/w", {"a": "1"}, {"o": "/p"}, {"E": "v"}, {"nodes": 2})
-    assert record.to_json()[KEY] == VERSION
+    assert record.to_json()[KEY] == 1 and record.to_json()["distcomp"] == distcomp.__version__
 
 
 def test_a_background_local_job_runs_from_its_record_not_from_flags(spec: Path, tmp_path: Path) -> None:

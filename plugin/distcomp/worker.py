@@ -1,8 +1,10 @@
-"""``python -m distcomp.worker JOB.json``: how distcomp starts a process of its own.
+"""``python -m distcomp.worker JOB.json [NAME=VALUE ...]``: how distcomp starts a process of its own.
 
-A background ``distcomp submit --target local`` job, and the watchdog that closes a job whose
-``distcomp run`` died, are processes distcomp starts for itself. They read a job record
-(``distcomp.jobrecord``: versioned JSON, mode 600), never command-line flags.
+A background ``distcomp submit --target local`` job, the watchdog that closes a job whose
+``distcomp run`` died, the KFP step (one node: ``run``; several: ``submit`` to kubeflow) and
+the MLflow project's entry point are processes distcomp starts for itself. They read a job
+record (``distcomp.jobrecord``: versioned JSON), never command-line flags; the only words after
+the record are the ``NAME=VALUE`` inputs its ``params`` declare (what MLflow fills in).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .jobrecord import RUN_OPTIONS, JobRecord, RecordError, read_record
+from .jobrecord import RUN_OPTIONS, JobRecord, RecordError, bind_params, read_record
 
 __all__ = ["execute", "main"]
 
@@ -33,7 +35,36 @@ def _run(record: JobRecord, where: str) -> int:
     spec = load(record.spec, warn=deprecated)
     outcome = run(spec, inputs=dict(record.inputs), outputs=dict(record.outputs), env=dict(record.env),
                   console=None if quiet else echo, notify=speaker("run"), **options)
+    if record.outcome_file:
+        from .cli._targets import write_status
+
+        write_status(record.outcome_file, outcome)
     return outcome.exit_code if outcome.exit_code is not None else 1
+
+
+def _submit(record: JobRecord, where: str) -> int:
+    """``distcomp.submit(spec, target, **options)`` and wait, as ``distcomp submit`` does; the
+    options are checked against the target's declared ones there, with its messages."""
+    from .api import load, submit
+    from .cli._common import deprecated, speaker
+    from .cli._targets import wait_and_report
+
+    if record.spec is None:
+        raise RecordError(f"{where}: a submit record names no spec")
+    if record.outputs or record.env:
+        raise RecordError(f"{where}: a submit record gives outputs and env as its target's options")
+    assert record.target is not None  # read_record checked it
+    options = dict(record.options)
+    layout = {key: options.pop(key, None) for key in ("nodes", "nproc_per_node")}
+    if record.inputs:
+        given = options.get("inputs") or {}
+        if not isinstance(given, dict):
+            raise RecordError(f"{where}: option 'inputs' must map names to values")
+        options["inputs"] = {**given, **record.inputs}
+    say = speaker("submit")
+    handle = submit(load(record.spec, warn=deprecated), record.target, notify=say, **layout, **options)
+    print(handle, flush=True)  # the job id, alone on stdout, as `distcomp submit` prints it
+    return wait_and_report(handle, say, record.outcome_file)
 
 
 def _reap(record: JobRecord, where: str) -> int:
@@ -61,7 +92,8 @@ def execute(record: JobRecord, where: str = "the job record") -> int:
             os.chdir(record.cwd)
         except OSError as exc:
             raise RecordError(f"{where}: cannot work in {record.cwd}: {exc.strerror or exc}") from None
-    return _reap(record, where) if record.action == "reap" else _run(record, where)
+    actions = {"reap": _reap, "submit": _submit, "run": _run}
+    return actions[record.action](record, where)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,13 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import DistcompError
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m distcomp.worker JOB.json  (a job record distcomp wrote)", file=sys.stderr)
+    if not args or args[0].startswith("-"):
+        print("usage: python -m distcomp.worker JOB.json [NAME=VALUE ...]  (a job record distcomp wrote, and the "
+              "values of the parameters it declares)", file=sys.stderr)
         return 2
     action = "worker"
     with guard():  # a console that goes away ends what is shown, not what is done
         try:
-            record = read_record(args[0])
+            record = bind_params(read_record(args[0]), args[1:], args[0])
             action = record.action
             return execute(record, args[0])
         except DistcompError as exc:  # said as `distcomp run` says it: the console reads the same

@@ -17,6 +17,7 @@ from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file
 
 if TYPE_CHECKING:
     from .._nodes import NodeRange
+    from ..api import JobHandle
     from ..outcome import JobOutcome
     from ..target import TargetOption, TargetType
 
@@ -159,11 +160,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.detach:
         say(f"submitted {handle}; follow it with `distcomp status|logs|cancel {handle}`")
         if args.status_file:
-            _write_status(args.status_file, handle.status(notify=say))
+            write_status(args.status_file, handle.status(notify=say))
         return EXIT_OK
+    return wait_and_report(handle, say, args.status_file)
+
+
+def wait_and_report(handle: "JobHandle", say: Callable[[str], None], status_file: str | None) -> int:
+    """Wait for a submitted job (Ctrl-C or SIGTERM, a cancelled pipeline step, cancels it), say
+    its end, write ``status_file``; the exit code ``distcomp run`` would give. ``distcomp
+    submit`` and the worker's ``submit`` record (the KFP step's) end the same way."""
     stopped_by: list[int] = []
 
-    def stop(signum: int, frame: object) -> None:  # SIGTERM (a cancelled pipeline step) as Ctrl-C
+    def stop(signum: int, frame: object) -> None:  # SIGTERM as Ctrl-C
         stopped_by.append(signum)
         raise KeyboardInterrupt
 
@@ -174,15 +182,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cancelling short
         outcome = handle.cancel(notify=say)
         say(f"stopped while waiting: {outcome.summary()}")
-        if args.status_file:
-            _write_status(args.status_file, outcome)
+        if status_file:
+            write_status(status_file, outcome)
         return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     finally:
         if signal.getsignal(signal.SIGTERM) is stop:
             signal.signal(signal.SIGTERM, previous)
     _report(outcome, say)
-    if args.status_file:
-        _write_status(args.status_file, outcome)
+    if status_file:
+        write_status(status_file, outcome)
     return outcome.exit_code if outcome.exit_code is not None else EXIT_FAILED
 
 
@@ -211,7 +219,8 @@ def _report(outcome: "JobOutcome", say: Any) -> None:
         say(f"MLflow run {outcome.tracking.run_id} ({outcome.tracking.tracking_uri})")
 
 
-def _write_status(path: str, outcome: "JobOutcome") -> None:
+def write_status(path: str, outcome: "JobOutcome") -> None:
+    """``--status-file``: the outcome as JSON, whole or not at all."""
     from .._files import write_atomic
 
     try:
@@ -363,4 +372,4 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.set_defaults(func=cmd_launchers)
 
 
-__all__ = ["add_parsers", "chosen_target", "foreign_flags"]
+__all__ = ["add_parsers", "chosen_target", "foreign_flags", "wait_and_report", "write_status"]

@@ -7,7 +7,7 @@ heavy; each factory imports its target's module when a target is used.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from ..hookspec import hookimpl
 from ..target import EXPERIMENT, TRACKING, Target, TargetOption, TargetType
@@ -16,6 +16,15 @@ from .kubeflow._podtemplate import PodTemplateOption
 INPUTS = TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",
                       help="an input value (repeatable)")
 IMAGE = TargetOption("image", metavar="IMAGE", help="container image (default: the spec's environment image)")
+
+
+class JobOptionsOption(TargetOption):
+    """KFP's ``--job-option NAME=VALUE`` (repeatable) on the command line; a mapping from Python."""
+
+    def check(self, value: Any, target: str) -> Any:
+        return dict(value) if isinstance(value, Mapping) else super().check(value, target)
+
+
 # what every submitting target takes, each saying what it means there
 TIMEOUT = TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
                        help="stop the job after this long (restarts included)")
@@ -161,9 +170,9 @@ KFP = TargetType(
         IMAGE,
         TargetOption("volume", metavar="CLAIM:PATH",
                      help="the PersistentVolumeClaim the step shares with the pods of a multi-node job"),
-        TargetOption("job_options", "list", flag="--job-option", metavar="FLAG",
-                     help="a `distcomp submit --target kubeflow` flag for a multi-node job's pods (repeatable), e.g. "
-                          "--job-option=--gpus-per-node=1"),
+        JobOptionsOption("job_options", "list", flag="--job-option", metavar="NAME=VALUE",
+                         help="an option of the kubeflow target for a multi-node job's pods, by its Python name "
+                              "(repeatable; a list or pairs option repeats too), e.g. --job-option gpus_per_node=1"),
     ))
 
 AZUREML = TargetType(

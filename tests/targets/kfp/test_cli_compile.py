@@ -50,3 +50,23 @@ def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "run_distcomp_submit(" in text and "'shared-data', '/mnt/shared'" in text
+
+
+def test_job_options_are_kubeflow_option_names_and_the_old_flags_get_a_note(tmp_path: Path) -> None:
+    base = ("--nodes", "2", "--image", "registry.example/ddp:1", "--volume", "shared-data:/mnt/shared")
+    new = compile_kfp("-o", str(tmp_path / "new.yaml"), *base, "--job-option", "gpus_per_node=1",
+                      "--job-option", "env=A=1", "--job-option", "env=B=2", "--job-option", "gang=true")
+    assert new.returncode == 0, new.stderr
+    assert "'env': {'A': '1', 'B': '2'}, 'gang': True, 'gpus_per_node': 1" in (tmp_path / "new.yaml").read_text()
+    old = compile_kfp("-o", str(tmp_path / "old.yaml"), *base, "--job-option=--gpus-per-node=1",
+                      "--job-option=--env=A=1", "--job-option=--env", "--job-option=B=2", "--job-option=--gang")
+    assert old.returncode == 0, old.stderr
+    assert ("note: --job-option with `distcomp submit` flags is deprecated: write --job-option gpus_per_node=1 "
+            "--job-option env=A=1 --job-option env=B=2 --job-option gang=true") in old.stderr
+    assert (tmp_path / "old.yaml").read_bytes() == (tmp_path / "new.yaml").read_bytes()
+    for option, message in (("gpus=1", "'gpus' is not an option of the kubeflow target"),
+                            ("gpus_per_node=one", "gpus_per_node takes a whole number"),
+                            ("name=x", "the step sets name itself")):
+        bad = compile_kfp("-o", str(tmp_path / "bad.yaml"), *base, "--job-option", option)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        assert not (tmp_path / "bad.yaml").exists()

@@ -1,5 +1,6 @@
 """The multi-node KFP step for real, without a cluster: under kfp.local's SubprocessRunner the
-step runs `distcomp submit` against a Kubernetes API on 127.0.0.1 (KUBECONFIG) whose POST of a
+step writes a submit job record and runs `python -m distcomp.worker` on it (never `distcomp
+submit` flags), which submits to the kubeflow target against a Kubernetes API on 127.0.0.1 (KUBECONFIG) whose POST of a
 PyTorchJob makes the operator's pods (tests/targets/kubeflow/_operator.py) and runs them here,
 and whose GET reports the job Running, then Succeeded or Failed from the pods' exit codes.
 The "shared volume" is a folder of this machine mounted at the same path in the step and in
@@ -15,9 +16,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from distcomp.kfp import KfpTargetError, load_component
-from distcomp.targets.kfp._step import submit_argv
+from distcomp.jobrecord import VERSION, read_record
+from distcomp.kfp import KfpTargetError, compile_component, load_component
+from distcomp.plugins import get_plugin_manager
+from distcomp.targets.kfp._step import submit_record
 from kfp import compiler, dsl
+from kfp.components import load_component_from_file
 
 from tests.targets.kubeflow._operator import LOCALHOST, Finished, free_ports, pytorchjob_pods, run_pods
 
@@ -146,7 +150,7 @@ def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp
     mount.mkdir()
     train = load_component(ALLREDUCE, nodes=2, nproc_per_node=2, image="registry.example/ddp:1",
                            shared_volume=(CLAIM, str(mount)), poll=0.2, timeout=120,
-                           job_options=["--memory", "3Gi", "--gpus-per-node=1"])
+                           job_options={"memory": "3Gi", "gpus_per_node": 1})
     out = pipeline_with(train)().output
 
     records = [json.loads(p.read_text()) for p in sorted(Path(out.path).glob("rank*.json"))]
@@ -156,7 +160,7 @@ def test_two_pods_all_reduce_and_the_output_comes_back(cluster: FakeCluster, tmp
     assert [(r["pod"], r["node_rank"]) for r in records] == [
         (f"{name}-master-0", "0"), (f"{name}-master-0", "0"), (f"{name}-worker-0", "1"), (f"{name}-worker-0", "1")]
     assert re.fullmatch(r"kfp-allreduce-[0-9a-f]{6}", name) and out.metadata["distcomp.job"] == name
-    # the step learnt the outcome from `submit --status-file`'s JSON record: id, state, condition
+    # the step learnt the outcome from the JobOutcome the worker wrote (outcome_file): id, state, condition
     assert re.fullmatch(rf"kubeflow:[a-z0-9-]+/PyTorchJob/{name} succeeded Succeeded: .*",
                         out.metadata["distcomp.outcome"])
     pod = cluster.manifests[name]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
@@ -186,38 +190,99 @@ def test_a_failed_pod_fails_the_step_with_the_reason(cluster: FakeCluster, tmp_p
     assert cluster.finished[name].codes[f"{name}-worker-0"] not in (0, None)
     assert f"is failed because pod {name}-worker-0 exited with code" in text
     assert "distcomp submit exited with code 1" in text
+    assert "-m distcomp.worker" in text and "--volume" not in text  # the step ran a record, not flags
     assert re.search(rf"kubeflow:[a-z0-9-]+/PyTorchJob/{name} failed Failed: ", text)  # from the JSON record
     assert (mount / "distcomp" / name / "component.yaml").exists()  # kept, with what the pods wrote
 
 
-def test_the_compiled_component_submits_the_job(tmp_path: Path) -> None:
+def test_the_compiled_component_carries_the_submit_records_template(tmp_path: Path) -> None:
     train = load_component(ALLREDUCE, nodes=3, nproc_per_node=2, image="registry.example/ddp:1",
-                           shared_volume=(CLAIM, "/mnt/shared"))
+                           shared_volume=(CLAIM, "/mnt/shared"), job_options={"queue": "q", "gang": True})
     compiler.Compiler().compile(train, package_path=str(tmp_path / "c.yaml"))
     (executor,) = yaml.safe_load((tmp_path / "c.yaml").read_text())["deploymentSpec"]["executors"].values()
     assert executor["container"]["image"] == "registry.example/ddp:1"
     source = max(executor["container"]["command"], key=len)
     assert "run_distcomp_submit(" in source and "run_distcomp_step(" not in source
-    assert "['--nodes', '3', '--nproc-per-node', '2', '--image', 'registry.example/ddp:1']" in source
+    # the record's format and the kubeflow target's options by name: no `distcomp submit` flag
+    assert ("{'distcomp_job': 2, 'action': 'submit', 'target': 'kubeflow', 'options': {'nodes': 3, "
+            "'nproc_per_node': 2, 'image': 'registry.example/ddp:1', 'gang': True, 'queue': 'q'}}") in source
+    assert "'--nodes'" not in source and "'distcomp', 'submit'" not in source
     assert f"'{CLAIM}', '/mnt/shared', 'kfp-allreduce', None," in source
 
 
-def test_submit_argv_gives_the_volume_copies_and_output_paths() -> None:
-    argv = submit_argv("py", "/v/distcomp/j/component.yaml", "j", "c:/v", "/v/distcomp/j/code",
-                       {"data": ("port", "/v/distcomp/j/inputs/data"), "n": ("integer", 3.0), "opt": ("number", None)},
-                       {"result": "/v/distcomp/j/outputs/result"}, ["--nodes", "2"], "ml", False)
-    assert argv == ["py", "-m", "distcomp", "submit", "/v/distcomp/j/component.yaml", "--name", "j", "--volume", "c:/v",
-                    "--workdir", "/v/distcomp/j/code", "--nodes", "2", "--namespace", "ml",
-                    "--input", "data=/v/distcomp/j/inputs/data", "--input", "n=3",
-                    "--output-path", "result=/v/distcomp/j/outputs/result", "--no-tracking"]
+def test_the_step_record_is_one_the_worker_reads_and_the_target_takes(tmp_path: Path) -> None:
+    template = {"distcomp_job": VERSION, "action": "submit", "target": "kubeflow",
+                "options": {"nodes": 2, "image": "i:1", "gpus_per_node": 1}}
+    record = submit_record("/v/distcomp/j/component.yaml", "j", "c", "/v", "/v/distcomp/j/code",
+                           {"data": ("port", "/v/distcomp/j/inputs/data"), "n": ("integer", 3.0),
+                            "opt": ("number", None)}, {"result": "/v/distcomp/j/outputs/result"}, template, "ml",
+                           False, "ignored", "/v/distcomp/j/outcome.json")
+    (tmp_path / "job.json").write_text(json.dumps(record))
+    read = read_record(tmp_path / "job.json")
+    assert (read.action, read.target, read.spec, read.outcome_file) == (
+        "submit", "kubeflow", "/v/distcomp/j/component.yaml", "/v/distcomp/j/outcome.json")
+    assert dict(read.inputs) == {"data": "/v/distcomp/j/inputs/data", "n": "3"}  # one not delivered: none
+    options = dict(read.options)
+    assert options == {"nodes": 2, "image": "i:1", "gpus_per_node": 1, "name": "j", "volumes": {"c": "/v"},
+                       "workdir": "/v/distcomp/j/code", "output_paths": {"result": "/v/distcomp/j/outputs/result"},
+                       "tracking": False, "namespace": "ml", "inherit_pod": True}
+    del options["nodes"]  # a keyword of distcomp.submit; the rest are the kubeflow target's own, as it checks them
+    bound = get_plugin_manager().target("kubeflow").type.bind({**options, "inputs": dict(read.inputs)}, True)
+    assert bound["volumes"] == {"c": "/v"} and bound["inherit_pod"] is True
 
 
-def test_job_options_are_kubeflow_flags_the_step_does_not_set_itself() -> None:
+def test_a_component_compiled_with_a_newer_record_fails_the_step_with_what_to_do(
+        kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A real compiled file whose record template is of a format this distcomp does not read (as
+    a newer distcomp would write it): the step's worker refuses it before anything is submitted."""
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    path = compile_component(ALLREDUCE, tmp_path / "c.yaml", nodes=2, image="registry.example/ddp:1",
+                             shared_volume=(CLAIM, str(mount)))
+    text = path.read_text()
+    assert text.count(f"'distcomp_job': {VERSION}") == 1
+    path.write_text(text.replace(f"'distcomp_job': {VERSION}", f"'distcomp_job': {VERSION + 1}"))
+    with pytest.raises(RuntimeError, match="FAILURE"):
+        pipeline_with(load_component_from_file(str(path)))()
+    text = "".join(capfd.readouterr())
+    assert f"a job record of format {VERSION + 1}" in text and f"reads (format {VERSION} and older)" in text
+    assert "upgrade distcomp where the job runs (in the step's image" in text
+    assert "distcomp submit exited with code 2" in text
+    ran = text.split("distcomp step: ")[1].split("distcomp worker: ")  # the worker's one line, no traceback
+    assert "Traceback" not in ran[0] and ran[1].startswith(str(mount / "distcomp")), text
+
+
+def test_job_options_are_the_kubeflow_targets_options_the_step_does_not_set_itself() -> None:
     shared = (CLAIM, "/mnt/shared")
+
+    def make(options: Any) -> Any:
+        return load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=shared, job_options=options)
+
+    with pytest.raises(KfpTargetError, match=r"'gpus' is not an option of the kubeflow target \(known: .*gpus_per_node"):
+        make({"gpus": 1})
+    with pytest.raises(KfpTargetError, match=r"the step sets volumes itself \(pass shared_volume="):
+        make({"volumes": {"x": "/y"}})
+    with pytest.raises(KfpTargetError, match="job_options: target 'kubeflow': option 'gpus_per_node' takes a int"):
+        make({"gpus_per_node": "1"})
+    with pytest.raises(KfpTargetError, match="job_options: target 'kubeflow': option 'backoff_limit' must be >= 0"):
+        make({"backoff_limit": -1})
+    with pytest.raises(KfpTargetError, match="job_options must map kubeflow target options to values"):
+        make("--gpus-per-node=1")
+
+
+def test_the_old_flag_list_still_compiles_with_a_warning_saying_what_to_write() -> None:
+    def source(options: Any) -> str:
+        made = load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=(CLAIM, "/m"), job_options=options)
+        return max(made.component_spec.implementation.container.command, key=len)
+
+    new = {"memory": "3Gi", "gpus_per_node": 1, "env": {"A": "1"}, "gang": True}
+    with pytest.warns(FutureWarning, match=r"job_options=\{'memory': '3Gi', 'gpus_per_node': 1, 'env': \{'A': '1'\}"):
+        old = source(["--memory", "3Gi", "--gpus-per-node=1", "--env", "A=1", "--gang"])
+    assert old == source(new)
     with pytest.raises(KfpTargetError, match="'--gpus': not a `distcomp submit --target kubeflow` flag"):
-        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=shared, job_options=["--gpus", "1"])
-    with pytest.raises(KfpTargetError, match="'--volume=x:/y': the step sets --volume itself"):
-        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=shared, job_options=["--volume=x:/y"])
+        source(["--gpus", "1"])
+    with pytest.raises(KfpTargetError, match=r"'--volume=x:/y': the step sets volumes itself"):
+        source(["--volume=x:/y"])
 
 
 def test_several_nodes_need_a_shared_volume_and_an_image(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ job against a SQLite store, in the one run ``mlflow run`` created; the real
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import psutil
 import pytest
 from mlflow import MlflowClient
 
+from distcomp.jobrecord import KEY, VERSION, read_record
 from distcomp.targets.mlflow import compile_project
 
 from .._jobs import wait_for
@@ -96,7 +98,8 @@ def test_an_entry_point_that_is_not_distcomp_run_is_refused(tmp_path: Path, sqli
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "MLproject").write_text("name: plain\nentry_points:\n  main:\n    command: python x.py\n")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", sqlite_uri)
-    with pytest.raises(ExecutionException, match=r"`distcomp run SPEC \.\.\.`.*distcomp compile --target mlflow"):
+    with pytest.raises(ExecutionException, match=r"`python -m distcomp.worker RECORD NAME=VALUE \.\.\.`.*distcomp "
+                                                 r"compile --target mlflow"):
         mlflow.projects.run(str(tmp_path / "plain"), backend="distcomp", env_manager="local", synchronous=False)
     assert all_runs(sqlite_uri) == []
 
@@ -156,7 +159,8 @@ def test_the_local_backend_runs_the_same_project_in_one_run(sqlite_uri: str, tmp
     assert run.data.tags["mlflow.source.type"] == "PROJECT" and run.data.tags["distcomp.world_size"] == "2"
     assert run.data.params["tag_seen"] == "local"
     assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "rank")) == 2
-    assert "distcomp run component.yaml --nproc-per-node 2 " in (tmp_path / "project" / "MLproject").read_text()
+    assert "python -m distcomp.worker distcomp-job.json steps={steps} " in (tmp_path / "project" / "MLproject").read_text()
+    assert read_record(tmp_path / "project" / "distcomp-job.json").options == {"nproc_per_node": 2}
 
 
 @pytest.mark.slow
@@ -183,3 +187,38 @@ def test_sigterm_to_mlflow_run_cancels_the_job(project: Path, sqlite_uri: str, t
     assert proc.returncode != 0, err
     assert not any(_alive(p) for p in ranks), "a rank outlived `mlflow run`"
     assert only_run(sqlite_uri).info.status == "KILLED"
+
+
+# what `distcomp compile --target mlflow` wrote before projects carried a job record (distcomp 0.1.0)
+OLDER_COMMAND = ("distcomp run component.yaml --nproc-per-node 2 --input steps={steps} --input tag={tag} "
+                 "--input lr={lr} --input-if-set fail_rank={fail_rank} --input sleep={sleep} "
+                 "--input-if-set pid_dir={pid_dir}")
+
+
+@pytest.mark.slow
+def test_a_project_of_the_older_form_still_runs(project: Path, sqlite_uri: str, tmp_path: Path) -> None:
+    """Projects in users' repositories: an MLproject whose command is `distcomp run SPEC ...`."""
+    text = (project / "MLproject").read_text()
+    command = next(line for line in text.splitlines() if "command:" in line).split("command: ", 1)[1]
+    (project / "MLproject").write_text(text.replace(command, OLDER_COMMAND))
+    (project / "distcomp-job.json").unlink()
+    proc = mlflow_run(project, sqlite_uri, tmp_path, "steps=2", f"tag={TRICKY}", config=None)
+    assert proc.returncode == 0, explain(proc)
+    run = only_run(sqlite_uri)
+    assert run.info.status == "FINISHED" and run.data.tags["distcomp.world_size"] == "2"  # its own --nproc-per-node
+    assert run.data.params["tag_seen"] == TRICKY and run.data.tags["distcomp.state"] == "succeeded"
+    assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "rank")) == 2
+
+
+def test_a_project_record_of_a_newer_format_is_refused_before_any_run(project: Path, sqlite_uri: str,
+                                                                     tmp_path: Path) -> None:
+    """A project compiled by a newer distcomp: `mlflow run` says what to do, and no run is left."""
+    record = project / "distcomp-job.json"
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, KEY: VERSION + 1, "distcomp": "9.0.0"}))
+    proc = mlflow_run(project, sqlite_uri, tmp_path, "tag=x")
+    assert proc.returncode == 1, explain(proc)
+    assert (f"distcomp backend: {record}: a job record of format {VERSION + 1}, written by distcomp 9.0.0, is newer "
+            f"than this distcomp") in proc.stderr
+    assert "upgrade distcomp where the job runs" in proc.stderr and "Traceback" not in proc.stderr
+    assert all_runs(sqlite_uri) == []

@@ -3,7 +3,9 @@ loader), the files it carries, and what it refuses."""
 
 from __future__ import annotations
 
+import json
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from mlflow.projects._project_spec import load_project
+
+from distcomp.jobrecord import KEY, VERSION, bind_params, read_record
 
 from ._helpers import PROBE, distcomp, explain
 
@@ -75,10 +79,12 @@ def test_compile_writes_the_mlproject_the_spec_and_its_code(tmp_path: Path) -> N
     proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     out = tmp_path / "out"
-    assert files(out) == {"MLproject", "component.yaml", "train.py", "pkg/util.py", "vocab.txt"}
+    assert files(out) == {"MLproject", "distcomp-job.json", "component.yaml", "train.py", "pkg/util.py",
+                          "vocab.txt"}
     assert (out / "component.yaml").read_bytes() == spec.read_bytes()
     text = (out / "MLproject").read_text()
-    assert text.startswith("# Written by `distcomp compile --target mlflow` from component.yaml (typed-job@1.0.0)")
+    assert text.startswith("# Written by `distcomp compile --target mlflow` from component.yaml (typed-job@1.0.0), "
+                           "with its job record distcomp-job.json")
     data = yaml.safe_load(text)
     assert data["name"] == "typed-job" and list(data["entry_points"]) == ["main"]
     main = data["entry_points"]["main"]
@@ -92,17 +98,23 @@ def test_compile_writes_the_mlproject_the_spec_and_its_code(tmp_path: Path) -> N
         "data": {"type": "path"},  # MLflow makes it absolute (or downloads a URI)
         "init_from": {"type": "string", "default": ""},  # MLflow would refuse "" as a path
     }
-    assert main["command"] == (
-        "distcomp run component.yaml --input name={name} --input epochs={epochs} --input lr={lr} "
-        "--input-if-set scale={scale} --input amp={amp} --input mode={mode} --input data={data} "
-        "--input-if-set init_from={init_from}")
-    # MLflow's own loader reads it, and fills the command as `mlflow run` would
+    assert main["command"] == (  # the worker on the project's job record: no distcomp CLI flag
+        "python -m distcomp.worker distcomp-job.json name={name} epochs={epochs} lr={lr} scale={scale} amp={amp} "
+        "mode={mode} data={data} init_from={init_from}")
+    record = read_record(out / "distcomp-job.json")  # versioned, and readable as the project's other files
+    assert json.loads((out / "distcomp-job.json").read_text())[KEY] == VERSION
+    assert stat.S_IMODE((out / "distcomp-job.json").stat().st_mode) == 0o644
+    assert (record.action, record.spec, dict(record.options)) == ("run", str(out / "component.yaml"), {})
+    assert dict(record.params) == {"name": "value", "epochs": "value", "lr": "value", "scale": "if-set",
+                                   "amp": "value", "mode": "value", "data": "value", "init_from": "if-set"}
+    # MLflow's own loader reads it, and fills the command as `mlflow run` would; the worker's record then
     entry = load_project(str(out)).get_entry_point("main")
     filled = entry.compute_command({"name": "a b", "data": str(tmp_path)}, storage_dir=None)
-    assert shlex.split(filled) == [
-        "distcomp", "run", "component.yaml", "--input", "name=a b", "--input", "epochs=3", "--input", "lr=0.05",
-        "--input-if-set", "scale=", "--input", "amp=True", "--input", "mode=fast", "--input", f"data={tmp_path}",
-        "--input-if-set", "init_from="]
+    words = shlex.split(filled)
+    assert words == ["python", "-m", "distcomp.worker", "distcomp-job.json", "name=a b", "epochs=3", "lr=0.05",
+                     "scale=", "amp=True", "mode=fast", f"data={tmp_path}", "init_from="]
+    assert dict(bind_params(record, words[4:]).inputs) == {"name": "a b", "epochs": "3", "lr": "0.05",
+                                                           "amp": "True", "mode": "fast", "data": str(tmp_path)}
 
 
 def test_port_defaults_stay_paths_only_where_mlflow_can_resolve_them(tmp_path: Path) -> None:
@@ -122,15 +134,16 @@ def test_nodes_and_processes_are_baked_in_when_given(tmp_path: Path) -> None:
                     "-o", "out", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     command = yaml.safe_load((tmp_path / "out" / "MLproject").read_text())["entry_points"]["main"]["command"]
-    assert command.startswith("distcomp run component.yaml --nodes 2 --nproc-per-node 3 --input steps={steps} ")
+    assert command.startswith("python -m distcomp.worker distcomp-job.json steps={steps} ")
+    assert dict(read_record(tmp_path / "out" / "distcomp-job.json").options) == {"nodes": 2, "nproc_per_node": 3}
 
 
 def test_a_code_subfolder_keeps_its_place_and_code_outside_is_refused(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job", code="src")
     proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", "out", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
-    assert files(tmp_path / "out") == {"MLproject", "component.yaml", "src/train.py", "src/pkg/util.py",
-                                       "src/vocab.txt"}
+    assert files(tmp_path / "out") == {"MLproject", "distcomp-job.json", "component.yaml", "src/train.py",
+                                       "src/pkg/util.py", "src/vocab.txt"}
     outside = write_job(tmp_path / "other", code="../shared")
     proc = distcomp("compile", "--target", "mlflow", str(outside), "-o", "out2", cwd=tmp_path)
     assert proc.returncode == 2, explain(proc)
@@ -149,8 +162,8 @@ def test_a_project_inside_the_spec_folder_does_not_copy_itself(tmp_path: Path) -
         proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(tmp_path / "job" / "mlproject"),
                         cwd=tmp_path)
         assert proc.returncode == 0, explain(proc)
-    assert files(tmp_path / "job" / "mlproject") == {"MLproject", "component.yaml", "train.py", "pkg/util.py",
-                                                     "vocab.txt"}
+    assert files(tmp_path / "job" / "mlproject") == {"MLproject", "distcomp-job.json", "component.yaml", "train.py",
+                                                     "pkg/util.py", "vocab.txt"}
     assert not [p.name for p in (tmp_path / "job").iterdir() if p.name.startswith(".mlproject")]
 
 

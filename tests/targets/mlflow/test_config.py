@@ -1,15 +1,16 @@
-"""The backend config and the argv the entry point becomes (no process is started here)."""
+"""The backend config and the job record the entry point becomes (no process is started here)."""
 
 from __future__ import annotations
 
+import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
+from distcomp.jobrecord import KEY, VERSION
 from distcomp.targets.mlflow import MlflowTargetError
-from distcomp.targets.mlflow._config import MLFLOW_KEYS, check_entry_command, entry_argv, parse_config
+from distcomp.targets.mlflow._config import MLFLOW_KEYS, check_entry_command, entry_record, parse_config
 
 
 def test_mlflows_own_keys_are_the_ones_mlflow_injects() -> None:
@@ -20,15 +21,15 @@ def test_mlflows_own_keys_are_the_ones_mlflow_injects() -> None:
                            utils.MLFLOW_LOCAL_BACKEND_RUN_ID_CONFIG}
 
 
-def test_known_keys_become_distcomp_run_flags(tmp_path: Path) -> None:
+def test_known_keys_become_the_job_records_options(tmp_path: Path) -> None:
     config = {"nproc_per_node": 2, "nodes": 3, "timeout": 1.5, "max_restarts": 0, "run_dir": "runs/x",
               "ENV_MANAGER": "local", "SYNCHRONOUS": False, "DOCKER_ARGS": {}, "STORAGE_DIR": "/tmp/s",
               "build_image": False, "docker_auth": None}
     settings = parse_config(config, tmp_path)
-    assert settings.flags == ("--nproc-per-node", "2", "--nodes", "3", "--timeout", "1.5", "--max-restarts", "0",
-                              "--run-dir", str(tmp_path / "runs/x"))
+    assert settings.options == {"nproc_per_node": 2, "nodes": 3, "timeout": 1.5, "max_restarts": 0,
+                                "run_dir": str(tmp_path / "runs/x")}
     assert settings.synchronous is False and settings.storage_dir == "/tmp/s"
-    assert parse_config(None, tmp_path).flags == () and parse_config(None, tmp_path).synchronous is True
+    assert parse_config(None, tmp_path).options == {} and parse_config(None, tmp_path).synchronous is True
 
 
 @pytest.mark.parametrize("config, message", [
@@ -56,16 +57,48 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     assert len(lines) == 2 and "did you mean 'nproc_per_node'?" in lines[0] and "nodes" in lines[1]
 
 
-def test_the_filled_command_becomes_an_argv_through_no_shell(tmp_path: Path) -> None:
+def project_record(folder: Path, **extra: object) -> None:
+    (folder / "distcomp-job.json").write_text(json.dumps({
+        KEY: VERSION, "action": "run", "spec": "component.yaml", "options": {"nodes": 1},
+        "params": {"tag": "value", "n": "if-set"}, **extra}))
+
+
+def test_the_filled_command_becomes_a_job_record_through_no_shell(tmp_path: Path) -> None:
     value = "a b; $(rm -rf x) 'q'"
-    command = f"distcomp run component.yaml --input tag={shlex.quote(value)} --input-if-set n=''"
-    argv = entry_argv(command, parse_config({"nproc_per_node": 2}, tmp_path))
-    assert argv == [sys.executable, "-m", "distcomp", "run", "component.yaml", "--input", f"tag={value}",
-                    "--input-if-set", "n=", "--nproc-per-node", "2"]
+    project_record(tmp_path)
+    command = f"python -m distcomp.worker distcomp-job.json tag={shlex.quote(value)} n=''"
+    record = entry_record(command, parse_config({"nproc_per_node": 2, "nodes": 2}, tmp_path), str(tmp_path))
+    assert (record.action, record.spec) == ("run", str(tmp_path / "component.yaml"))
+    assert dict(record.inputs) == {"tag": value}  # n: if-set and empty, so not given
+    assert dict(record.options) == {"nodes": 2, "nproc_per_node": 2}  # the config over the project's
+    assert record.version == 1  # what the worker it starts reads: no params left to give
 
 
-@pytest.mark.parametrize("template", ["python train.py", "bash -c 'distcomp run x'", "distcomp validate x", "'"])
-def test_only_distcomp_run_entry_points_are_taken(template: str) -> None:
+def test_a_project_of_the_older_form_is_still_read(tmp_path: Path) -> None:
+    """``distcomp run SPEC ...``, as distcomp compile wrote it before projects carried a record."""
+    command = "distcomp run component.yaml --nodes 1 --input tag='a b' --input-if-set n= --input-if-set m=2"
+    record = entry_record(command, parse_config({"nproc_per_node": 2}, tmp_path), str(tmp_path))
+    assert (record.action, record.spec) == ("run", str(tmp_path / "component.yaml"))
+    assert dict(record.inputs) == {"tag": "a b", "m": "2"}
+    assert dict(record.options) == {"nodes": 1, "nproc_per_node": 2}
+    with pytest.raises(MlflowTargetError, match="not one distcomp wrote: recompile the project with `distcomp "
+                                                "compile --target mlflow"):
+        entry_record("distcomp run component.yaml --max-restarts 2", parse_config({}, tmp_path), str(tmp_path))
+
+
+def test_a_project_record_of_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    from distcomp.jobrecord import RecordError
+
+    project_record(tmp_path, **{KEY: VERSION + 1, "distcomp": "9.1.0"})
+    with pytest.raises(RecordError, match=rf"format {VERSION + 1}, written by distcomp 9.1.0, is newer than this "
+                                          rf"distcomp .* reads \(format {VERSION} and older\): upgrade distcomp"):
+        entry_record("python -m distcomp.worker distcomp-job.json tag=x", parse_config({}, tmp_path), str(tmp_path))
+
+
+@pytest.mark.parametrize("template", ["python train.py", "bash -c 'distcomp run x'", "distcomp validate x", "'",
+                                      "python -m distcomp run x"])
+def test_only_distcomp_entry_points_are_taken(template: str) -> None:
     with pytest.raises(MlflowTargetError, match="distcomp compile --target mlflow"):
         check_entry_command(template)
-    check_entry_command("distcomp run component.yaml --input a={a}")
+    check_entry_command("python -m distcomp.worker distcomp-job.json a={a}")
+    check_entry_command("distcomp run component.yaml --input a={a}")  # the older form

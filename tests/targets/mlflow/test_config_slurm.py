@@ -1,26 +1,37 @@
-"""The backend config's "target": "slurm": its keys, and the `distcomp submit` argv it makes."""
+"""The backend config's "target": "slurm": its keys, and the submit record it makes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from distcomp.targets.mlflow._config import entry_argv, parse_config
+from distcomp.jobrecord import KEY, read_record, write_record
+from distcomp.plugins import get_plugin_manager
+from distcomp.targets.mlflow._config import entry_record, parse_config
 from distcomp.targets.mlflow._errors import MlflowTargetError
 
 
-def test_slurm_config_becomes_submit_flags(tmp_path: Path) -> None:
+def test_slurm_config_becomes_a_submit_record(tmp_path: Path) -> None:
     settings = parse_config({"target": "slurm", "nodes": 2, "partition": "debug", "time": 5, "job_dir": "jobs",
                              "sbatch": ["--qos=high"], "SYNCHRONOUS": False}, tmp_path)
     assert settings.target == "slurm"
-    command = "distcomp run spec.yaml --nodes 1 --input lr=0.1 --input-if-set seed= --input-if-set=tag=x"
-    argv = entry_argv(command, settings, python="PY")
-    assert argv == ["PY", "-m", "distcomp", "submit", "--target", "slurm", "spec.yaml", "--nodes", "1",
-                    "--input", "lr=0.1", "--input", "tag=x", "--nodes", "2", "--partition", "debug", "--time", "5",
-                    "--job-dir", str(tmp_path / "jobs"), "--sbatch=--qos=high"]
-    # without a target, the same command runs here as before
-    assert entry_argv(command, parse_config({}, tmp_path), python="PY")[3] == "run"
+    (tmp_path / "distcomp-job.json").write_text(json.dumps({
+        KEY: 2, "action": "run", "spec": "spec.yaml", "options": {"nodes": 1, "nproc_per_node": 2},
+        "params": {"lr": "value", "seed": "if-set", "tag": "if-set"}}))
+    command = "python -m distcomp.worker distcomp-job.json lr=0.1 seed= tag=x"
+    record = read_record(write_record(tmp_path / "job.json", entry_record(command, settings, str(tmp_path))))
+    assert (record.action, record.target, record.spec) == ("submit", "slurm", str(tmp_path / "spec.yaml"))
+    assert dict(record.inputs) == {"lr": "0.1", "tag": "x"}
+    options = dict(record.options)
+    assert options == {"nodes": 2, "nproc_per_node": 2, "partition": "debug", "time": 5,
+                       "job_dir": str(tmp_path / "jobs"), "sbatch": ["--qos=high"]}
+    del options["nodes"], options["nproc_per_node"]  # distcomp.submit's own keywords; the rest are slurm's
+    bound = get_plugin_manager().target("slurm").type.bind(options, submitting=True)
+    assert bound["sbatch"] == ("--qos=high",) and bound["time"] == 5
+    # without a target, the same command runs here
+    assert entry_record(command, parse_config({}, tmp_path), str(tmp_path)).action == "run"
 
 
 @pytest.mark.parametrize(("config", "message"), [

@@ -1,7 +1,7 @@
 """The KFP v2 target: a spec as a component of a KFP pipeline whose step starts the ranks of
-one node itself (``python -m distcomp run`` in the step's container), or, for several nodes,
-creates a Kubeflow training job (``python -m distcomp submit``) sharing a volume with the
-step. Importing this imports no kfp.
+one node itself, or, for several nodes, creates a Kubeflow training job sharing a volume with
+the step: either way ``python -m distcomp.worker`` on a job record the step writes from the
+compiled template and what KFP delivered. Importing this imports no kfp.
 
 >>> train = load_component("examples/pytorch-ddp/component.yaml")       # doctest: +SKIP
 >>> compile_component("examples/pytorch-ddp", "ddp-component.yaml")     # doctest: +SKIP

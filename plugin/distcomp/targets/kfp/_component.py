@@ -2,10 +2,12 @@
 
 The component is a *lightweight Python component* (what ``@dsl.component`` makes), because
 that is the one kind kfp.local's SubprocessRunner runs, and it runs unchanged on a cluster:
-its function unpacks the embedded spec and code and runs ``python -m distcomp run``, which
-starts every rank of the one node in the step's container. For several nodes it runs
-``python -m distcomp submit`` instead: a Kubeflow training job whose pods share a volume
-with the step. kfp is imported on first call.
+its function unpacks the embedded spec and code, writes a job record (``distcomp.jobrecord``)
+of what KFP delivered and runs ``python -m distcomp.worker`` on it, which starts every rank of
+the one node in the step's container. For several nodes the record's action is ``submit`` to
+the kubeflow target instead: a Kubeflow training job whose pods share a volume with the step.
+The compiled component holds the record's template with its format, never CLI flags. kfp is
+imported on first call.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import importlib.util
 import os
 import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -38,7 +41,8 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
                    pip_index_urls: Sequence[str] | None = None, install_kfp_package: bool = True,
                    code_path: str | None = None, timeout: float | None = None,
                    max_restarts: int = 0, shared_volume: tuple[str, str] | None = None,
-                   poll: float | None = None, job_options: Sequence[str] = ()) -> "PythonComponent":
+                   poll: float | None = None,
+                   job_options: "Mapping[str, Any] | Sequence[str] | None" = None) -> "PythonComponent":
     """The spec as a KFP component whose step runs every rank of one node, or, for several
     nodes, creates a Kubeflow training job and waits for it.
 
@@ -49,14 +53,16 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     folder's path inside the image, instead of embedding the spec's code folder in the
     component. ``timeout``/``max_restarts`` are ``distcomp run``'s ``--timeout``/``--max-restarts``.
 
-    Several nodes: the step runs ``distcomp submit`` (its image, ``image`` or the spec's,
+    Several nodes: the step submits to the kubeflow target (its image, ``image`` or the spec's,
     which the pods run too, needs the kubernetes client, and its service account the right
     to create the job). ``shared_volume=(CLAIM, MOUNT_PATH)``, a PersistentVolumeClaim the
     pods mount too, carries the spec, code, inputs and outputs between the step and the
     pods; mount it on the task as well (``kfp.kubernetes.mount_pvc(task, pvc_name=CLAIM,
     mount_path=MOUNT_PATH)``). ``timeout`` deletes the job after that long; ``poll`` is the
-    job status interval in seconds (10). ``job_options``: more ``distcomp submit --target
-    kubeflow`` flags for the training pods (``["--gpus-per-node", "1", "--memory", "16Gi"]``).
+    job status interval in seconds (10). ``job_options``: more options of the kubeflow target
+    for the training pods, by name (``{"gpus_per_node": 1, "memory": "16Gi"}``), checked here
+    against the target's declared options (a list of ``distcomp submit`` flags, the old form,
+    is read with a FutureWarning).
     """
     spec, launchers = _resolve(spec_or_path)
     if nodes is not None or nproc_per_node is not None:
@@ -71,7 +77,7 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     else:
         image = _cluster_image(spec, image, shared_volume)
         assert shared_volume is not None  # _cluster_image checked it
-        options = _submit_options(spec, image, timeout, max_restarts, poll) + _job_options(job_options)
+        options = _submit_template(spec, image, timeout, max_restarts, poll, _job_options(job_options))
         source = function_source(interface, bundle, options, origin,
                                  Submit(shared_volume[0], shared_volume[1], _job_prefix(spec), code_path))
 
@@ -108,7 +114,7 @@ def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, n
                       install_kfp_package: bool = True, code_path: str | None = None,
                       timeout: float | None = None, max_restarts: int = 0,
                       shared_volume: tuple[str, str] | None = None, poll: float | None = None,
-                      job_options: Sequence[str] = ()) -> Path:
+                      job_options: "Mapping[str, Any] | Sequence[str] | None" = None) -> Path:
     """Write the component to ``path`` as KFP's compiler does (IR YAML), which
     ``kfp.components.load_component_from_file`` loads with the same interface. The arguments
     are load_component's; the same spec and arguments always give the same bytes."""
@@ -134,7 +140,7 @@ def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: flo
                  max_restarts: int) -> dict[str, Any]:
     """The job record's template (``distcomp.worker``): its format, and the run's options that
     differ from the spec file the step carries. The step adds the values KFP delivers."""
-    from ...jobrecord import KEY, VERSION
+    from ...jobrecord import KEY, JobRecord
 
     assert spec.source is not None  # pack() checked it
     written = check_file(spec.source, launchers).spec
@@ -151,7 +157,7 @@ def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: flo
     if max_restarts:
         _positive(max_restarts, "max_restarts")
         options["max_restarts"] = max_restarts
-    return {KEY: VERSION, "options": options}
+    return {KEY: JobRecord("run", options=options).version, "options": options}
 
 
 # a PersistentVolumeClaim's name: a DNS-1123 subdomain
@@ -185,50 +191,51 @@ def _cluster_image(spec: ComponentSpec, image: str | None, shared_volume: tuple[
     return chosen
 
 
-def _submit_options(spec: ComponentSpec, image: str, timeout: float | None, max_restarts: int,
-                    poll: float | None) -> list[str]:
-    """``distcomp submit`` flags: the layout and image are always spelled out."""
+def _submit_template(spec: ComponentSpec, image: str, timeout: float | None, max_restarts: int,
+                     poll: float | None, job_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The submit record's template (``distcomp.worker``): its format, the target, and the
+    kubeflow target's options the compile fixed (the layout and image always spelled out). The
+    step adds where the spec, code and data are."""
+    from ...jobrecord import KEY, JobRecord
+
     if max_restarts:
         raise KfpTargetError("max_restarts is for one node: a Kubeflow job's pods never restart (a failed rank "
                              "fails the job)")
-    options = ["--nodes", str(spec.distribution.nodes)]
+    options: dict[str, Any] = {"nodes": spec.distribution.nodes}
     if spec.distribution.processes_per_node is not None:
-        options += ["--nproc-per-node", str(spec.distribution.processes_per_node)]
-    options += ["--image", image]
+        options["nproc_per_node"] = spec.distribution.processes_per_node
+    options["image"] = image
     if timeout is not None:
         if timeout <= 0:
             raise KfpTargetError(f"timeout must be > 0 seconds (got {timeout})")
-        options += ["--timeout", repr(float(timeout))]
+        options["timeout"] = float(timeout)
     if poll is not None:
         if poll <= 0:
             raise KfpTargetError(f"poll must be > 0 seconds (got {poll})")
-        options += ["--poll", repr(float(poll))]
-    return options
+        options["poll"] = float(poll)
+    options.update(job_options)
+    record = JobRecord("submit", target="kubeflow", options=options)
+    return {KEY: record.version, "action": record.action, "target": record.target, "options": options}
 
 
-# what the step itself gives `distcomp submit`: the layout, where the spec, code and data are
-_STEP_FLAGS = frozenset({"--nodes", "--nproc-per-node", "--image", "--timeout", "--poll", "--volume", "--workdir",
-                         "--name", "--namespace", "--input", "--output-path", "--status-file", "--target", "-i",
-                         "--kubeconfig"})
+def _job_options(given: "Mapping[str, Any] | Sequence[str] | None") -> dict[str, Any]:
+    """``job_options`` as the kubeflow target's options, checked against its declared ones (a
+    typo fails at compile time, not in the cluster); the old flag list, with a warning."""
+    from ._joboptions import checked, from_flags, from_texts
 
-
-def _job_options(flags: Sequence[str]) -> list[str]:
-    """``flags`` checked against the kubeflow target's own (a typo fails at compile time, not
-    in the cluster); the step's own flags are refused, as the step sets them."""
-    from ..kubeflow._flags import kubeflow_flags
-
-    known = kubeflow_flags()
-    out = [str(f) for f in flags]
-    for word in out:
-        if not word.startswith("-"):
-            continue
-        flag = word.split("=", 1)[0]
-        if flag in _STEP_FLAGS:
-            raise KfpTargetError(f"job_options {word!r}: the step sets {flag} itself")
-        if flag not in known:
-            raise KfpTargetError(f"job_options {word!r}: not a `distcomp submit --target kubeflow` flag (known: "
-                                 f"{', '.join(sorted(known - _STEP_FLAGS))})")
-    return out
+    if not given:
+        return {}
+    if isinstance(given, str):
+        raise KfpTargetError(f"job_options must map kubeflow target options to values (got the text {given!r}), "
+                             "e.g. {'gpus_per_node': 1, 'memory': '16Gi'}")
+    if not isinstance(given, Mapping):
+        words = [str(w) for w in given]
+        if words[0].startswith("-"):
+            given, warning = from_flags(words)
+            warnings.warn(warning, FutureWarning, stacklevel=3)
+        else:
+            given = from_texts(words)
+    return checked(given)
 
 
 def _job_prefix(spec: ComponentSpec) -> str:

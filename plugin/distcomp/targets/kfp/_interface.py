@@ -28,8 +28,8 @@ ARTIFACT_CLASSES = {
 
 # Names a parameter cannot take: KFP's single-output name, and the helpers the body calls
 # (a parameter would shadow them inside the function).
-RESERVED = frozenset({"Output", "input_text", "job_args", "run_distcomp_step", "run_distcomp_submit", "step_record",
-                      "submit_argv", "unpack"})
+RESERVED = frozenset({"Output", "input_text", "run_distcomp_step", "run_distcomp_submit", "step_record",
+                      "submit_record", "unpack"})
 # Names the function's module (and kfp's, where it runs) already uses.
 MODULE_NAMES = frozenset({"kfp", "dsl", "Any", "Optional"})
 

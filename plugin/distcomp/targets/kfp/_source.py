@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from . import _step
 from ._bundle import Bundle
@@ -31,11 +31,11 @@ class Submit:
     code_path: str | None = None  # the code in the image, instead of the bundle's
 
 
-def function_source(interface: StepInterface, bundle: Bundle, options: "Sequence[str] | Mapping[str, Any]",
+def function_source(interface: StepInterface, bundle: Bundle, options: Mapping[str, Any],
                     origin: str, submit: Submit | None = None) -> str:
     """A module defining ``interface.function``; ``origin`` names the spec in its header;
-    ``options``: the job record's template (one node), or ``distcomp submit``'s flags
-    (``submit``: the body creates a Kubeflow training job instead)."""
+    ``options``: the job record's template (``submit``: a submit record's, the body creates a
+    Kubeflow training job instead)."""
     # Python wants parameters without a default first; KFP does not care about the order.
     params = [(i.name, i.annotation, i.default) for i in interface.inputs if i.required]
     params += [(o.name, o.annotation, None) for o in interface.outputs]
@@ -64,7 +64,7 @@ def function_source(interface: StepInterface, bundle: Bundle, options: "Sequence
         "        ),",
         "        {", *values, "        },",
         "        {", *artifacts, "        },",
-        f"        {dict(options) if isinstance(options, Mapping) else list(options)!r},",
+        f"        {dict(options)!r},",
         *([f"        {submit.claim!r}, {submit.mount!r}, {submit.job_prefix!r}, {submit.code_path!r},"]
           if submit else []),
         "    )",
@@ -75,8 +75,8 @@ def function_source(interface: StepInterface, bundle: Bundle, options: "Sequence
 
 def _helpers(submit: bool) -> list[str]:
     """``_step``'s functions as nested definitions, their source exactly as tested there."""
-    shared = (_step.unpack, _step.input_text, _step.job_args)
-    functions = (*shared, _step.submit_argv, _step.run_distcomp_submit) if submit else \
+    shared = (_step.unpack, _step.input_text)
+    functions = (*shared, _step.submit_record, _step.run_distcomp_submit) if submit else \
         (*shared, _step.step_record, _step.run_distcomp_step)
     return [textwrap.indent(textwrap.dedent(inspect.getsource(f)), "    ").rstrip() + "\n" for f in functions]
 

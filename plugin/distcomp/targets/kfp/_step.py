@@ -1,6 +1,9 @@
-"""What runs inside the KFP step's container: unpack the bundle, start the ranks with
-``distcomp run`` (one node) or create a Kubeflow training job with ``distcomp submit``
-(several nodes, through a shared volume), fail the step when the job fails.
+"""What runs inside the KFP step's container: unpack the bundle, write the job record of what
+KFP delivered, and run ``python -m distcomp.worker`` on it, which starts the ranks (one node) or
+submits a Kubeflow training job and waits for it (several nodes, through a shared volume);
+fail the step when the job fails. The record's template, with its format, is what the compile
+fixed: never CLI flags, so a pipeline compiled by one distcomp runs with another, or is refused
+with what to do.
 
 The component function carries these functions' *source*, nested in its body (``_source``),
 into a module that has only kfp's and typing's names: so each one imports what it needs
@@ -39,23 +42,6 @@ def unpack(bundle: str, folder: str) -> None:
         else:  # Python before 3.11.4: the archive is our own
             tar.extractall(folder)
     os.makedirs(os.path.join(folder, "code"), exist_ok=True)  # an empty code folder packs to no entry
-
-
-def job_args(inputs: dict[str, Any], output_flag: str, outputs: dict[str, str], tracking: bool,
-             experiment: Optional[str] = None) -> list[str]:
-    """The flags both commands end with: ``--input`` for each input KFP delivered (one it did
-    not gets none), ``output_flag`` for each output path, then the tracking flags."""
-    args: list[str] = []
-    for name, (kind, value) in inputs.items():
-        if value is not None:
-            args += ["--input", f"{name}={input_text(kind, value)}"]
-    for name, path in outputs.items():
-        args += [output_flag, f"{name}={path}"]
-    if not tracking:
-        args.append("--no-tracking")
-    elif experiment:
-        args += ["--experiment", experiment]
-    return args
 
 
 def step_record(spec_file: str, run_dir: str, inputs: dict[str, Any], outputs: dict[str, Any],
@@ -141,19 +127,24 @@ def run_distcomp_step(bundle: str, inputs: dict[str, Any], outputs: dict[str, An
     shutil.rmtree(work, ignore_errors=True)
 
 
-def submit_argv(python: str, spec_file: str, job: str, volume: str, workdir: str, inputs: dict[str, Any],
-                outputs: dict[str, str], options: list[str], namespace: Optional[str], tracking: bool,
-                experiment: Optional[str] = None) -> list[str]:
-    """The ``distcomp submit`` command: ``inputs`` as for step_argv (ports: their copies on
-    the volume), ``outputs`` maps each output to its path on the volume."""
-    argv = [python, "-m", "distcomp", "submit", spec_file, "--name", job, "--volume", volume, "--workdir", workdir,
-            *options]
-    if namespace:
-        argv += ["--namespace", namespace]
-    return argv + job_args(inputs, "--output-path", outputs, tracking, experiment)
+def submit_record(spec_file: str, job: str, claim: str, mount: str, workdir: str, inputs: dict[str, Any],
+                  outputs: dict[str, str], template: dict[str, Any], namespace: Optional[str], tracking: bool,
+                  experiment: Optional[str], outcome_file: str) -> dict[str, Any]:
+    """The submit record (``distcomp.worker``): ``template`` is what the compile fixed (format,
+    target, the layout and the user's job options); ``inputs`` as for step_record (ports: their
+    copies on the volume), ``outputs`` maps each output to its path on the volume."""
+    options = {**template["options"], "name": job, "volumes": {claim: mount}, "workdir": workdir,
+               "output_paths": outputs, "tracking": tracking}
+    if namespace:  # in a pod: its namespace, and what kfp-kubernetes put on it, reach the training pods
+        options.update(namespace=namespace, inherit_pod=True)
+    if tracking and experiment:
+        options["experiment"] = experiment
+    return {"distcomp_job": template["distcomp_job"], "action": "submit", "target": template["target"],
+            "spec": spec_file, "options": options, "outcome_file": outcome_file,
+            "inputs": {name: input_text(kind, value) for name, (kind, value) in inputs.items() if value is not None}}
 
 
-def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], options: list[str],
+def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, Any], template: dict[str, Any],
                         claim: str, mount: str, job_prefix: str, code_path: Optional[str] = None) -> None:
     """Run the job on several nodes as a Kubeflow training job, through the shared volume.
 
@@ -200,12 +191,13 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
         with open(ns_file, encoding="utf-8") as f:
             namespace = f.read().strip() or None
     tracking = bool(os.environ.get("MLFLOW_TRACKING_URI"))
-    record = os.path.join(folder, "outcome.json")  # the job's outcome as JSON: `submit --status-file`
-    argv = submit_argv(sys.executable, os.path.join(folder, "component.yaml"), job, f"{claim}:{mount}",
-                       code_path or os.path.join(folder, "code"), delivered, paths, options, namespace, tracking,
-                       os.environ.get("MLFLOW_EXPERIMENT_NAME")) + ["--status-file", record]
-    if namespace:  # in a pod: what kfp-kubernetes put on this step's pod reaches the training pods too
-        argv.append("--inherit-pod")
+    record = os.path.join(folder, "outcome.json")  # the job's outcome as JSON (a JobOutcome), never console text
+    job_file = os.path.join(folder, "job.json")  # it may hold secret inputs: its owner's only
+    with os.fdopen(os.open(job_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
+        json.dump(submit_record(os.path.join(folder, "component.yaml"), job, claim, mount,
+                                code_path or os.path.join(folder, "code"), delivered, paths, template, namespace,
+                                tracking, os.environ.get("MLFLOW_EXPERIMENT_NAME"), record), f)
+    argv = [sys.executable, "-m", "distcomp.worker", job_file]
     print("distcomp step: " + shlex.join(argv), flush=True)
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -213,7 +205,7 @@ def run_distcomp_submit(bundle: str, inputs: dict[str, Any], outputs: dict[str, 
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:  # distcomp submit's progress, the reason and the leading pod's log
+        for line in proc.stdout:  # the submit's progress, the reason and the leading pod's log
             print(line, end="", flush=True)
         returncode = proc.wait()
     finally:

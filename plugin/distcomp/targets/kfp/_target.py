@@ -3,6 +3,7 @@ runs it)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -22,6 +23,7 @@ class KfpTarget:
                 raise UsageError(f"--volume {options['volume']!r}: expected CLAIM:PATH (a PersistentVolumeClaim "
                                  "and its mount path)")
             volume = (claim, path)
+        job_options, notes = _job_options(options.get("job_options"))
 
         def write(out: Path) -> None:
             from ._component import compile_component
@@ -31,8 +33,27 @@ class KfpTarget:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 compile_component(spec, out, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
                                   image=options.get("image"), shared_volume=volume,
-                                  job_options=tuple(options.get("job_options") or ()))
+                                  job_options=job_options)
             except OSError as exc:
                 raise KfpTargetError(f"{out}: cannot write the component: {exc.strerror or exc}") from None
 
-        return Compiled(kind="KFP component", writer=write, suffixes=(".yaml", ".yml"))
+        return Compiled(kind="KFP component", writer=write, suffixes=(".yaml", ".yml"), notes=notes)
+
+
+def _job_options(given: Any) -> tuple[Mapping[str, Any] | None, tuple[str, ...]]:
+    """``--job-option NAME=VALUE`` words (or a mapping from Python) as the kubeflow target's
+    options; the old ``--job-option=--flag=VALUE`` spelling is read with a note saying what to
+    write instead."""
+    from ._joboptions import as_texts, from_flags, from_texts
+
+    if not given:
+        return None, ()
+    if isinstance(given, Mapping):
+        return given, ()
+    words = [str(w) for w in given]
+    if words[0].startswith("-"):
+        found, _warning = from_flags(words)
+        new = " ".join(f"--job-option {shlex.quote(word)}" for word in as_texts(found))
+        return found, (f"--job-option with `distcomp submit` flags is deprecated: write {new} (the kubeflow "
+                       "target's option names)",)
+    return from_texts(words), ()

@@ -1,22 +1,26 @@
 """The ``distcomp`` MLflow project backend: ``mlflow run DIR -b distcomp`` runs the entry point
-``distcomp run SPEC ...`` as a distributed job, tracked in the run ``mlflow run`` created.
+``python -m distcomp.worker distcomp-job.json NAME=VALUE ...`` as a distributed job, tracked in
+the run ``mlflow run`` created.
 
 As MLflow's local backend does, it fetches the project, creates the run with MLflow's own tags
-and params, and starts the entry point in the project's folder with ``MLFLOW_RUN_ID`` set;
-``distcomp run`` attaches to that run (one run per job, rank 0 logs into it) and ends it.
-Unlike it, no shell: the command is split into an argv, and ``distcomp`` is this interpreter's.
-With ``"target": "slurm"`` in the backend config the entry point becomes ``distcomp submit
---target slurm SPEC ...``: the job goes to the Slurm cluster through the slurm target, which
-resumes the same run (``MLFLOW_RUN_ID``), hands it to every rank and ends it with the job's
-state; waiting and cancelling (SIGTERM to it) are the same.
+and params, and starts the entry point in the project's folder with ``MLFLOW_RUN_ID`` set; the
+job attaches to that run (one run per job, rank 0 logs into it) and ends it. Unlike it, no
+shell and no flags: the project's job record, the parameters' values and the backend config
+become one job record (``_config.entry_record``; a record of a newer format is refused before
+the run exists), which this interpreter's ``python -m distcomp.worker`` runs. With ``"target":
+"slurm"`` in the backend config it is a ``submit`` record: the job goes to the Slurm cluster
+through the slurm target, which resumes the same run (``MLFLOW_RUN_ID``), hands it to every rank
+and ends it with the job's state; waiting and cancelling (SIGTERM to it) are the same.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,8 +31,10 @@ from mlflow.projects.utils import fetch_and_validate_project, get_entry_point_co
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PROJECT_BACKEND
 
+from ...errors import UsageError
+from ...jobrecord import write_record
 from ...mlstore import TrackingError, resolve_uri
-from ._config import check_entry_command, entry_argv, parse_config
+from ._config import check_entry_command, entry_record, parse_config
 from ._errors import MlflowTargetError
 from ._submitted import DistcompSubmittedRun
 
@@ -48,23 +54,28 @@ class DistcompBackend(AbstractBackend):
         work_dir = fetch_and_validate_project(project_uri, version, entry_point, params)
         project = load_project(work_dir)
         _check_project(project, entry_point, params)
+        command = get_entry_point_command(project, entry_point, params, settings.storage_dir)[0]
+        try:  # the project's record read (a newer format refused) before the run exists
+            record = entry_record(command, settings, work_dir)
+        except UsageError as exc:
+            raise ExecutionException(f"distcomp backend: {exc}") from None
         run = get_or_create_run(None, project_uri, experiment_id, work_dir, version, entry_point, params)
         run_id = run.info.run_id
         client = MlflowClient(tracking_uri)
+        folder = tempfile.mkdtemp(prefix="distcomp-mlflow-")  # the job's record holds input values: 600
         try:
             client.set_tag(run_id, MLFLOW_PROJECT_BACKEND, BACKEND)  # MLflow sets it only after run() returns
-            command = get_entry_point_command(project, entry_point, params, settings.storage_dir)[0]
-            argv = entry_argv(command, settings)
+            job = write_record(Path(folder) / "job.json", record)
             env = {**os.environ, "MLFLOW_RUN_ID": run_id, "MLFLOW_TRACKING_URI": uri,
                    "MLFLOW_EXPERIMENT_ID": str(run.info.experiment_id)}
             # its own session: a Ctrl-C meant for `mlflow run` reaches distcomp as cancel()'s SIGTERM
-            proc = subprocess.Popen(argv, cwd=work_dir, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
-        except BaseException as exc:
+            proc = subprocess.Popen([sys.executable, "-m", "distcomp.worker", str(job)], cwd=work_dir, env=env,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
             client.set_terminated(run_id, "FAILED")
-            if isinstance(exc, MlflowTargetError):
-                raise ExecutionException(f"distcomp backend: {exc}") from None
             raise
-        submitted = DistcompSubmittedRun(run_id, proc, uri)
+        submitted = DistcompSubmittedRun(run_id, proc, uri, Path(folder))
         if not settings.synchronous and _inside_mlflow_run_cli():
             _wait_here(submitted)
         return submitted
@@ -82,7 +93,7 @@ def _check_project(project: Any, entry_point: str, params: Mapping[str, Any]) ->
     except MlflowTargetError as exc:
         raise ExecutionException(f"distcomp backend: {exc}") from None
     extra = sorted(set(params) - set(entry.parameters))
-    if extra:  # MLflow would append them as `--NAME VALUE`, which `distcomp run` does not take
+    if extra:  # MLflow would append them as `--NAME VALUE`, which the worker does not take
         known = ", ".join(entry.parameters) or "none"
         raise ExecutionException(f"distcomp backend: unknown parameter(s) {', '.join(extra)} for entry point "
                                  f"{entry_point!r} (its parameters: {known})")

@@ -1,59 +1,67 @@
-"""The backend config of ``mlflow run -b distcomp -c JSON``, and the argv it gives the entry point.
+"""The backend config of ``mlflow run -b distcomp -c JSON``, and the job record it makes of the
+entry point's filled-in command and the project's record.
 
 MLflow adds its own keys to every backend config (env manager, synchronous, docker args,
 storage dir, build image, docker auth); the rest must be distcomp's, checked here before any
-run is created. ``"target": "slurm"`` submits the entry point's job to Slurm (``distcomp submit
---target slurm``, which waits) instead of running it here; the slurm target's own options
-(partition, time, job_dir, ...) are keys then.
+run is created. ``"target": "slurm"`` submits the entry point's job to Slurm (a ``submit``
+record to the slurm target, which waits) instead of running it here; the slurm target's own
+options (partition, time, job_dir, ...) are keys then.
+
+The command is ``python -m distcomp.worker RECORD NAME=VALUE ...`` (``_mlproject``). A project
+written by an older distcomp has ``distcomp run SPEC [--nodes N] [--nproc-per-node M] --input
+NAME=VALUE --input-if-set NAME=VALUE ...``: that exact form is still read; anything else is
+refused with what to do.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from ...jobrecord import JobRecord, bind_params, read_record
 from ...spec._diagnostics import did_you_mean
 from ._errors import MlflowTargetError
+from ._mlproject import WORKER
 
-# distcomp's keys -> the `distcomp run` flag and what the value must be
-FLAGS = {
-    "nproc_per_node": ("--nproc-per-node", "an integer >= 1"),
-    "nodes": ("--nodes", "an integer >= 1"),
-    "timeout": ("--timeout", "a number of seconds > 0"),
-    "max_restarts": ("--max-restarts", "an integer >= 0"),
-    "run_dir": ("--run-dir", "a folder path"),
+# distcomp's keys (the job record's options) -> what the value must be
+KEYS = {
+    "nproc_per_node": "an integer >= 1",
+    "nodes": "an integer >= 1",
+    "timeout": "a number of seconds > 0",
+    "max_restarts": "an integer >= 0",
+    "run_dir": "a folder path",
 }
 # the targets the backend runs a job on, and the keys only one of them takes
 TARGETS = ("local", "slurm")
 LOCAL_ONLY = frozenset({"max_restarts", "run_dir"})
-SLURM_FLAGS = {
-    "partition": ("--partition", "a partition name"),
-    "account": ("--account", "an account name"),
-    "time": ("--time", "an integer >= 1 (minutes)"),
-    "job_dir": ("--job-dir", "a folder path every node sees"),
-    "gpus_per_node": ("--gpus-per-node", "an integer >= 0"),
-    "mem": ("--mem", "a size as sbatch --mem takes it (16G)"),
-    "cpus_per_task": ("--cpus-per-task", "an integer >= 1"),
-    "sbatch": ("--sbatch", "a list of sbatch options (\"--qos=high\")"),
+SLURM_KEYS = {  # the slurm target's option names
+    "partition": "a partition name",
+    "account": "an account name",
+    "time": "an integer >= 1 (minutes)",
+    "job_dir": "a folder path every node sees",
+    "gpus_per_node": "an integer >= 0",
+    "mem": "a size as sbatch --mem takes it (16G)",
+    "cpus_per_task": "an integer >= 1",
+    "sbatch": "a list of sbatch options (\"--qos=high\")",
 }
 # what mlflow.projects._run puts in every backend config (mlflow/projects/utils.py PROJECT_*)
 MLFLOW_KEYS = frozenset({"ENV_MANAGER", "SYNCHRONOUS", "DOCKER_ARGS", "STORAGE_DIR", "build_image", "docker_auth",
                          "_mlflow_local_backend_run_id"})
-ENTRY_HINT = ("the distcomp backend runs entry points whose command is `distcomp run SPEC ...`; "
-              "write such a project with `distcomp compile --target mlflow SPEC -o DIR`")
+ENTRY_HINT = ("the distcomp backend runs entry points whose command is `python -m distcomp.worker RECORD "
+              "NAME=VALUE ...`; write such a project with `distcomp compile --target mlflow SPEC -o DIR`")
 
 
 @dataclass(frozen=True)
 class BackendSettings:
-    """A checked backend config: distcomp's flags and what MLflow asked for."""
+    """A checked backend config: distcomp's options and what MLflow asked for."""
 
-    flags: tuple[str, ...] = ()  # `distcomp run` flags, e.g. ("--nproc-per-node", "2")
+    options: Mapping[str, Any] = field(default_factory=dict)  # the job record's options
     synchronous: bool = True
     storage_dir: str | None = None
-    target: str = "local"  # "slurm": `distcomp submit --target slurm` instead of `distcomp run`
+    target: str = "local"  # "slurm": a submit record to the slurm target instead of a run here
 
 
 def _is_int(value: Any, minimum: int) -> bool:
@@ -89,13 +97,13 @@ def parse_config(config: Mapping[str, Any] | None, cwd: Path) -> BackendSettings
     if target not in TARGETS:
         problems.append(f"backend config target: expected one of {', '.join(map(repr, TARGETS))}, got {target!r}")
         target = "local"
-    known = {**FLAGS, **SLURM_FLAGS} if target == "slurm" else FLAGS
+    known = {**KEYS, **SLURM_KEYS} if target == "slurm" else KEYS
     skip = LOCAL_ONLY if target == "slurm" else frozenset()
-    flags: list[str] = []
+    options: dict[str, Any] = {}
     for key, value in config.items():
         if key in MLFLOW_KEYS or key in ("experiment", "target"):
             continue
-        if key in SLURM_FLAGS and target != "slurm":
+        if key in SLURM_KEYS and target != "slurm":
             problems.append(f"backend config {key!r} is an option of the slurm target: add \"target\": \"slurm\"")
             continue
         if key in LOCAL_ONLY and target == "slurm":
@@ -107,62 +115,77 @@ def parse_config(config: Mapping[str, Any] | None, cwd: Path) -> BackendSettings
             problems.append(f"unknown backend config key {key!r}" + (f" ({hint})" if hint else "")
                             + f"; the distcomp backend knows: {', '.join(k for k in known if k not in skip)}, target")
             continue
-        flag, expected = known[key]
         if not _valid(key, value):
-            problems.append(f"backend config {key}: expected {expected}, got {value!r}")
+            problems.append(f"backend config {key}: expected {known[key]}, got {value!r}")
             continue
-        if key == "sbatch":
-            flags += [f"{flag}={line}" for line in value]  # --sbatch=--qos=high: a value that starts with -
-            continue
-        text = str(cwd / Path(value).expanduser()) if key in ("run_dir", "job_dir") else str(value)
-        flags += [flag, text]
+        options[key] = str(cwd / Path(value).expanduser()) if key in ("run_dir", "job_dir") else value
     if problems:
         raise MlflowTargetError("\n".join(problems))
     synchronous = config.get("SYNCHRONOUS")
-    return BackendSettings(tuple(flags), True if synchronous is None else bool(synchronous),
+    return BackendSettings(options, True if synchronous is None else bool(synchronous),
                            config.get("STORAGE_DIR"), target)
 
 
-def check_entry_command(template: str) -> None:
-    """The entry point's command (before its parameters are filled) must be ``distcomp run``."""
+def _words(command: str) -> list[str]:
     try:
-        head = shlex.split(template)[:2]
-    except ValueError:
-        head = []
-    if head != ["distcomp", "run"]:
-        raise MlflowTargetError(f"the entry point's command is {template!r}: {ENTRY_HINT}")
-
-
-def entry_argv(command: str, settings: BackendSettings, python: str = sys.executable) -> list[str]:
-    """The argv of the filled-in command (MLflow shell-quoted every value): ``distcomp`` becomes
-    this interpreter's ``python -m distcomp``, the config's flags come last (they win)."""
-    try:
-        argv = shlex.split(command)
+        return shlex.split(command)
     except ValueError as exc:
         raise MlflowTargetError(f"the entry point's command cannot be split into arguments ({exc}): "
                                 f"{command!r}") from None
-    if argv[:2] != ["distcomp", "run"]:
+
+
+def check_entry_command(template: str) -> None:
+    """The entry point's command (before its parameters are filled) must be distcomp's worker on
+    a job record, or the ``distcomp run`` of a project an older distcomp wrote."""
+    try:
+        head = shlex.split(template)
+    except ValueError:
+        head = []
+    if tuple(head[:3]) != WORKER and head[:2] != ["distcomp", "run"]:
+        raise MlflowTargetError(f"the entry point's command is {template!r}: {ENTRY_HINT}")
+
+
+def entry_record(command: str, settings: BackendSettings, work_dir: str) -> JobRecord:
+    """The job record the worker runs: the project's (the filled command names it, and its
+    parameters' values), with the backend config's options over it. A record of a newer format
+    is refused here, before any run exists."""
+    argv = _words(command)
+    if tuple(argv[:3]) == WORKER and len(argv) > 3:
+        path = os.path.join(work_dir, argv[3])
+        project = bind_params(read_record(path), argv[4:], path)
+    elif argv[:2] == ["distcomp", "run"] and len(argv) > 2:
+        project = _older_form(argv[2:], work_dir, command)
+    else:
         raise MlflowTargetError(f"the entry point's command is {command!r}: {ENTRY_HINT}")
-    if settings.target == "slurm":
-        return [python, "-m", "distcomp", "submit", "--target", "slurm", *_submit_args(argv[2:]), *settings.flags]
-    return [python, "-m", "distcomp", *argv[1:], *settings.flags]
+    if project.action != "run":
+        raise MlflowTargetError(f"{argv[3]}: a {project.action!r} job record; an MLflow project's runs a spec "
+                                "(recompile it with `distcomp compile --target mlflow SPEC -o DIR`)")
+    if settings.target == "slurm":  # the layout goes with it, what runs only here does not
+        layout = {k: v for k, v in project.options.items() if k in ("nodes", "nproc_per_node")}
+        return JobRecord("submit", project.spec, inputs=project.inputs, target="slurm",
+                         options={**layout, **settings.options})
+    return replace(project, params={}, options={**project.options, **settings.options})
 
 
-def _submit_args(args: list[str]) -> list[str]:
-    """``distcomp run``'s arguments as ``submit`` takes them: ``--input-if-set NAME=VALUE`` is
-    ``--input`` when VALUE is given, nothing when it is empty (submit has no such flag)."""
-    out: list[str] = []
+def _older_form(args: list[str], work_dir: str, command: str) -> JobRecord:
+    """``distcomp run SPEC ...`` as ``distcomp compile --target mlflow`` wrote it before projects
+    carried a job record: the spec, the layout and the inputs; any other word is refused."""
+    options: dict[str, Any] = {}
+    inputs: dict[str, str] = {}
+    spec, rest = args[0], args[1:]
     i = 0
-    while i < len(args):
-        word = args[i]
-        if word == "--input-if-set" and i + 1 < len(args):
-            value, i = args[i + 1], i + 2
-        elif word.startswith("--input-if-set="):
-            value, i = word.partition("=")[2], i + 1
+    while i + 1 < len(rest):
+        flag, value = rest[i], rest[i + 1]
+        if flag in ("--nodes", "--nproc-per-node") and value.isdigit() and int(value) >= 1:
+            options[flag[2:].replace("-", "_")] = int(value)
+        elif flag in ("--input", "--input-if-set") and "=" in value:
+            name, _, text = value.partition("=")
+            if text or flag == "--input":  # --input-if-set NAME=: not given
+                inputs[name] = text
         else:
-            out.append(word)
-            i += 1
-            continue
-        if value.partition("=")[2] != "":
-            out += ["--input", value]
-    return out
+            break
+        i += 2
+    if i != len(rest) or spec.startswith("-"):
+        raise MlflowTargetError(f"the entry point's command is {command!r}, not one distcomp wrote: recompile "
+                                "the project with `distcomp compile --target mlflow SPEC -o DIR`")
+    return JobRecord("run", os.path.join(work_dir, spec), options=options, inputs=inputs)

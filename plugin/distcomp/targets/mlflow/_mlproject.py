@@ -1,23 +1,27 @@
-"""The MLproject file of a component: one entry point, ``main``, whose parameters are the
-component's inputs and whose command is ``distcomp run SPEC --input NAME={NAME} ...``.
+"""The MLproject file of a component and the job record beside it: one entry point, ``main``,
+whose parameters are the component's inputs and whose command is ``python -m distcomp.worker
+distcomp-job.json NAME={NAME} ...``.
 
-MLflow fills ``{NAME}`` with the shell-quoted value and has no conditional commands, so an
-optional input without a default is passed as ``--input-if-set NAME={NAME}`` with the default
-``""``: ``distcomp run`` reads an empty value there as "not given", and its ``[ ... ]`` block
-vanishes as it would without the flag.
+The record (``distcomp.jobrecord``, versioned) says what runs: the spec beside it, the layout
+given at compile time, and the parameters the command line gives. MLflow fills ``{NAME}`` with
+the shell-quoted value and has no conditional commands, so an optional input without a
+default has the default ``""`` and the rule ``if-set`` in the record: an empty value there is
+"not given", and its ``[ ... ]`` block vanishes. Never CLI flags: a project compiled by one
+distcomp runs with another, or is refused with what to do.
 """
 
 from __future__ import annotations
 
-import shlex
-
 import yaml
 
+from ...jobrecord import JobRecord
 from ...spec import ComponentSpec, InputSpec, render_value
 
 MARKER = "# Written by `distcomp compile --target mlflow`"
 MLPROJECT = "MLproject"
+RECORD = "distcomp-job.json"
 ENTRY_POINT = "main"
+WORKER = ("python", "-m", "distcomp.worker")
 
 
 def parameter(inp: InputSpec) -> dict[str, str]:
@@ -36,31 +40,30 @@ def parameter(inp: InputSpec) -> dict[str, str]:
     return {"type": kind}
 
 
-def command(spec_file: str, spec: ComponentSpec, nodes: int | None = None,
-            nproc_per_node: int | None = None) -> str:
-    """``distcomp run SPEC ...`` with a ``{NAME}`` placeholder per input (names are identifiers)."""
-    parts = ["distcomp", "run", shlex.quote(spec_file).replace("{", "{{").replace("}", "}}")]
-    if nodes is not None:
-        parts += ["--nodes", str(nodes)]
-    if nproc_per_node is not None:
-        parts += ["--nproc-per-node", str(nproc_per_node)]
-    for name, inp in spec.inputs.items():
-        flag = "--input-if-set" if inp.default is None and inp.optional else "--input"
-        parts += [flag, f"{name}={{{name}}}"]
-    return " ".join(parts)
+def record(spec: ComponentSpec, spec_file: str, nodes: int | None = None,
+           nproc_per_node: int | None = None) -> JobRecord:
+    """The project's job record: run the spec beside it, with its inputs from the command line."""
+    options = {key: value for key, value in (("nodes", nodes), ("nproc_per_node", nproc_per_node))
+               if value is not None}
+    params = {name: "if-set" if inp.default is None and inp.optional else "value" for name, inp in spec.inputs.items()}
+    return JobRecord("run", spec_file, options=options, params=params)
 
 
-def mlproject_text(spec: ComponentSpec, spec_file: str, nodes: int | None = None,
-                   nproc_per_node: int | None = None) -> str:
+def command(spec: ComponentSpec) -> str:
+    """``python -m distcomp.worker RECORD NAME={NAME} ...`` (names are identifiers: no quoting)."""
+    return " ".join([*WORKER, RECORD, *(f"{name}={{{name}}}" for name in spec.inputs)])
+
+
+def mlproject_text(spec: ComponentSpec, spec_file: str) -> str:
     """The MLproject file; its first line marks it as distcomp's, so compiling again may replace it."""
     data = {
         "name": spec.name,
         "entry_points": {ENTRY_POINT: {
             "parameters": {name: parameter(inp) for name, inp in spec.inputs.items()},
-            "command": command(spec_file, spec, nodes, nproc_per_node),
+            "command": command(spec),
         }},
     }
-    head = (f"{MARKER} from {spec_file} ({spec.ref}).\n"
+    head = (f"{MARKER} from {spec_file} ({spec.ref}), with its job record {RECORD}.\n"
             "# Run it: mlflow run DIR -b distcomp -c '{\"nproc_per_node\": 2}' --env-manager local -P NAME=VALUE\n")
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
 

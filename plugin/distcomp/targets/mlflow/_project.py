@@ -1,7 +1,7 @@
 """``compile_project``: a component as a self-contained MLflow project folder.
 
 The folder holds the spec file as written, its code folder at the same place relative to it,
-and an ``MLproject`` (see ``_mlproject``). It is built in a hidden sibling folder and renamed
+an ``MLproject`` and its job record (see ``_mlproject``). It is built in a hidden sibling folder and renamed
 into place, so a failure leaves no half-written project; a previous project distcomp wrote
 there is replaced, anything else is left alone.
 """
@@ -15,9 +15,10 @@ import tempfile
 from pathlib import Path
 
 from ..._files import checked_copy
+from ...jobrecord import write_record
 from .._spec import SpecLike
 from ._errors import MlflowTargetError
-from ._mlproject import MLPROJECT, is_ours, mlproject_text
+from ._mlproject import MLPROJECT, RECORD, is_ours, mlproject_text, record
 
 # Never code: caches, version control, virtualenvs; at the top only, what a run leaves behind.
 SKIP = frozenset({".git", ".hg", ".svn", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
@@ -29,8 +30,8 @@ def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
                     nodes: int | None = None, nproc_per_node: int | None = None) -> Path:
     """Write the MLflow project of the spec at ``spec_path`` into ``out_dir``; returns it.
 
-    ``nodes`` / ``nproc_per_node`` are baked into the entry point's command (the backend config
-    of ``mlflow run -b distcomp`` can still override them). Raises MlflowTargetError."""
+    ``nodes`` / ``nproc_per_node`` are baked into the job record (the backend config of ``mlflow
+    run -b distcomp`` can still override them). Raises MlflowTargetError."""
     from .._spec import resolve_spec
 
     spec, _ = resolve_spec(spec_path, MlflowTargetError)  # a file, a folder or a registry reference
@@ -48,13 +49,13 @@ def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
     if not code.is_dir():
         raise MlflowTargetError(f"{source}: the code folder {code} does not exist; the project carries it "
                                 "(hint: create it, or fix `code:` in the spec)")
-    if source.name == MLPROJECT:
-        raise MlflowTargetError(f"{source}: a spec named {MLPROJECT} would be replaced by the project's own file; "
+    if source.name in (MLPROJECT, RECORD):
+        raise MlflowTargetError(f"{source}: a spec named {source.name} would be replaced by the project's own file; "
                                 "rename it (e.g. component.yaml)")
     if out == home or home.is_relative_to(out):
         raise MlflowTargetError(f"{out}: holds the spec itself; write the project to another folder")
     _check_target(out)
-    text = mlproject_text(spec, source.name, nodes, nproc_per_node)
+    text = mlproject_text(spec, source.name)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -64,6 +65,9 @@ def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
         _copy_code(code, tmp / code_rel, avoid={out, tmp})
         shutil.copyfile(source, tmp / source.name)
         (tmp / MLPROJECT).write_text(text, encoding="utf-8")
+        # (a code file of either name is replaced, as before). The record holds no input value:
+        # readable as the project's other files are.
+        write_record(tmp / RECORD, record(spec, source.name, nodes, nproc_per_node), mode=0o644)
         _move_into_place(tmp, out)
     except (OSError, shutil.Error) as exc:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,14 +1,17 @@
-"""The handle ``mlflow run -b distcomp`` gets back: one ``distcomp run`` process and its run.
+"""The handle ``mlflow run -b distcomp`` gets back: one ``distcomp.worker`` process and its run.
 
-``distcomp run`` ends the MLflow run itself (FINISHED, FAILED, KILLED); this handle only ends
-it when distcomp could not: it was SIGKILLed, or it stopped (bad -P value) before attaching.
+The worker ends the MLflow run itself (FINISHED, FAILED, KILLED); this handle only ends it when
+distcomp could not: it was SIGKILLed, or it stopped (bad -P value) before attaching. Once the
+job has ended, it removes the folder of the worker's job record.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+from pathlib import Path
 
 from mlflow.entities import RunStatus
 from mlflow.projects.submitted_run import SubmittedRun
@@ -18,8 +21,10 @@ CANCEL_WAIT = 30.0  # seconds distcomp gets to stop its ranks (grace 5 s) and en
 
 
 class DistcompSubmittedRun(SubmittedRun):
-    def __init__(self, run_id: str, proc: subprocess.Popen[bytes], tracking_uri: str) -> None:
+    def __init__(self, run_id: str, proc: subprocess.Popen[bytes], tracking_uri: str,
+                 record_dir: Path | None = None) -> None:
         super().__init__()
+        self._record_dir = record_dir
         self._run_id = run_id
         self._proc = proc
         self._uri = tracking_uri
@@ -32,7 +37,7 @@ class DistcompSubmittedRun(SubmittedRun):
 
     @property
     def pid(self) -> int:
-        """The ``distcomp run`` process (its ranks are its children)."""
+        """The worker process (its ranks are its children)."""
         return self._proc.pid
 
     def wait(self) -> bool:
@@ -90,6 +95,8 @@ class DistcompSubmittedRun(SubmittedRun):
         """The run's final status; a run distcomp left RUNNING is ended here."""
         if self._final is not None:
             return self._final
+        if self._record_dir is not None:
+            shutil.rmtree(self._record_dir, ignore_errors=True)
         client = MlflowClient(self._uri)
         status = client.get_run(self._run_id).info.status
         if not RunStatus.is_terminated(RunStatus.from_string(status)):
