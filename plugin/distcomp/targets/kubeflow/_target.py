@@ -93,7 +93,7 @@ class KubeflowTarget:
 
             options = self._options = inherit_options(options, self._api, notify)
         if first.code.mode == "store":
-            from ._transfer import upload
+            from ...delivery.transfer import upload
 
             upload(first.code, notify)
         built = job_of(spec, options, dict(job.env) or None, first.code)  # the pods log into the core's run
