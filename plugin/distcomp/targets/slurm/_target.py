@@ -33,6 +33,7 @@ from ...target import Compiled, Notify
 from .. import _secrets
 
 if TYPE_CHECKING:
+    from ...delivery.plan import Delivery
     from ...plan import Plan
     from ...redact import Masker
     from ...target import JobContext
@@ -91,11 +92,14 @@ class SlurmTarget:
 
     @staticmethod
     def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
-                env: Mapping[str, str], masker: "Masker", plan: "Plan | None" = None) -> str:
-        """``plan``: the job's, when the core made it (submit); else it is made here (compile)."""
+                env: Mapping[str, str], masker: "Masker", plan: "Plan | None" = None,
+                code: "Delivery | None" = None) -> str:
+        """``plan``: the job's, when the core made it (submit); else it is made here (compile).
+        ``code``: the code's way through a store (``--code-store``), when submit planned it."""
         import sys
 
         from ...plan import make_plan
+        from ._delivery import plan as plan_code
         from ._script import folder_problem, resources_of, script
 
         why = folder_problem(folder)
@@ -105,7 +109,8 @@ class SlurmTarget:
         plan = plan or make_plan(spec, gpu=False)
         # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
         # share the job folder): distcomp is there, and so is what the command's python needs
-        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable)
+        code = code or plan_code(spec, options, os.environ)
+        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable, code=code)
 
     # -- submitting ------------------------------------------------------------------------
     def check(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
@@ -132,7 +137,7 @@ class SlurmTarget:
         from ..._files import write_atomic
         from ...jobs import create_outputs, make_job
         from ...spec import InputError
-        from . import _slurm
+        from . import _delivery, _slurm
 
         job_dir = _job_dir(options)
         folder = job_dir / _folder_name(spec)
@@ -144,12 +149,19 @@ class SlurmTarget:
             raise UsageError(str(exc)) from None
         argv = spec.render(made.values, made.outputs)
         masker = job.masker
-        _make_folder(spec, folder, masker)
+        code = _delivery.plan(spec, options, os.environ)  # nodes that do not see the code: through a store
+        _make_folder(spec, folder, masker, copy_code=code is None)
         if masker:
             _secrets.write(folder / _secrets.NAME, masker)
+        if code is not None:
+            try:
+                _delivery.ship(code, folder, os.environ, notify)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
         create_outputs(made)
         env = {**spec.environment_variables, **job.env}  # the job's MLflow run, from the core
-        write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker, job.plan),
+        write_atomic(folder / SCRIPT, self._script(spec, options, argv, folder, env, masker, job.plan, code),
                      mode=0o600 if masker else None)
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
                                   "nodes": spec.distribution.nodes,
@@ -436,14 +448,18 @@ def _tracking_env(job_dir: Path) -> dict[str, str]:
     return environ
 
 
-def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
-    """The job folder with its code snapshot and the ranks' subfolders; removed again if any of
-    it fails (a FIFO in the code folder, a full disk), so a refused job leaves no folder. With
-    secrets, logs/ (what ranks print, secrets too until the end masks them) is the owner's only."""
+def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker", copy_code: bool = True) -> None:
+    """The job folder with its code snapshot (``copy_code``; else the spec alone: the code goes
+    through a store) and the ranks' subfolders; removed again if any of it fails (a FIFO in the
+    code folder, a full disk), so a refused job leaves no folder. With secrets, logs/ (what ranks
+    print, secrets too until the end masks them) is the owner's only."""
     new_job_dir = not folder.parent.exists()
     folder.mkdir(parents=True)
     try:
-        _copy_code(spec, folder / "code")
+        if copy_code:
+            _copy_code(spec, folder / "code")
+        elif spec.source is not None and spec.source.is_file():
+            shutil.copy2(spec.source, folder / spec.source.name)
         for sub in ("logs", "exits"):
             (folder / sub).mkdir(mode=0o700 if masker and sub == "logs" else 0o777)
     except BaseException:
