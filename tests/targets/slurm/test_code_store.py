@@ -37,6 +37,7 @@ def test_compile_fetches_the_code_on_every_node_before_the_agents(tmp_path: Path
                                 job_dir=str(tmp_path / "jobs"))
     text = compiled.text or ""
     assert not (tmp_path / "jobs").exists()
+    assert "uploads the code to s3://ml-jobs/team" in compiled.notes[0] and "store.sh (mode 600)" in compiled.notes[0]
     record = record_of(text)
     # the replicas run in the node-local folder the fetch step makes, not in the job folder
     assert record["cwd"].startswith(f"/tmp/distcomp-{getpass.getuser()}/slurm-test-store-")

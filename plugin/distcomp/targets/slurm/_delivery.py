@@ -57,6 +57,13 @@ def node_folder(folder: Path) -> str:
     return f"/tmp/distcomp-{getpass.getuser()}/{folder.name}"
 
 
+def note(options: Mapping[str, Any], folder: Path) -> str:
+    return (f"written for the job folder {folder}; `distcomp submit --target slurm` copies the spec there and "
+            f"uploads the code to {options['code_store']} (not again when unchanged); each node fetches it into "
+            f"{node_folder(folder)} before the job starts, with the credentials submit writes to {folder / FILE} "
+            "(mode 600)")
+
+
 def fetch_step(code: "Delivery", dest: str, python: str, nodes: int) -> str:
     """The batch script's lines that fetch the code on every node before the agents start."""
     from ...delivery.store import SOURCE

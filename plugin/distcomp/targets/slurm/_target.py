@@ -85,6 +85,10 @@ class SlurmTarget:
         text = self._script(spec, options, argv, folder, dict(spec.environment_variables), masker)
         notes: tuple[str, ...] = (f"written for the job folder {folder}; `distcomp submit --target slurm` copies "
                                   "the spec and its code there before sbatch",)
+        if options.get("code_store"):
+            from ._delivery import note
+
+            notes = (note(options, folder),)
         if masker:
             notes += (f"the job's secrets are not in the script: it reads them from {folder / _secrets.NAME} "
                       "(mode 600), which `distcomp submit --target slurm` writes",)
