@@ -18,11 +18,11 @@ from distcomp.errors import DistcompError, JobError, OptionError, UsageError
 
 
 # run in a pod with only the standard library (no distcomp): its errors are wrapped as UsageErrors
-# by the submit side (targets/kubeflow/_store.py), tested in tests/targets/kubeflow/test_store.py
+# by the submit side (delivery/store.py), tested in tests/targets/kubeflow/test_store.py
 # The node agent (distcomp.agent) is the same kind of program: it imports nothing of distcomp, and
 # its errors end in its own one-line message and exit 2 (tests/agent/test_agent.py); the writer
 # side checks a record it made itself, so a RecordError there is distcomp's bug, not the user's.
-STANDALONE = {"distcomp.targets.kubeflow._podstore", "distcomp.agent", "distcomp.agent._node", "distcomp.agent.record"}
+STANDALONE = {"distcomp.delivery.fetcher", "distcomp.agent", "distcomp.agent._node", "distcomp.agent.record"}
 
 
 def exported_exceptions() -> dict[str, type[BaseException]]:

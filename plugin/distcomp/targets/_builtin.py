@@ -204,6 +204,10 @@ SLURM = TargetType(
                      help="an extra #SBATCH line, e.g. --sbatch=--qos=high (repeatable)"),
         TargetOption("job_dir", metavar="DIR",
                      help="shared folder for job folders (default $DISTCOMP_SLURM_DIR, else ~/distcomp-slurm)"),
+        TargetOption("code_store", metavar="s3://BUCKET/PREFIX",
+                     help="for nodes that do not see the code folder: submit uploads the code to this S3-compatible "
+                          "store (AWS_* settings) and each node fetches it into a folder of its own before the job "
+                          "starts"),
         replace(TIMEOUT, submit_only=False,  # in the script (--time): compiled, not submit-only
                 help="the job's time limit in seconds (rounded up to minutes) when --time is not given"),
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///JOB_DIR/mlflow.db"),

@@ -114,8 +114,9 @@ def test_the_example_fetches_its_code_from_the_store_and_its_model_comes_back(
         tmp_path: Path, image: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """--store: submit uploads the code (once: content-addressed), each pod's init container
     fetches and checks it with only Python, node 0 uploads the model, submit downloads it."""
-    from distcomp.targets.kubeflow._store import StoreURI, download_tree
-    from distcomp.targets.kubeflow._transfer import download, upload
+    from distcomp.delivery.store import StoreURI, download_tree
+    from distcomp.delivery.transfer import upload
+    from distcomp.targets.kubeflow._transfer import download
 
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
@@ -163,8 +164,8 @@ def test_a_trainjob_node_fetches_its_code_and_uploads_its_model(
     """A TrainJob's runtime makes the pods and takes no init container: the trainer's own
     command fetches the code, runs torchrun (from the runtime's PET_* variables), and uploads."""
     from distcomp.targets.kubeflow._outputs import STORE_DIR
-    from distcomp.targets.kubeflow._store import StoreURI, download_tree
-    from distcomp.targets.kubeflow._transfer import upload
+    from distcomp.delivery.store import StoreURI, download_tree
+    from distcomp.delivery.transfer import upload
 
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)

@@ -20,7 +20,7 @@ import pytest
 import distcomp
 from distcomp.errors import UsageError
 from distcomp.targets.kubeflow._image import CODE_DIR, DEFAULT_BASE_IMAGE, Context, write_context
-from distcomp.targets.kubeflow._wheel import installed_wheel
+from distcomp.delivery.wheel import installed_wheel
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp"

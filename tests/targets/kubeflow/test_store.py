@@ -29,8 +29,8 @@ from botocore.credentials import Credentials
 from botocore.utils import percent_encode
 
 from distcomp.errors import UsageError
-from distcomp.targets.kubeflow import _podstore as ps
-from distcomp.targets.kubeflow._store import SOURCE, StoreURI, code_key, download_tree, pack, upload_code
+from distcomp.delivery import fetcher as ps
+from distcomp.delivery.store import SOURCE, StoreURI, code_key, download_tree, pack, upload_code
 from distcomp.targets.local._ports import free_ports
 from tests._s3server import S3Server, s3_server  # noqa: F401
 

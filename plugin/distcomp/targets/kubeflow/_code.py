@@ -11,7 +11,7 @@ Three ways, as the peers do it (``--code``; ``auto`` picks and says why):
   submit uploads the code folder as a reproducible tar.gz named by its sha256 (an unchanged
   folder is not uploaded again), and an init container in every pod fetches it into a shared
   emptyDir, checking the hash first (nothing runs that the hash did not cover). The fetcher is
-  stdlib Python (``_podstore``), so the image needs nothing beyond Python.
+  the core's stdlib step (``distcomp.delivery``), so the image needs nothing beyond Python.
 
 ``--packages``: pip installs them in every pod before the command starts (Kubeflow SDK's
 ``packages_to_install``); pip skips what the image already has. An MPIJob's workers report
@@ -21,19 +21,18 @@ ready only once installed, so the launcher's mpirun never starts a rank before i
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ...delivery.plan import Delivery, size_text
 from ._errors import CompileError
 from ._pod import MANAGED_BY, escape
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
-    from ._store import StoreURI
 
 MODES = ("auto", "image", "configmap", "store")
 CODE_DIR = "/distcomp/code"
@@ -48,20 +47,11 @@ _KEY = re.compile(r"[^-._a-zA-Z0-9]+")
 
 
 @dataclass(frozen=True)
-class CodePlan:
-    """What compile decided: how the code reaches the pods, and why (shown as a note)."""
+class CodePlan(Delivery):
+    """The core's delivery plan, with what is Kubernetes's own: the Secret holding the store's
+    AWS_* credentials, which the fetching container reads (never in clear in a manifest)."""
 
-    mode: str  # image | configmap | store
-    why: str
-    files: Mapping[str, Path] = field(default_factory=dict)  # relative path in the code folder -> file
-    size: int = 0  # bytes of the files
-    digest: str = ""  # sha256 of the archive (store)
-    key: str = ""  # the archive's object key (store)
-    store: "StoreURI | None" = None
-    secret: str | None = None  # a Secret with the store's AWS_* credentials, for the fetching container
-    endpoint: str | None = None  # the store's endpoint as the pods reach it
-    region: str | None = None
-    packages: tuple[str, ...] = ()
+    secret: str | None = None
 
     @property
     def workdir(self) -> str | None:
@@ -70,27 +60,14 @@ class CodePlan:
     def note(self) -> str:
         if self.mode == "image":
             return f"code: the image's ({self.why})"
-        where = "a ConfigMap mounted at" if self.mode == "configmap" else \
-            f"{self.store} (uploaded at submit when absent; an init container fetches it to"
-        end = "" if self.mode == "configmap" else ")"
-        return f"code: {len(self.files)} files, {_size(self.size)}, in {where} {CODE_DIR}{end}: {self.why}"
-
-
-def _size(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.0f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+        return self.shipped(CODE_DIR)
 
 
 def code_files(spec: "ComponentSpec") -> dict[str, Path]:
     """The code folder's files as a publish would take them (no .git, .venv, caches, .env, runs/)."""
-    from ...registry._records import RegistryError
-    from ...registry._snapshot import plan
+    from ...delivery.code import code_files as files
 
-    try:
-        snap = plan(spec)
-    except RegistryError as exc:
-        raise CompileError(f"the code folder cannot be shipped: {exc}") from None
-    top = f"{snap.code}/" if snap.code not in ("", ".") else ""
-    return {rel[len(top):]: path for rel, path in snap.files.items() if rel.startswith(top)}
+    return files(spec, CompileError)
 
 
 def _configmap_bytes(files: Mapping[str, Path]) -> int:
@@ -122,16 +99,18 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
         raise CompileError(f"--code {mode}: give one of {', '.join(MODES)}")
     store = None
     if options.get("store"):
-        from ._store import StoreURI
+        from ...delivery.store import StoreURI
 
         store = StoreURI.parse(str(options["store"]))
     if mode == "store" and store is None:
         raise CompileError("--code store needs --store s3://BUCKET/PREFIX (an S3-compatible bucket the pods can read)")
-    endpoint = options.get("store_endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    from ...delivery.plan import store_settings
+
+    endpoint, region = store_settings(env)
+    endpoint = options.get("store_endpoint") or endpoint
     secret = options.get("store_secret")
     base = CodePlan("image", "", packages=packages, store=store, secret=str(secret) if secret else None,
-                    endpoint=str(endpoint) if endpoint and store else None,
-                    region=(env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")) if store else None)
+                    endpoint=str(endpoint) if endpoint and store else None, region=region if store else None)
     no_source = spec.source is None or not spec.code.is_dir()
     if mode in ("configmap", "store") and no_source:
         raise CompileError(f"--code {mode}: {spec.ref} has no code folder on this machine to ship (load the spec "
@@ -150,24 +129,22 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
         if store is not None:
             mode, why = "store", "--store given"
         elif encoded <= CONFIGMAP_MAX:
-            mode, why = "configmap", f"small enough for a ConfigMap (<= {_size(CONFIGMAP_MAX)})"
+            mode, why = "configmap", f"small enough for a ConfigMap (<= {size_text(CONFIGMAP_MAX)})"
         else:
-            return replace(base, why=f"the code folder {spec.code} ({_size(size)}) is too large for a ConfigMap; the "
+            return replace(base, why=f"the code folder {spec.code} ({size_text(size)}) is too large for a ConfigMap; the "
                            "image must hold it: give --store s3://BUCKET/PREFIX to ship it, or build an image with "
                            "`distcomp build-context`")
     else:
         why = f"--code {mode}"
     if mode == "configmap":
         if encoded > CONFIGMAP_MAX:
-            raise CompileError(f"--code configmap: the code folder {spec.code} holds {_size(encoded)} once encoded, "
-                               f"over a ConfigMap's {_size(CONFIGMAP_MAX)}; use --store s3://BUCKET/PREFIX or "
+            raise CompileError(f"--code configmap: the code folder {spec.code} holds {size_text(encoded)} once encoded, "
+                               f"over a ConfigMap's {size_text(CONFIGMAP_MAX)}; use --store s3://BUCKET/PREFIX or "
                                "--code image")
         return replace(base, mode="configmap", why=why, files=files, size=size)
-    from ._store import code_key, pack
+    from ...delivery.plan import in_store
 
-    assert store is not None
-    digest = hashlib.sha256(pack(files)).hexdigest()
-    return replace(base, mode="store", why=why, files=files, size=size, digest=digest, key=code_key(store, digest))
+    return in_store(base, files, why)
 
 
 def configmap_name(job: str) -> str:
@@ -219,7 +196,7 @@ def store_env(plan: CodePlan, source: bool = False, secret: bool = True) -> list
     client's text as DISTCOMP_PODSTORE (run with ``python -c "$DISTCOMP_PODSTORE"``)."""
     env: list[dict[str, Any]] = []
     if source:
-        from ._store import SOURCE
+        from ...delivery.store import SOURCE
 
         env.append({"name": "DISTCOMP_PODSTORE", "value": SOURCE.replace("$", "$$")})  # the kubelet expands $(..)
     if plan.endpoint:
@@ -242,10 +219,7 @@ def add_env(container: dict[str, Any], env: Sequence[Mapping[str, Any]]) -> None
 
 def fetch_argv(plan: CodePlan) -> list[str]:
     """The init container's command: fetch the archive, check its sha256, unpack it into CODE_DIR."""
-    from ._store import SOURCE
-
-    assert plan.store is not None
-    return escape(["python", "-c", SOURCE, "fetch", plan.store.bucket, plan.key, plan.digest, CODE_DIR])
+    return escape(plan.fetch_argv(CODE_DIR))
 
 
 def fetch_container(plan: CodePlan, image: str) -> dict[str, Any]:

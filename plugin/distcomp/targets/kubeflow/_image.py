@@ -93,7 +93,7 @@ def write_context(spec: Union["ComponentSpec", str, "os.PathLike[str]"], dest: "
     try:
         wheel = how = None
         if distcomp:
-            from ._wheel import distcomp_wheel
+            from ...delivery.wheel import distcomp_wheel
 
             path, how = distcomp_wheel(tmp / "wheels")
             wheel = f"wheels/{path.name}"

@@ -25,7 +25,7 @@ from ._pod import escape
 
 if TYPE_CHECKING:
     from ._code import CodePlan
-    from ._store import StoreURI
+    from ...delivery.store import StoreURI
 
 STORE_DIR = "/distcomp/outputs"
 VOLUME = "distcomp-outputs"

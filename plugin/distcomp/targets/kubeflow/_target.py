@@ -103,7 +103,7 @@ class KubeflowTarget:
         self._options = options
         self._api = kube_client(options.get("kubeconfig"))
         if built.code.mode == "store":
-            from ._transfer import upload
+            from ...delivery.transfer import upload
 
             upload(built.code, notify)
         manifest, reached = bind_run(built.manifest, job.env, job.tracking)

@@ -27,6 +27,7 @@ from .._cookie import COOKIE
 from .._secrets import NAME as SECRETS
 
 if TYPE_CHECKING:
+    from ...delivery.plan import Delivery
     from ...plan import Plan
     from ...spec import ComponentSpec
 
@@ -48,13 +49,21 @@ SWEEP = ('pids=$(grep -lzxF "' + COOKIE + '=$1" /proc/[0-9]*/environ 2>/dev/null
          'done\n'
          'kill -KILL $left 2>/dev/null\n'
          'exit 0')
-CLEANUP = (f'export {COOKIE}="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
-           'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
-           f'    env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
-           '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
-           f'      /bin/sh -c {shlex.quote(SWEEP)} sweep "${COOKIE}"\n'
-           '}\n'
-           'trap distcomp_cleanup EXIT')
+
+
+def cleanup(first: str = "") -> str:
+    """The batch script's EXIT trap: the sweep on every node (``first``: shell lines the sweep
+    runs before it, e.g. a trap that removes the node's code folder when it ends)."""
+    return (f'export {COOKIE}="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
+            'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
+            f'    env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
+            '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
+            f'      /bin/sh -c {shlex.quote(first + SWEEP)} sweep "${COOKIE}"\n'
+            '}\n'
+            'trap distcomp_cleanup EXIT')
+
+
+CLEANUP = cleanup()
 # each node's name and address (NodeAddr, as its slurmd registered it: 127.0.0.1 on the dev
 # cluster), for the record's {{node:N}} and {{host:N}}
 NODES = ('mapfile -t DISTCOMP_NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")\n'
@@ -198,9 +207,11 @@ def tasks_of(plan: "Plan") -> tuple[int, int | None]:
     return per_node, None
 
 
-def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Masker = NONE) -> str:
-    """The node agent's record of the job (JSON): the Topology as data, the command and env."""
-    platform = Platform(values={}, secrets=SECRETS, **PLATFORM)  # type: ignore[arg-type]
+def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Masker = NONE,
+           cwd: str = "code") -> str:
+    """The node agent's record of the job (JSON): the Topology as data, the command and env;
+    ``cwd``: where the replicas run (relative: to the job folder)."""
+    platform = Platform(values={}, secrets=SECRETS, cwd=cwd, **PLATFORM)  # type: ignore[arg-type]
     try:
         data = node_record(plan.topology, argv, env, platform, job=plan.spec.name, masker=masker,
                            zero_or_greater=plan.spec.successful_return_code == "ZeroOrGreater")
@@ -210,21 +221,28 @@ def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Ma
 
 
 def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Resources,
-           env: Mapping[str, str], masker: Masker = NONE, python: str = "python3") -> str:
+           env: Mapping[str, str], masker: Masker = NONE, python: str = "python3",
+           code: "Delivery | None" = None) -> str:
     """The whole sbatch script for the job in ``folder``; ``argv``: the rendered command (each
     value one word), ``env``: variables for every replica (the spec's, the MLflow run's);
-    ``python``: the interpreter that runs the node agents (one with distcomp installed)."""
+    ``python``: the interpreter that runs the node agents (one with distcomp installed);
+    ``code``: the code comes through an object store, fetched on every node (``_delivery``),
+    not from the job folder's copy."""
+    from ._delivery import cleanup as remove_code
+    from ._delivery import fetch_step, node_folder
+
     spec, t = plan.spec, plan.topology
+    local = node_folder(folder) if code is not None else None
     per_node, ntasks = tasks_of(plan)
     head = ["#!/bin/bash",
             f"# distcomp: {spec.ref} on Slurm, {t.launcher}, {t.nodes} node(s) x {t.processes_per_node} process(es)",
-            f"# job folder: {folder} (code/ the code snapshot, {RECORD} the node agents' record, "
-            "logs/NAME.log, exits/NAME.json)"]
+            f"# job folder: {folder} ({'' if local else 'code/ the code snapshot, '}{RECORD} the node agents' "
+            "record, logs/NAME.log, exits/NAME.json)"]
     if plan.own is not None:
         head.append(f"# the command brings its own launcher: {plan.own.describe()}")
     ports = "".join(f"next_port; export DISTCOMP_PORT_{i}=$PORT  # {{{{port:{p}}}}}\n" for i, p in enumerate(t.ports))
     assert all(f"DISTCOMP_PORT_{i}" == bind_names(t)[f"port:{p}"] for i, p in enumerate(t.ports))
-    text = record(plan, argv, env, masker)
+    text = record(plan, argv, env, masker, cwd=local or "code")
     if any(line == HEREDOC for line in text.splitlines()):  # JSON cannot: its lines start with a bracket or space
         raise ValueError("the record holds its own end marker")
     body = head + sbatch_lines(name, t.nodes, per_node, folder, res, ntasks) + [
@@ -232,12 +250,14 @@ def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Reso
         "set -u",
         f"export DISTCOMP_JOB_FOLDER={shlex.quote(str(folder))}  # the job folder",
         'mkdir -p "$DISTCOMP_JOB_FOLDER/logs" "$DISTCOMP_JOB_FOLDER/exits"',
-        'cd "$DISTCOMP_JOB_FOLDER/code"',
+        'cd "$DISTCOMP_JOB_FOLDER"' if local else 'cd "$DISTCOMP_JOB_FOLDER/code"',
         f"# the node agents' record: the replicas, their env and the command (a secret: its index in {SECRETS})",
         f"cat >\"$DISTCOMP_JOB_FOLDER/{RECORD}\" <<'{HEREDOC}'",
         text + HEREDOC,
-        "# what the ranks leave is stopped on every node when this script ends",
-        CLEANUP,
+        "# what the ranks leave is stopped on every node when this script ends"
+        + (" (and the node's code folder removed)" if local else ""),
+        cleanup(remove_code(local)) if local else CLEANUP,
+        *([fetch_step(code, local, python, t.nodes)] if code is not None and local else []),
         "# the values the agents bind: each node's name and address, the job's ports",
         NODES + NEXT_PORT + ports + CPUS,
         "# a replica may start steps of its own inside the agents' (mpirun's daemons, through srun)",

@@ -33,6 +33,7 @@ from ...target import JOB_NAME, Compiled, Notify
 from .. import _secrets
 
 if TYPE_CHECKING:
+    from ...delivery.plan import Delivery
     from ...redact import Masker
     from ...target import JobContext
     from ...spec import ComponentSpec
@@ -81,6 +82,10 @@ class SlurmTarget:
         text = self._script(spec, options, argv, folder, dict(spec.environment_variables), masker)
         notes: tuple[str, ...] = (f"written for the job folder {folder}; `distcomp submit --target slurm` names it "
                                   "after the job and copies the spec and its code there before sbatch",)
+        if options.get("code_store"):
+            from ._delivery import note
+
+            notes = (note(options, folder),)
         late: tuple[str, ...] = (
             f"the job's name: {JOB_NAME} in the job folder's path",
             "the job's MLflow run, made when it is submitted: its env (MLFLOW_RUN_ID, MLFLOW_TRACKING_URI, ...) in "
@@ -93,10 +98,12 @@ class SlurmTarget:
 
     @staticmethod
     def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
-                env: Mapping[str, str], masker: "Masker") -> str:
+                env: Mapping[str, str], masker: "Masker", code: "Delivery | None" = None) -> str:
+        """``code``: the code's way through a store (``--code-store``), when the caller planned it."""
         import sys
 
         from ...plan import make_plan
+        from ._delivery import plan as plan_code
         from ._script import folder_problem, resources_of, script
 
         why = folder_problem(folder)
@@ -105,7 +112,9 @@ class SlurmTarget:
         res = resources_of(spec, options, options.get("timeout"))
         # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
         # share the job folder): distcomp is there, and so is what the command's python needs
-        return script(make_plan(spec, gpu=False), argv, folder, spec.name, res, env, masker, python=sys.executable)
+        code = code or plan_code(spec, options, os.environ)
+        return script(make_plan(spec, gpu=False), argv, folder, spec.name, res, env, masker, python=sys.executable,
+                      code=code)
 
     # -- submitting ------------------------------------------------------------------------
     def check(self, spec: "ComponentSpec", options: Mapping[str, Any], compiled: Compiled | None = None) -> None:
@@ -134,7 +143,7 @@ class SlurmTarget:
         from ..._files import write_atomic
         from ...jobs import create_outputs, make_job
         from ...spec import InputError
-        from . import _slurm
+        from . import _delivery, _slurm
         from ._script import bind_env
 
         compiled = job.compiled if job.compiled is not None and job.compiled.text else self.compile(spec, options)
@@ -151,9 +160,19 @@ class SlurmTarget:
         except InputError as exc:
             raise UsageError(str(exc)) from None
         text = bind_env(compiled.bind(job.name), job.env, masker)  # the job's MLflow run, from the core
-        _make_folder(spec, folder, masker)
+        code = _delivery.plan(spec, options, os.environ)  # nodes that do not see the code: through a store
+        if code is not None and code.digest not in text:
+            raise JobError(f"{compiled.kind}: the code folder {spec.code} changed since it was compiled; compile it "
+                           "again")
+        _make_folder(spec, folder, masker, copy_code=code is None)
         if masker:
             _secrets.write(folder / _secrets.NAME, masker)
+        if code is not None:
+            try:
+                _delivery.ship(code, folder, os.environ, notify)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
         create_outputs(made)
         write_atomic(folder / SCRIPT, text, mode=0o600 if masker else None)
         record: dict[str, Any] = {"component": spec.ref, "launcher": spec.distribution.launcher,
@@ -441,14 +460,18 @@ def _tracking_env(job_dir: Path) -> dict[str, str]:
     return environ
 
 
-def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker") -> None:
-    """The job folder with its code snapshot and the ranks' subfolders; removed again if any of
-    it fails (a FIFO in the code folder, a full disk), so a refused job leaves no folder. With
-    secrets, logs/ (what ranks print, secrets too until the end masks them) is the owner's only."""
+def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker", copy_code: bool = True) -> None:
+    """The job folder with its code snapshot (``copy_code``; else the spec alone: the code goes
+    through a store) and the ranks' subfolders; removed again if any of it fails (a FIFO in the
+    code folder, a full disk), so a refused job leaves no folder. With secrets, logs/ (what ranks
+    print, secrets too until the end masks them) is the owner's only."""
     new_job_dir = not folder.parent.exists()
     folder.mkdir(parents=True)
     try:
-        _copy_code(spec, folder / "code")
+        if copy_code:
+            _copy_code(spec, folder / "code")
+        elif spec.source is not None and spec.source.is_file():
+            shutil.copy2(spec.source, folder / spec.source.name)
         for sub in ("logs", "exits"):
             (folder / sub).mkdir(mode=0o700 if masker and sub == "logs" else 0o777)
     except BaseException:

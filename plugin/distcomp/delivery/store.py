@@ -2,8 +2,8 @@
 
 The code goes up as one reproducible tar.gz named by its sha256
 (``{prefix}/code/sha256-{digest}.tar.gz``), so an unchanged code folder is not uploaded again,
-and the pod checks what it fetched against that digest. The requests are ``_podstore``'s, the
-same text the pods run (``SOURCE``); here its ``StoreError`` becomes a ``UsageError`` that says
+and a node checks what it fetched against that digest. The requests are ``fetcher``'s, the
+same text the nodes run (``SOURCE``); here its ``StoreError`` becomes a ``UsageError`` that says
 what to set.
 """
 
@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Mapping
 
-from ..._files import targz
-from ...errors import UsageError
-from . import _podstore
-from ._podstore import StoreError
+from .._files import targz
+from ..errors import UsageError
+from . import fetcher
+from .fetcher import StoreError
 
 __all__ = ["SOURCE", "CodeObject", "StoreURI", "code_key", "download_tree", "pack", "upload_code"]
 
-# What the init container runs as ``python -c``: read once, it is part of the package.
-SOURCE = (Path(__file__).parent / "_podstore.py").read_text(encoding="utf-8")
+# What a node runs as ``python -c`` (an init container, a Slurm step): read once, it is part of the package.
+SOURCE = (Path(__file__).parent / "fetcher.py").read_text(encoding="utf-8")
 
 _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]")
 _CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "InvalidToken",
@@ -150,10 +150,10 @@ def upload_code(uri: StoreURI, archive: bytes, env: Mapping[str, str] | None = N
     digest = hashlib.sha256(archive).hexdigest()
     key = code_key(uri, digest)
     with _as_usage(f"uploading the code to s3://{uri.bucket}/{key}"):
-        there = _podstore.head(uri.bucket, key, env)
+        there = fetcher.head(uri.bucket, key, env)
         if there is not None and there.get("content-length") == str(len(archive)):
             return CodeObject(uri.bucket, key, digest, False, len(archive))
-        _podstore.put(uri.bucket, key, archive, env)
+        fetcher.put(uri.bucket, key, archive, env)
     return CodeObject(uri.bucket, key, digest, True, len(archive))
 
 
@@ -172,7 +172,7 @@ def download_tree(uri_prefix: StoreURI, dest: Path, env: Mapping[str, str] | Non
     dest = Path(dest)
     below = f"{uri_prefix.prefix}/" if uri_prefix.prefix else ""
     with _as_usage(f"listing {uri_prefix}"):
-        keys = _podstore.list_keys(uri_prefix.bucket, below, env)
+        keys = fetcher.list_keys(uri_prefix.bucket, below, env)
     plan: dict[Path, str] = {}
     for key in keys:
         rel = key[len(below):]
@@ -193,7 +193,7 @@ def download_tree(uri_prefix: StoreURI, dest: Path, env: Mapping[str, str] | Non
         part = path.with_name(f".{path.name}.part")  # a failed download leaves no half file under the real name
         try:
             with _as_usage(f"downloading s3://{uri_prefix.bucket}/{key}"):
-                _podstore.download(uri_prefix.bucket, key, str(part), env)
+                fetcher.download(uri_prefix.bucket, key, str(part), env)
             os.replace(part, path)
         finally:
             part.unlink(missing_ok=True)

@@ -30,11 +30,11 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ...errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["WheelError", "distcomp_wheel", "installed_wheel"]
 
-PACKAGE = Path(__file__).resolve().parents[2]  # the distcomp package that is running
+PACKAGE = Path(__file__).resolve().parents[1]  # the distcomp package that is running
 # dist-info files that describe one installation, not the distribution
 _INSTALL_ONLY = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 # what a setuptools build reads from the source tree's top, besides the package itself

@@ -1,9 +1,12 @@
-"""A small S3 client for the pods and for submit: one self-contained file, standard library only.
+"""The stdlib fetch step any node runs before its node agent, and the S3 client submit uses:
+one self-contained file, standard library only.
 
-The pod images hold only Python, so an init container runs this very text as
-``python -c "$SOURCE" fetch BUCKET KEY SHA256 DEST`` (and the training container
-``put-tree SRC BUCKET PREFIX`` for outputs); submit imports the same functions. Hence: no
-import from distcomp, nothing newer than Python 3.8, and every failure a one-line message.
+A node may hold only Python, so it runs this very text (``store.SOURCE``) as
+``python -c "$SOURCE" fetch BUCKET KEY SHA256 DEST`` (a Kubeflow init container: into a volume),
+``fetch-into BUCKET KEY SHA256 DEST`` (a Slurm node: into a node-local folder of the job's own,
+made whole by a rename) or ``put-tree SRC BUCKET PREFIX`` (a training container's outputs);
+submit imports the same functions. Hence: no import from distcomp, nothing newer than Python
+3.8, and every failure a one-line message.
 
 Requests are signed with AWS Signature V4 from the usual environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_ENDPOINT_URL_S3`` or
@@ -19,8 +22,10 @@ import hmac
 import http.client
 import os
 import re
+import shutil
 import socket
 import ssl
+import stat
 import sys
 import tarfile
 import tempfile
@@ -39,8 +44,9 @@ PART_SIZE = 64 * 1024 * 1024  # a file larger than this goes up in parts (S3 tak
 TIMEOUT = 60.0  # seconds without a byte from the store
 RETRY_DELAYS = (1.0, 3.0)  # after a 5xx answer or a dropped connection; a refused one fails at once
 _CHUNK = 1024 * 1024
-_USAGE = ("usage: fetch BUCKET KEY SHA256 DEST   (download, verify and extract a tar.gz)\n"
-          "       put-tree SRC BUCKET PREFIX    (upload every file under SRC)")
+_USAGE = ("usage: fetch BUCKET KEY SHA256 DEST       (download, verify and extract a tar.gz)\n"
+          "       fetch-into BUCKET KEY SHA256 DEST  (the same into a new folder DEST, made whole by a rename)\n"
+          "       put-tree SRC BUCKET PREFIX        (upload every file under SRC)")
 
 
 class StoreError(Exception):
@@ -461,7 +467,7 @@ def _filter_says(member: tarfile.TarInfo, dest: str) -> str:
     return ""
 
 
-# --- the pod's commands ----------------------------------------------------------------------
+# --- the node's commands ---------------------------------------------------------------------
 
 def fetch(bucket: str, key: str, sha256: str, dest: str, env: Mapping[str, str] = os.environ) -> str:
     """Download, verify and extract a code archive into ``dest``: what happened, in one line."""
@@ -480,6 +486,42 @@ def fetch(bucket: str, key: str, sha256: str, dest: str, env: Mapping[str, str] 
     finally:
         os.unlink(tmp)
     return f"fetched s3://{bucket}/{key} ({size} bytes, sha256 verified): {files} files into {dest}"
+
+
+def _own_folder(path: str) -> None:
+    """``path`` made (mode 700) or found as a folder of this user's own that nobody else may
+    write: a node-local folder under a shared /tmp must not be one another user prepared."""
+    try:
+        os.makedirs(path, mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise StoreError(f"{path} is not a folder of this user's own that only its owner writes (a link, another "
+                         "user's, or group/world-writable): remove it, or give another place", "Config")
+
+
+def fetch_into(bucket: str, key: str, sha256: str, dest: str, env: Mapping[str, str] = os.environ) -> str:
+    """``fetch`` into the new folder ``dest``, which appears whole (a rename of a folder beside
+    it) or not at all; its parent is made the user's own. Several tasks on one host (the nodes
+    of a one-machine cluster) may ask at once: the first rename wins, the others find it there."""
+    dest = os.path.abspath(dest)
+    parent = os.path.dirname(dest)
+    _own_folder(parent)
+    if os.path.isdir(dest):
+        return f"{dest}: already fetched by another task on this host"
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.", suffix=".part", dir=parent)
+    try:
+        line = fetch(bucket, key, sha256, tmp, env)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not os.path.isdir(dest):
+                raise
+            return f"{dest}: already fetched by another task on this host"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return line.replace(f"into {tmp}", f"into {dest}")
 
 
 def _join(prefix: str, rel: str) -> str:
@@ -506,11 +548,13 @@ def put_tree(src: str, bucket: str, prefix: str, env: Mapping[str, str] = os.env
 
 
 def main(argv: Sequence[str]) -> int:
-    """The pod's entry: 0 done, 1 failed (one line on stderr), 2 a wrong command line."""
+    """The node's entry: 0 done, 1 failed (one line on stderr), 2 a wrong command line."""
     args = list(argv)
     try:
         if args[:1] == ["fetch"] and len(args) == 5:
             print(fetch(args[1], args[2], args[3], args[4]), flush=True)
+        elif args[:1] == ["fetch-into"] and len(args) == 5:
+            print(fetch_into(args[1], args[2], args[3], args[4]), flush=True)
         elif args[:1] == ["put-tree"] and len(args) == 4:
             print(put_tree(args[1], args[2], args[3]), flush=True)
         else:
@@ -519,7 +563,7 @@ def main(argv: Sequence[str]) -> int:
     except (StoreError, OSError) as exc:
         print(f"{args[0]}: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # a pod's log should say what failed in one line, not a traceback
+    except Exception as exc:  # a node's log should say what failed in one line, not a traceback
         print(f"{args[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,25 @@
+"""The files of a spec's code folder that travel with a job: what a publish to the registry
+takes (no .git, .venv, caches, .env, runs/), keyed by their path inside the code folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
+
+
+def code_files(spec: "ComponentSpec", error: type[UsageError] = UsageError) -> dict[str, Path]:
+    """Relative path in the code folder -> file; a folder that cannot be shipped raises ``error``."""
+    from ..registry._records import RegistryError
+    from ..registry._snapshot import plan
+
+    try:
+        snap = plan(spec)
+    except RegistryError as exc:
+        raise error(f"the code folder cannot be shipped: {exc}") from None
+    top = f"{snap.code}/" if snap.code not in ("", ".") else ""
+    return {rel[len(top):]: path for rel, path in snap.files.items() if rel.startswith(top)}
