@@ -33,8 +33,8 @@ class Platform:
     name in reports (``SLURMD_NODENAME``; else the host name), the values known when the record
     is written (``job_id``...), where the replicas run (``cwd``, relative to the job folder),
     the secrets file, and whether each line is echoed to the agent's stdout (a pod's log). A
-replica that is one rank does not inherit ``task_env``: the platform's rank variables describe
-the agent's task (one per node), not the rank."""
+replica that is one process (``ranks`` 1) does not inherit ``task_env``: the platform's rank
+variables describe the agent's task (one per node), not the replica."""
 
     node_env: tuple[str, ...]
     node_name_env: tuple[str, ...] = ()

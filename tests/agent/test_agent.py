@@ -121,10 +121,12 @@ def test_a_one_rank_replica_does_not_inherit_the_agents_task_variables(tmp_path:
     dump = ("import json, os; json.dump({n: os.environ.get(n) for n in ('SLURM_PROCID', 'SLURM_JOB_ID')},"
             " open(os.path.join(os.environ['OUT'], os.environ['WHO'] + '.json'), 'w'))")
     rank = {**_replica("rank0"), "rank": 0, "ranks": 1}
+    ps = {**_replica("ps0"), "rank": None, "ranks": 1, "service": True}
     wrapper = {**_replica("launcher0"), "rank": None, "ranks": 2}
-    path = _record(tmp_path, [rank, wrapper], command=[PY, "-c", dump], task_env=["SLURM_PROCID"])
+    path = _record(tmp_path, [rank, ps, wrapper], command=[PY, "-c", dump], task_env=["SLURM_PROCID"])
     assert _agent(path, 0, SLURM_PROCID="1", SLURM_JOB_ID="7").returncode == 0
     assert json.loads((tmp_path / "rank0.json").read_text()) == {"SLURM_PROCID": None, "SLURM_JOB_ID": "7"}
+    assert json.loads((tmp_path / "ps0.json").read_text()) == {"SLURM_PROCID": None, "SLURM_JOB_ID": "7"}
     assert json.loads((tmp_path / "launcher0.json").read_text()) == {"SLURM_PROCID": "1", "SLURM_JOB_ID": "7"}
 
 

@@ -206,12 +206,13 @@ class Agent:
                 common.setdefault(k, v)
             common.update({k: text(v, self.secrets) for k, v in self.record["env"].items()})
             # the platform's variables for the agent's own task (SLURM_PROCID, a pod's RANK) say
-            # nothing true of a replica that is one rank: a library reading them would misplace it
+            # nothing true of a replica that is one process (a rank, a TF ps): a library reading
+            # them would misplace it; a wrapper of several ranks (mpirun) may need them
             task = set(self.record["task_env"])
             single = {k: v for k, v in common.items() if k not in task}
             out = []
             for r in self.mine:
-                base = single if r.get("rank") is not None and r.get("ranks", 1) == 1 else common
+                base = single if r.get("ranks", 1) == 1 else common
                 env = {**base, **{k: bind(v, self.values) for k, v in r["env"].items()}}
                 argv: list[str] = []
                 for item in r["argv"]:

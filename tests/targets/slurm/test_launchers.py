@@ -1,10 +1,11 @@
 """More launchers on the real two-node Slurm cluster: a command that brings its own mpirun
 (seed style: once in the batch step, over both nodes), its own torchrun (once per node with
-NODE_RANK), and DeepSpeed (one srun task per rank)."""
+NODE_RANK), and DeepSpeed (one process per rank, by the node agent)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,9 @@ def test_own_mpirun_runs_once_over_both_nodes(job_dir: Path) -> None:
     # node; node 1's agent has nothing to start (mpirun reaches that node through Slurm)
     record = json.loads((folder / "node.json").read_text())
     assert [(r["name"], r["node"], r["argv"]) for r in record["replicas"]] == [("launcher0", 0, ["{{command}}"])]
-    assert record["command"] == ["/bin/sh", "-c", "mpirun -np 2 --hostfile $AZUREML_MPI_HOSTFILE python mpi_rank.py "
-                                                  f"--out {outcome.outputs['out']}"]
+    assert record["command"][:2] == ["/bin/sh", "-c"] and shlex.split(record["command"][2]) == [
+        "mpirun", "-np", "2", "--hostfile", "$AZUREML_MPI_HOSTFILE", "python", "mpi_rank.py", "--out",
+        outcome.outputs["out"]]
     assert sorted(p.name for p in (folder / "logs").iterdir()) == ["launcher0.log"]
     script = (folder / "job.sbatch").read_text()
     assert [line for line in script.splitlines() if line.startswith("srun ")] == [

@@ -30,8 +30,8 @@ def test_two_tf_workers_all_reduce_across_both_nodes(job_dir: Path) -> None:
     assert outcome.state is JobState.SUCCEEDED, outcome.root_cause + outcome.message
     tasks = _tasks(outcome)
     assert sorted(tasks) == ["worker-0", "worker-1"]
-    # procid: the Slurm task of the node agent that started it, one per node
-    assert [(t["node"], t["procid"], t["rank"], t["world"], t["all_reduce"]) for t in tasks.values()] == [
+    # nodeid: the Slurm node of the node agent that started it
+    assert [(t["node"], t["nodeid"], t["rank"], t["world"], t["all_reduce"]) for t in tasks.values()] == [
         ("n1", 0, 0, 2, 3.0), ("n2", 1, 1, 2, 3.0)]
     cluster = tasks["worker-0"]["cluster"]
     assert list(cluster) == ["worker"] and len(cluster["worker"]) == 2 and tasks["worker-1"]["cluster"] == cluster
@@ -46,8 +46,8 @@ def test_chief_and_parameter_server_placed_and_the_ps_stopped(job_dir: Path) -> 
     script = (Path(outcome.details["folder"]) / "job.sbatch").read_text()
     assert "#SBATCH --ntasks=4\n" in script and "--ntasks-per-node" not in script
     tasks = _tasks(outcome)
-    # procid: the Slurm task of the node agent that started it (one per node)
-    assert {k: (t["node"], t["procid"], t["rank"]) for k, t in tasks.items()} == {
+    # nodeid: the Slurm node of the node agent that started it
+    assert {k: (t["node"], t["nodeid"], t["rank"]) for k, t in tasks.items()} == {
         "chief-0": ("n1", 0, 0), "worker-0": ("n1", 0, 1), "worker-1": ("n2", 1, 2), "ps-0": ("n1", 0, 0)}
     cluster = tasks["chief-0"]["cluster"]
     assert {role: len(members) for role, members in cluster.items()} == {"chief": 1, "worker": 2, "ps": 1}

@@ -35,7 +35,8 @@ from distcomp.runtime import rank_info  # noqa: E402
 
 info = rank_info()
 check(info.source == "tensorflow" and info.role == role, f"rank_info {info}")
-result = {"role": role, "index": index, "procid": int(env["SLURM_PROCID"]), "node": env["SLURMD_NODENAME"],
+check("SLURM_PROCID" not in env, "the node agent's task variables")  # the agent's srun task is not this one's
+result = {"role": role, "index": index, "nodeid": int(env["SLURM_NODEID"]), "node": env["SLURMD_NODENAME"],
           "cluster": cluster, "rank": info.rank, "world": info.world_size}
 if role == "ps":
     (args.out / f"ps-{index}.json").write_text(json.dumps(result))
