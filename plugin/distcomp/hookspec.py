@@ -12,13 +12,15 @@ hooks (see ``distcomp.launchers``, ``distcomp.targets._builtin`` and ``distcomp.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pluggy
 
-from .kinds import NativeMapping
 from .records import LauncherType, RegistryStoreType
 from .target import TargetType
+
+if TYPE_CHECKING:
+    from .kinds import NativeMapping
 
 PROJECT = "distcomp"
 hookspec = pluggy.HookspecMarker(PROJECT)

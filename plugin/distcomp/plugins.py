@@ -15,12 +15,13 @@ import pluggy
 
 from . import hookspec
 from .errors import UsageError
-from .kinds import NativeMapping, check as check_mapping
 from .records import KubeflowJobType, LauncherType, RegistryStoreType
 from .target import TargetType
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
+
+    from .kinds import NativeMapping
 
 R = TypeVar("R")
 
@@ -272,6 +273,8 @@ class PluginManager(pluggy.PluginManager):
         when one mapping is provided twice, or one launcher's mappings on one platform come from
         two plugins (which would otherwise leave one of them unused without a word)."""
         if self._native is None:
+            from .kinds import NativeMapping, check as check_mapping  # only a target reading mappings pays for it
+
             found = self._collect("distcomp_native_mappings", NativeMapping,
                                   lambda m: [((m.platform, m.launcher, m.kind), str(m), True)], check=check_mapping)
             owner: dict[tuple[str, str], str] = {}
