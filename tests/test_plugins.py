@@ -686,8 +686,8 @@ def example_module(hook: str) -> types.ModuleType:
 
 
 def test_the_contract_has_the_launchers_and_the_target_hooks() -> None:
-    assert hook_names() == ["distcomp_azureml_distributions", "distcomp_kubeflow_jobs", "distcomp_launchers",
-                            "distcomp_registry_stores", "distcomp_targets"]
+    assert hook_names() == ["distcomp_launchers", "distcomp_native_mappings", "distcomp_registry_stores",
+                            "distcomp_targets"]
     assert set(hook_names()) == {h for h in dir(PluginManager().hook) if h.startswith("distcomp_")}
 
 
@@ -836,21 +836,39 @@ def test_the_process_wide_manager_is_cached() -> None:
     assert get_plugin_manager() is get_plugin_manager()
 
 
-# -- the optional Kubeflow hook ----------------------------------------------------------------
+# -- the optional native mappings hook ------------------------------------------------------------
 
-def test_builtin_kubeflow_jobs(pm: PluginManager) -> None:
-    jobs = pm.kubeflow_jobs()
-    assert {key: provider for key, (_t, provider) in jobs.items()} == {
+def test_builtin_native_mappings(pm: PluginManager) -> None:
+    from distcomp.kinds import AZUREML, KUBEFLOW
+    from distcomp.targets.kubeflow._compile import job_type
+
+    assert {(m.platform, m.launcher, m.kind, tuple(m.options.items())) for m in pm.native_mappings()} == {
+        (KUBEFLOW, "torch.distributed", "PyTorchJob", ()),
+        (KUBEFLOW, "torch.distributed", "TrainJob", (("runtime", "torch-distributed"),)),
+        (KUBEFLOW, "deepspeed", "PyTorchJob", ()),
+        (KUBEFLOW, "deepspeed", "TrainJob", (("runtime", "deepspeed-distributed"),)),
+        (KUBEFLOW, "mpi", "MPIJob", ()), (KUBEFLOW, "tensorflow.distributed", "TFJob", ()),
+        (AZUREML, "torch.distributed", "pytorch", ()), (AZUREML, "deepspeed", "pytorch", ()),
+        (AZUREML, "mpi", "mpi", ()), (AZUREML, "tensorflow.distributed", "tensorflow", ())}
+    assert {pm.native_provider(m) for m in pm.native_mappings()} == {"distcomp"}
+    assert [m.kind for m in pm.native_mappings(AZUREML, "mpi")] == ["mpi"]
+    assert pm.native_mapping(AZUREML, "torch.distributed").kind == "pytorch"  # type: ignore[union-attr]
+    assert pm.native_mapping("ray", "torch.distributed") is None  # a platform no launcher maps: no hook needed
+    assert {key: provider for key, (_t, provider) in pm.kubeflow_jobs().items()} == {
         ("torch.distributed", "PyTorchJob"): "distcomp", ("torch.distributed", "TrainJob"): "distcomp",
         ("deepspeed", "PyTorchJob"): "distcomp", ("deepspeed", "TrainJob"): "distcomp",
         ("mpi", "MPIJob"): "distcomp", ("tensorflow.distributed", "TFJob"): "distcomp"}
-    assert pm.kubeflow_job("torch.distributed").kind == "PyTorchJob"
-    assert pm.kubeflow_job("torch.distributed", trainer_v2=True).kind == "TrainJob"
+    pytorchjob = job_type(pm, "torch.distributed")
+    assert (pytorchjob.kind, pytorchjob.api_version, pytorchjob.plural, pytorchjob.build) == (
+        "PyTorchJob", "kubeflow.org/v1", "pytorchjobs", None)  # data: the Kubeflow target builds the kind
+    trainjob = job_type(pm, "torch.distributed", trainer_v2=True)
+    assert (trainjob.kind, trainjob.runtime, trainjob.plural) == ("TrainJob", "torch-distributed", "trainjobs")
 
 
 def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> None:
-    """A new launcher supports the Kubeflow target without any edit to the target."""
-    from distcomp.records import JobOptions, KubeflowJobType
+    """A new launcher supports the Kubeflow target with a kind of its own, without any edit to the target."""
+    from distcomp.kinds import KUBEFLOW, NativeMapping
+    from distcomp.records import JobOptions
     from distcomp.targets.kubeflow import compile_job
 
     def build(spec: ComponentSpec, options: JobOptions) -> dict[str, object]:
@@ -863,8 +881,8 @@ def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> Non
             yield LauncherType(name="solo", factory=mpi_topology)
 
         @hookimpl
-        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
-            yield KubeflowJobType("solo", "SoloJob", build)
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield NativeMapping("solo", KUBEFLOW, "SoloJob", {"build": build})
 
     pm.register_plugin(Plugin(), name="solo-plugin", provider="solo-dist 1.0")
     spec = loads("name: s\ntype: DistributedComponent\nlauncher:\n  type: solo\n  process_count_per_node: 1\n"
@@ -872,21 +890,92 @@ def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> Non
     manifest = compile_job(spec.with_overrides(nodes=3), {}, {}, pm=pm, image="i:1")
     assert manifest == {"apiVersion": "example.org/v1", "kind": "SoloJob", "metadata": {"name": "s"},
                         "spec": {"pods": 3, "command": ["python", "run.py"]}}
+    assert pm.native_provider(pm.native_mappings(KUBEFLOW, "solo")[0]) == "solo-dist 1.0"
 
     class Again:
         @hookimpl
-        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
-            yield KubeflowJobType("solo", "SoloJob", build)
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield NativeMapping("solo", KUBEFLOW, "SoloJob", {"build": build})
 
     pm.register_plugin(Again(), name="again", provider="other-dist 2.0")
     with pytest.raises(DuplicateLauncherError, match="solo-dist 1.0 and by other-dist 2.0"):
         pm.kubeflow_jobs()
 
 
+def test_a_second_plugin_mapping_a_launcher_on_one_platform_is_a_conflict(pm: PluginManager) -> None:
+    """Another kind for a launcher that already has mappings there would never be taken: said, not ignored.
+    On another platform it is welcome (a new target's plugin mapping the built-in launchers)."""
+    from distcomp.kinds import AZUREML, NativeMapping
+
+    class Other:
+        @hookimpl
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield NativeMapping("mpi", AZUREML, "pytorch")
+            yield NativeMapping("mpi", "ray", "RayJob", {"workers": 2})
+
+    pm.register_plugin(Other(), name="other", provider="other 1.0")
+    with pytest.raises(DuplicatePluginError) as info:
+        pm.native_mappings()
+    assert str(info.value) == ("the azureml mapping of launcher 'mpi' is provided twice: by distcomp and by other 1.0; "
+                               "uninstall or disable one of them")
+    pm.unregister(name="other")
+
+    class Ray:
+        @hookimpl
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield NativeMapping("mpi", "ray", "RayJob", {"workers": 2})
+
+    pm.register_plugin(Ray(), name="ray", provider="ray-plugin 1.0")
+    ray = pm.native_mapping("ray", "mpi")
+    assert ray is not None and (ray.kind, dict(ray.options), pm.native_provider(ray)) == (
+        "RayJob", {"workers": 2}, "ray-plugin 1.0")
+
+
+@pytest.mark.parametrize(("mapping", "message"), [
+    ({"launcher": "", "platform": "kubeflow", "kind": "PyTorchJob"}, "launcher must be a non-empty string"),
+    ({"launcher": "x", "platform": "Kube Flow", "kind": "PyTorchJob"}, "platform 'Kube Flow' must be a lowercase name"),
+    ({"launcher": "x", "platform": "kubeflow", "kind": "PyTorchJob", "options": ["runtime"]},
+     "options must be a mapping with string keys"),
+])
+def test_a_malformed_mapping_is_refused_where_it_is_made(mapping: dict, message: str) -> None:  # type: ignore[type-arg]
+    from distcomp.kinds import NativeMapping
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        NativeMapping(**mapping)
+
+
+@pytest.mark.parametrize(("kind", "options", "message"), [
+    ("PyTorchJob", {"replicas": 2}, "the kubeflow PyTorchJob mapping of launcher 'odd': unknown option(s) replicas"),
+    ("SoloJob", {"api_version": "v1"}, "api_version 'v1' must be GROUP/VERSION"),
+    ("pytorchjob", {}, "kind must be a Kubernetes kind"),
+])
+def test_a_kubeflow_mapping_the_target_cannot_read_skips_its_plugin(pm: PluginManager, kind: str,
+                                                                      options: dict, message: str) -> None:  # type: ignore[type-arg]
+    from distcomp.kinds import KUBEFLOW, NativeMapping
+
+    class Odd:
+        @hookimpl
+        def distcomp_launchers(self):  # type: ignore[no-untyped-def]
+            yield LauncherType(name="odd", factory=mpi_topology)
+
+        @hookimpl
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield NativeMapping("odd", "azureml", "mpi")
+            yield NativeMapping("odd", KUBEFLOW, kind, options)
+
+    pm.register_plugin(Odd(), name="odd", provider="odd 1.0")
+    assert pm.native_mappings(launcher="odd") == ()  # the whole plugin's mappings, never half of them
+    (failure,) = pm.failures
+    assert (failure.plugin, failure.provider) == ("odd", "odd 1.0") and message in failure.error
+
+
 def test_trainer_v2_picks_the_job_that_names_a_runtime_whatever_its_kind(pm: PluginManager) -> None:
     """A plugin's Trainer-style job (its own kind, with a runtime) is what --trainer-v2 takes; its
     classic job is the default."""
-    from distcomp.records import JobOptions, KubeflowJobType
+    from distcomp.kinds import KUBEFLOW, NativeMapping
+    from distcomp.records import JobOptions
+    from distcomp.targets.kubeflow import CompileError
+    from distcomp.targets.kubeflow._compile import job_type
 
     def build(spec: ComponentSpec, options: JobOptions) -> dict[str, object]:
         return {}
@@ -897,29 +986,35 @@ def test_trainer_v2_picks_the_job_that_names_a_runtime_whatever_its_kind(pm: Plu
             yield LauncherType(name="duo", factory=mpi_topology)
 
         @hookimpl
-        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
-            yield KubeflowJobType("duo", "DuoTrainJob", build, runtime="duo-runtime")
-            yield KubeflowJobType("duo", "DuoJob", build)
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield NativeMapping("duo", KUBEFLOW, "DuoTrainJob", {"build": build, "runtime": "duo-runtime"})
+            yield NativeMapping("duo", KUBEFLOW, "DuoJob", {"build": build})
 
     pm.register_plugin(Plugin(), name="duo-plugin", provider="duo-dist 1.0")
-    assert pm.kubeflow_job("duo", trainer_v2=True).kind == "DuoTrainJob"
-    assert pm.kubeflow_job("duo").kind == "DuoJob"
-    with pytest.raises(PluginError, match="no Kubeflow Trainer v2 TrainJob"):
-        pm.kubeflow_job("mpi", trainer_v2=True)
+    assert job_type(pm, "duo", trainer_v2=True).kind == "DuoTrainJob"
+    assert job_type(pm, "duo").kind == "DuoJob"
+    with pytest.raises(CompileError, match=re.escape("launcher 'mpi' has no Kubeflow Trainer v2 TrainJob (it has: "
+                                                     "MPIJob); drop --trainer-v2")):
+        job_type(pm, "mpi", trainer_v2=True)
 
 
-def test_a_launcher_without_a_kubeflow_job_says_so(pm: PluginManager) -> None:
+def test_a_launcher_without_a_kubeflow_mapping_gets_the_node_agent_job(pm: PluginManager) -> None:
+    from distcomp.kinds import KUBEFLOW
+    from distcomp.targets.kubeflow._agentjob import agentjob
+    from distcomp.targets.kubeflow._compile import job_type
+
     class Plugin:
         @hookimpl
         def distcomp_launchers(self):  # type: ignore[no-untyped-def]
             yield LauncherType(name="plain", factory=mpi_topology)
 
     pm.register_plugin(Plugin(), name="plain-plugin")
-    with pytest.raises(PluginError, match="no Kubeflow job mapping"):
-        pm.kubeflow_job("plain")
+    assert pm.native_mapping(KUBEFLOW, "plain") is None
+    job = job_type(pm, "plain")
+    assert (job.kind, job.build) == ("PyTorchJob", agentjob)
 
 
-def test_kubeflow_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> None:
+def test_native_mappings_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> None:
     import jsonschema
     import yaml
 
@@ -928,12 +1023,27 @@ def test_kubeflow_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> 
 
     fresh = PluginManager()
     fresh.register_plugin(example_module("distcomp_launchers"), name="mine-plugin", provider="mypkg 1.0")
-    fresh.register_plugin(example_module("distcomp_kubeflow_jobs"), name="mine-kubeflow", provider="mypkg 1.0")
+    fresh.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
     spec = loads(spec_text("mine", nodes=3), base_dir=tmp_path, launchers=fresh.alias_table())
     manifest = compile_job(spec, {}, {}, pm=fresh, image="i:1")
     crd = yaml.safe_load((REFERENCE / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
     jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    command = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert command[0] == "torchrun"  # the native job: torchrun in each pod, not distcomp's node agent
+
+
+def test_a_removed_hook_says_what_replaced_it(pm: PluginManager) -> None:
+    class Old:
+        @hookimpl
+        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
+            return []
+
+    pm.register_plugin(Old(), name="old", provider="old 0.9")
+    pm.check_hooks()
+    (failure,) = pm.failures
+    assert failure.error == ("PluginError: unknown hook 'distcomp_kubeflow_jobs' (replaced by distcomp_native_mappings: "
+                             "yield distcomp.kinds.NativeMapping(launcher, 'kubeflow', kind, options))")
 
 
 # -- a misspelled hook, every conflict at once ----------------------------------------------------
@@ -963,7 +1073,7 @@ def test_an_unknown_hook_far_from_any_lists_the_known_ones(pm: PluginManager) ->
     pm.check_hooks()
     assert len(pm.failures) == 1
     assert pm.failures[0].error.startswith("PluginError: unknown hook 'zzz_something' (known hooks: "
-                                           "distcomp_launchers, distcomp_targets, distcomp_kubeflow_jobs")
+                                           "distcomp_launchers, distcomp_targets, distcomp_native_mappings")
 
 
 def test_cli_reports_a_misspelled_hook_and_goes_on(tmp_path: Path, site: Path, work: Path) -> None:
@@ -991,18 +1101,13 @@ def test_every_conflict_is_reported_at_once(pm: PluginManager) -> None:
 
 
 def test_every_hook_kind_raises_the_one_duplicate_error(pm: PluginManager) -> None:
-    builtin_kf = next(t for (_l, kind), (t, _p) in pm.kubeflow_jobs().items() if kind == "PyTorchJob")
-    builtin_az = pm.azureml_distribution("mpi")[0]
+    builtin_native = pm.native_mappings("kubeflow", "torch.distributed")[0]
     builtin_store = pm.registry_store("file")[0]
 
     class Copycat:
         @hookimpl
-        def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
-            yield builtin_kf
-
-        @hookimpl
-        def distcomp_azureml_distributions(self):  # type: ignore[no-untyped-def]
-            yield builtin_az
+        def distcomp_native_mappings(self):  # type: ignore[no-untyped-def]
+            yield builtin_native
 
         @hookimpl
         def distcomp_registry_stores(self):  # type: ignore[no-untyped-def]
@@ -1010,8 +1115,7 @@ def test_every_hook_kind_raises_the_one_duplicate_error(pm: PluginManager) -> No
 
     pm.register_plugin(Copycat(), name="copycat", provider="copycat 0.1")
     expected = {
-        pm.kubeflow_jobs: "the Kubeflow PyTorchJob of launcher 'torch.distributed' is provided twice",
-        pm.azureml_distributions: "the Azure ML distribution of launcher 'mpi' is provided twice",
+        pm.native_mappings: "the kubeflow PyTorchJob mapping of launcher 'torch.distributed' is provided twice",
         pm.registry_stores: "the registry store scheme 'file' is provided twice"}
     for collect, what in expected.items():
         with pytest.raises(DuplicatePluginError) as info:
@@ -1027,7 +1131,7 @@ def test_the_collector_keeps_each_records_provider(pm: PluginManager, tmp_path: 
     pm.load_entrypoints()
     providers = {name: item.provider for name, item in pm.launchers().items()}
     assert providers == {**{name: "distcomp" for name in BUILTINS}, "fake": "fakelauncher 0.1"}
-    assert {p for _t, p in pm.azureml_distributions().values()} == {"distcomp"}
+    assert {pm.native_provider(m) for m in pm.native_mappings("azureml")} == {"distcomp"}
 
 
 # -- the spec layer asks the manager ---------------------------------------------------------------

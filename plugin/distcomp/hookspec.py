@@ -12,12 +12,15 @@ hooks (see ``distcomp.launchers``, ``distcomp.targets._builtin`` and ``distcomp.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pluggy
 
-from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
+from .records import LauncherType, RegistryStoreType
 from .target import TargetType
+
+if TYPE_CHECKING:
+    from .kinds import NativeMapping
 
 PROJECT = "distcomp"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -104,70 +107,44 @@ class DistcompSpecs:
         """
 
     @hookspec
-    def distcomp_kubeflow_jobs(self) -> Iterable[KubeflowJobType]:  # type: ignore[empty-body]
-        """Optional: how a launcher runs natively on Kubeflow (``distcomp compile --target kubeflow``;
-        a launcher without one still runs there: one pod per node, each running distcomp's node
-        agent on the launcher's Topology):
-        ``KubeflowJobType(launcher, kind, build)``, where ``build(spec, options)`` returns the
-        manifest of a ``kind`` job from the ComponentSpec and ``JobOptions`` (name, image, the
-        rendered command, nodes, processes per node, env, namespace, the job's ``topology`` and
-        ``own``, the launcher the command starts itself, both from the job's Plan). A launcher may offer several kinds; ``kind="TrainJob"`` is the
-        one ``--trainer-v2`` picks (its ``runtime`` names the Trainer runtime). ``distcomp submit``
-        reads the record too: ``api_version``, ``plural`` (default: the kind in lowercase plus
-        "s") and ``leader``, the label selector of the pod whose log it reports (``{name}``: the
-        job's name). Targets ask the plugin manager, never a launcher module, so a new launcher
-        needs no target edit. The built-in kinds' records come from ``distcomp.kinds``
-        (``pytorchjob_type(launcher)``, ``mpijob_type``, ``tfjob_type``,
-        ``trainjob_type(launcher, runtime)``): data with no ``build``, which the Kubeflow target
-        builds itself, so a launcher imports no target.
+    def distcomp_native_mappings(self) -> Iterable[NativeMapping]:  # type: ignore[empty-body]
+        """Optional: how launchers run natively on a platform, as data (``distcomp.kinds``):
+        ``NativeMapping(launcher, platform, kind, options)``. Every launcher runs on every target
+        without one (a target runs the launcher's Topology with distcomp's node agent, one per
+        node); a mapping is an optimisation, the platform's own job for the launcher. Each target
+        asks the plugin manager for those of its platform (``pm.native_mapping(platform,
+        launcher)``) and reads only the kind and options, so no target branches on a launcher's
+        name, and a new platform needs no new hook. The ones distcomp's targets read:
 
-        A complete plugin, ``mypkg/plugin.py``, giving the ``mine`` launcher of
-        ``distcomp_launchers`` a PyTorchJob with one pod per node::
+        - ``kubeflow`` (``distcomp compile --target kubeflow``): ``kind`` one of the Kubeflow
+          jobs distcomp builds, ``PyTorchJob``, ``MPIJob``, ``TFJob``, ``TrainJob`` (options:
+          ``runtime``, the Trainer v2 runtime; a mapping with one is what ``--trainer-v2``
+          picks). A kind of the plugin's own gives options ``build`` (``build(spec, options)``
+          returns the manifest from the ComponentSpec and ``distcomp.records.JobOptions``),
+          ``api_version``, ``plural`` and ``leader`` (the label selector of the pod whose log
+          ``distcomp submit`` reports, ``{name}``: the job's name).
+        - ``azureml`` (``distcomp compile --target azureml``): ``kind`` the distribution type,
+          ``pytorch``, ``mpi``, ``tensorflow`` or ``ray``; the target derives
+          ``process_count_per_instance`` (``worker_count``, ``parameter_server_count`` for
+          ``tensorflow``) from the job's plan and sets ``resources.instance_count`` to the node
+          count; options give fields of the distribution over those.
 
-            from distcomp.hookspec import hookimpl
-            from distcomp.records import KubeflowJobType
-
-            def pytorchjob(spec, options):
-                pod = {"spec": {"containers": [{"name": "pytorch", "image": options.image,
-                                                "command": list(options.command)}]}}
-                workers = {"Worker": {"replicas": options.nodes - 1, "template": pod}} if options.nodes > 1 else {}
-                return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-                        "metadata": {"name": options.name},
-                        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}, **workers}}}
-
-            @hookimpl
-            def distcomp_kubeflow_jobs():
-                yield KubeflowJobType(launcher="mine", kind="PyTorchJob", build=pytorchjob,
-                                      api_version="kubeflow.org/v1", plural="pytorchjobs",
-                                      leader="training.kubeflow.org/job-name={name},"
-                                             "training.kubeflow.org/replica-type=master")
-
-        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
-        """
-
-    @hookspec
-    def distcomp_azureml_distributions(self) -> Iterable[AzureMLDistribution]:  # type: ignore[empty-body]
-        """Optional: how a launcher runs natively as an Azure ML command component (``distcomp
-        compile --target azureml``; a launcher without one runs distcomp's node agent, one per
-        instance, on its Topology): ``AzureMLDistribution(launcher, build)``, where ``build(spec)``
-        returns the component's ``distribution`` mapping (``type`` is one of Azure's: ``mpi``,
-        ``pytorch``, ``tensorflow``, ``ray``). The target sets ``resources.instance_count`` to
-        the node count itself, so ``build`` only says how the ranks of one node start.
-
-        A complete plugin, ``mypkg/plugin.py``, running the ``mine`` launcher of
-        ``distcomp_launchers`` as one MPI process per node::
+        A complete plugin, ``mypkg/plugin.py``, for the ``mine`` launcher of ``distcomp_launchers``
+        whose ranks also read torchrun's ``RANK`` and ``WORLD_SIZE``: a PyTorchJob on Kubeflow
+        (one pod per node, torchrun in each), and Azure ML's pytorch distribution with one process
+        per instance::
 
             from distcomp.hookspec import hookimpl
-            from distcomp.records import AzureMLDistribution
-
-            def distribution(spec):
-                return {"type": "mpi", "process_count_per_instance": 1}
+            from distcomp.kinds import AZUREML, KUBEFLOW, NativeMapping
 
             @hookimpl
-            def distcomp_azureml_distributions():
-                yield AzureMLDistribution(launcher="mine", build=distribution)
+            def distcomp_native_mappings():
+                yield NativeMapping("mine", KUBEFLOW, "PyTorchJob")
+                yield NativeMapping("mine", AZUREML, "pytorch", {"process_count_per_instance": 1})
 
-        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``.
+        Declared in ``pyproject.toml`` as ``[project.entry-points.distcomp] mine = "mypkg.plugin"``
+        (one module may implement this hook and ``distcomp_launchers`` both). One plugin gives a
+        launcher's mappings on a platform: a second provider of them is a conflict.
         """
 
     @hookspec

@@ -15,11 +15,13 @@ import pluggy
 
 from . import hookspec
 from .errors import UsageError
-from .records import AzureMLDistribution, KubeflowJobType, LauncherType, RegistryStoreType
+from .records import KubeflowJobType, LauncherType, RegistryStoreType
 from .target import TargetType
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
+
+    from .kinds import NativeMapping
 
 R = TypeVar("R")
 
@@ -35,6 +37,11 @@ BUILTIN_PLUGINS = (
     "distcomp.registry._builtin",  # the registry's built-in store, scheme "file"
     "distcomp.targets._builtin",  # local, kfp, kubeflow, azureml, mlflow
 )
+
+# hooks that were replaced before any release, and what a plugin yields instead
+_REPLACED = {hook: "replaced by distcomp_native_mappings: yield distcomp.kinds.NativeMapping(launcher, "
+                   f"{platform!r}, kind, options)"
+             for hook, platform in (("distcomp_kubeflow_jobs", "kubeflow"), ("distcomp_azureml_distributions", "azureml"))}
 
 
 class PluginError(UsageError):
@@ -112,6 +119,7 @@ class PluginManager(pluggy.PluginManager):
         self._providers: dict[int, str] = {}
         self._launchers: Mapping[str, Launcher] | None = None
         self._targets: Mapping[str, TargetPlugin] | None = None
+        self._native: tuple[tuple[NativeMapping, str], ...] | None = None
 
     # -- loading -------------------------------------------------------------------------
     def register_plugin(self, plugin: Any, name: str | None = None, provider: str | None = None) -> str | None:
@@ -119,12 +127,12 @@ class PluginManager(pluggy.PluginManager):
         registered = self.register(plugin, name=name)
         if registered is not None:
             self._providers[id(plugin)] = provider or registered
-            self._launchers = self._targets = None
+            self._launchers = self._targets = self._native = None
         return registered
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
         removed = super().unregister(plugin, name)
-        self._launchers = self._targets = None  # served records must not outlive their plugin
+        self._launchers = self._targets = self._native = None  # served records must not outlive their plugin
         return removed
 
     def load_builtins(self) -> None:
@@ -167,6 +175,8 @@ class PluginManager(pluggy.PluginManager):
 
                 close = difflib.get_close_matches(name, declared, n=1)
                 hint = f"did you mean {close[0]}?" if close else f"known hooks: {', '.join(declared)}"
+                if name in _REPLACED:
+                    hint = _REPLACED[name]
                 provider = self._providers.get(id(impl.plugin), impl.plugin_name)
                 self._fail(impl.plugin_name, provider, PluginError(f"unknown hook {name!r} ({hint})"))
                 self.unregister(impl.plugin)
@@ -195,9 +205,10 @@ class PluginManager(pluggy.PluginManager):
         """Every name and alias, lowercased -> canonical name (what the spec loaders take)."""
         return MappingProxyType({n: item.type.name for item in self.launchers().values() for n in item.type.names()})
 
-    def _records(self, hook: str, kind: type[R]) -> Iterable[tuple[R, str]]:
+    def _records(self, hook: str, kind: type[R], check: Callable[[R], None] | None = None) -> Iterable[tuple[R, str]]:
         """Every record a hook yields, with its provider; a plugin whose hook raises or yields
-        something else is reported and skipped whole (never half its records). Each plugin is
+        something else (or a record ``check`` refuses) is reported and skipped whole (never half
+        its records). Each plugin is
         called through pluggy's hook executor, one at a time, so
         that one plugin's error does not take the others' records with it (a plugin object need
         not be hashable, which rules out ``subset_hook_caller``)."""
@@ -209,13 +220,17 @@ class PluginManager(pluggy.PluginManager):
                 bad = [x for x in items if not isinstance(x, kind)]
                 if bad:
                     raise TypeError(f"{hook} must yield {kind.__name__} records, got {type(bad[0]).__name__}")
+                if check is not None:
+                    for item in items:
+                        check(item)
             except Exception as exc:
                 self._fail(impl.plugin_name, provider, exc)
                 continue
             yield from ((item, provider) for item in items)
 
     def _collect(self, hook: str, kind: type[R], claims: Callable[[R], Iterable[tuple[Hashable, str, bool]]],
-                 label: Callable[[R, str], str] = lambda _item, provider: provider) -> list[tuple[R, str]]:
+                 label: Callable[[R, str], str] = lambda _item, provider: provider,
+                 check: Callable[[R], None] | None = None) -> list[tuple[R, str]]:
         """The one collector of every hook kind: each record with its provider, in registration
         order. ``claims(record)`` gives the keys a record takes, each with how to name it and
         whether it is the record's own name (which names a conflict over an alias); every
@@ -223,7 +238,7 @@ class PluginManager(pluggy.PluginManager):
         found: list[tuple[R, str]] = []
         owner: dict[Hashable, tuple[str, bool, str]] = {}  # key -> (what, own name?, provider label)
         conflicts: list[Conflict] = []
-        for item, provider in self._records(hook, kind):
+        for item, provider in self._records(hook, kind, check):
             for key, what, primary in claims(item):
                 if key in owner:
                     other_what, other_primary, other = owner[key]
@@ -252,25 +267,47 @@ class PluginManager(pluggy.PluginManager):
             raise UnknownTargetError(f"unknown target {name!r}; known targets: {known} (see `distcomp targets`)")
         return found
 
+    def native_mappings(self, platform: str | None = None, launcher: str | None = None) -> tuple[NativeMapping, ...]:
+        """Every native mapping (``distcomp_native_mappings``), built-ins first, those of
+        ``platform`` and ``launcher`` (a canonical name) when given. Raises DuplicatePluginError
+        when one mapping is provided twice, or one launcher's mappings on one platform come from
+        two plugins (which would otherwise leave one of them unused without a word)."""
+        if self._native is None:
+            from .kinds import NativeMapping, check as check_mapping  # only a target reading mappings pays for it
+
+            found = self._collect("distcomp_native_mappings", NativeMapping,
+                                  lambda m: [((m.platform, m.launcher, m.kind), str(m), True)], check=check_mapping)
+            owner: dict[tuple[str, str], str] = {}
+            conflicts: dict[tuple[str, str, str], Conflict] = {}
+            for m, provider in found:
+                first = owner.setdefault((m.platform, m.launcher), provider)
+                if first != provider:
+                    conflicts.setdefault((m.platform, m.launcher, provider), Conflict(
+                        f"the {m.platform} mapping of launcher {m.launcher!r}", first, provider))
+            if conflicts:
+                raise DuplicatePluginError(list(conflicts.values()))
+            self._native = tuple(found)
+        return tuple(m for m, _p in self._native
+                     if (platform is None or m.platform == platform) and (launcher is None or m.launcher == launcher))
+
+    def native_mapping(self, platform: str, launcher: str) -> NativeMapping | None:
+        """The first mapping of ``launcher`` (a canonical name) on ``platform``; None: the launcher
+        has none there, and the target runs its Topology with distcomp's node agent."""
+        return next(iter(self.native_mappings(platform, launcher)), None)
+
+    def native_provider(self, mapping: NativeMapping) -> str:
+        """Who provides ``mapping`` (for messages); "" for one no plugin gave."""
+        self.native_mappings()
+        return next((p for m, p in self._native or () if m is mapping), "")
+
     def kubeflow_jobs(self) -> Mapping[tuple[str, str], tuple[KubeflowJobType, str]]:
-        """(launcher, kind) -> (job type, provider); a second provider of one pair raises."""
-        found = self._collect("distcomp_kubeflow_jobs", KubeflowJobType, lambda item: [(
-            (item.launcher, item.kind), f"the Kubeflow {item.kind} of launcher {item.launcher!r}", True)])
-        return MappingProxyType({(item.launcher, item.kind): (item, p) for item, p in found})
+        """(launcher, kind) -> (the Kubeflow target's record of that ``kubeflow`` mapping, provider):
+        the kinds ``distcomp submit`` knows how to create and follow."""
+        from .kinds import KUBEFLOW, kubeflow_job
 
-    def azureml_distributions(self) -> Mapping[str, tuple[AzureMLDistribution, str]]:
-        """launcher -> (its Azure ML distribution, provider); a second provider raises."""
-        found = self._collect("distcomp_azureml_distributions", AzureMLDistribution, lambda item: [(
-            item.launcher, f"the Azure ML distribution of launcher {item.launcher!r}", True)])
-        return MappingProxyType({item.launcher: (item, p) for item, p in found})
-
-    def azureml_distribution(self, launcher: str) -> tuple[AzureMLDistribution, str]:
-        """The Azure ML distribution of ``launcher`` (canonical name) and its provider."""
-        found = self.azureml_distributions().get(launcher)
-        if found is None:
-            raise PluginError(f"launcher {launcher!r} has no Azure ML distribution (a plugin provides one "
-                              "through the distcomp_azureml_distributions hook)")
-        return found
+        self.native_mappings()
+        return MappingProxyType({(m.launcher, m.kind): (kubeflow_job(m), p)
+                                 for m, p in self._native or () if m.platform == KUBEFLOW})
 
     def registry_stores(self) -> Mapping[str, tuple[RegistryStoreType, str]]:
         """scheme -> (registry store type, provider); a second provider of one scheme raises."""
@@ -286,22 +323,6 @@ class PluginManager(pluggy.PluginManager):
                               f"{', '.join(sorted(stores)) or 'none'} (a plugin adds one through the "
                               "distcomp_registry_stores hook)")
         return stores[scheme]
-
-    def kubeflow_job(self, launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
-        """The Kubeflow job of ``launcher`` (canonical name): its TrainJob when ``trainer_v2``."""
-        kinds = {kind: t for (name, kind), (t, _p) in self.kubeflow_jobs().items() if name == launcher}
-        # a Trainer v2 job is one that names its runtime (the record says so, whatever its kind)
-        trainer = [t for t in kinds.values() if t.runtime is not None]
-        if trainer_v2:
-            if not trainer:
-                raise PluginError(f"launcher {launcher!r} has no Kubeflow Trainer v2 TrainJob "
-                                  f"(it has: {', '.join(sorted(kinds)) or 'no Kubeflow job'}); drop --trainer-v2")
-            return trainer[0]
-        classic = [t for t in kinds.values() if t.runtime is None] or list(kinds.values())
-        if not classic:
-            raise PluginError(f"launcher {launcher!r} has no Kubeflow job mapping (a plugin provides one "
-                              "through the distcomp_kubeflow_jobs hook)")
-        return classic[0]
 
     def launcher(self, name: str) -> Launcher:
         """The launcher for ``name`` or any of its aliases (any case)."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .spec import ComponentSpec
 
 __all__ = [
-    "AzureMLDistribution", "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "PlaceholderError",
+    "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "PlaceholderError",
     "RESTART", "RankFailure", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
@@ -300,8 +300,9 @@ class KubeflowJobType:
     ``leader``: the label selector of the pod whose log tells the job's story, ``{name}`` standing
     for the job's name (empty: no log is read); ``runtime``: the Trainer v2 runtime a TrainJob
     names in ``runtimeRef`` (``torch-distributed``), None for other kinds. ``build`` None: the
-    Kubeflow target builds the kind itself (PyTorchJob, MPIJob, TFJob and TrainJob, the records
-    of ``distcomp.kinds``), so a launcher declares a built-in kind as data."""
+    Kubeflow target builds the kind itself (PyTorchJob, MPIJob, TFJob and TrainJob). A launcher
+    never makes one: it declares a ``distcomp.kinds.NativeMapping`` for platform ``kubeflow``,
+    which ``distcomp.kinds.kubeflow_job`` turns into this record for the target."""
 
     launcher: str  # the canonical launcher name it serves
     kind: str  # PyTorchJob, MPIJob, TFJob, TrainJob, ...
@@ -338,24 +339,6 @@ class KubeflowJobType:
     def leader_selector(self, name: str) -> str:
         """``leader`` for job ``name`` (a label selector; "" when the record names no leader)."""
         return self.leader.replace("{name}", name)
-
-
-AzureMLBuild = Callable[["ComponentSpec"], Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class AzureMLDistribution:
-    """How a launcher runs on Azure ML: ``build(spec)`` returns the command component's
-    ``distribution`` mapping as azure-ai-ml's YAML writes it (``{"type": "mpi",
-    "process_count_per_instance": 2}``); the target adds ``resources.instance_count``."""
-
-    launcher: str  # the canonical launcher name it serves
-    build: AzureMLBuild
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not callable(self.build):
-            raise ValueError(f"AzureMLDistribution {self.launcher}: build must be callable")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import AzureMLDistribution, LauncherType, Topology
-from .torch import azureml_pytorch, rank_topology
+from ..records import LauncherType, Topology
+from .torch import rank_topology
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -31,15 +31,11 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..kinds import pytorchjob_type, trainjob_type
+def distcomp_native_mappings():  # type: ignore[no-untyped-def]
+    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
 
-    # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch
-    yield pytorchjob_type(NAME)
-    yield trainjob_type(NAME, runtime="deepspeed-distributed")
-
-
-@hookimpl
-def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
-    # Azure ML's advice for DeepSpeed: the PyTorch distribution, which sets the env it reads
-    yield AzureMLDistribution(NAME, azureml_pytorch, "PyTorchDistribution, as Azure ML recommends for DeepSpeed")
+    # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch, and on Azure
+    # ML the pytorch distribution, as its documentation advises for DeepSpeed
+    yield NativeMapping(NAME, KUBEFLOW, "PyTorchJob")
+    yield NativeMapping(NAME, KUBEFLOW, "TrainJob", {"runtime": "deepspeed-distributed"})
+    yield NativeMapping(NAME, AZUREML, "pytorch")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import (COMMAND, JOB_DIR, AzureMLDistribution, LauncherType, RankFailure, Replica, Topology, host,
+from ..records import (COMMAND, JOB_DIR, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
 
 if TYPE_CHECKING:
@@ -84,11 +84,6 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
                     replicas=(launcher,), files={HOSTFILE: hostfile}, ports=("master",), local_env=local_env)
 
 
-def azureml_mpi(spec: "ComponentSpec") -> dict[str, object]:
-    """Azure ML runs mpirun over process_count_per_instance slots per node."""
-    return {"type": "mpi", "process_count_per_instance": spec.distribution.processes_per_node or 1}
-
-
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(name=NAME, factory=mpi_topology, aliases=("horovod", "openmpi"),
@@ -96,12 +91,8 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..kinds import mpijob_type
+def distcomp_native_mappings():  # type: ignore[no-untyped-def]
+    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
 
-    yield mpijob_type(NAME)
-
-
-@hookimpl
-def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
-    yield AzureMLDistribution(NAME, azureml_mpi, "MpiDistribution: process_count_per_instance ranks per node")
+    yield NativeMapping(NAME, KUBEFLOW, "MPIJob")  # mpi-operator v2beta1: mpirun in the launcher pod
+    yield NativeMapping(NAME, AZUREML, "mpi")  # Azure's own mpirun over process_count_per_instance slots

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import AzureMLDistribution, LauncherType, Replica, Topology, host, port
+from ..records import LauncherType, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -54,13 +54,6 @@ def tf_topology(spec: "ComponentSpec") -> Topology:
                     replicas=replicas, ports=ports, local_env=_cpu_only())
 
 
-def azureml_tensorflow(spec: "ComponentSpec") -> dict[str, object]:
-    """Azure ML writes TF_CONFIG for worker_count workers and the parameter servers."""
-    d = spec.distribution
-    return {"type": "tensorflow", "worker_count": d.worker_count or d.nodes * (d.processes_per_node or 1),
-            "parameter_server_count": d.parameter_server_count}
-
-
 def _cpu_only() -> dict[str, str]:
     """Hide GPUs from TensorFlow on a machine that has none (it probes CUDA at start)."""
     from pathlib import Path
@@ -74,12 +67,8 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..kinds import tfjob_type
+def distcomp_native_mappings():  # type: ignore[no-untyped-def]
+    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
 
-    yield tfjob_type(NAME, "one pod per TensorFlow task, TF_CONFIG from the operator")
-
-
-@hookimpl
-def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
-    yield AzureMLDistribution(NAME, azureml_tensorflow, "TensorFlowDistribution: worker_count, parameter_server_count")
+    yield NativeMapping(NAME, KUBEFLOW, "TFJob")  # one pod per TensorFlow task, TF_CONFIG from the operator
+    yield NativeMapping(NAME, AZUREML, "tensorflow")  # Azure writes TF_CONFIG for the workers and ps

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from ..records import (JOB_DIR, JOB_ID, MAX_RESTARTS, RESTART, AzureMLDistribution, LauncherType, Replica,
-                       Topology, host, port)
+from ..records import (JOB_DIR, JOB_ID, MAX_RESTARTS, RESTART, LauncherType, Replica, Topology,
+                       host, port)
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -51,17 +51,6 @@ def rank_topology(spec: "ComponentSpec", launcher: str = NAME) -> Topology:
                     replicas=replicas, ports=("master",), local_env=local_env)
 
 
-def azureml_pytorch(spec: "ComponentSpec") -> dict[str, object]:
-    """Azure ML starts the ranks of each node with the same torchrun env (DeepSpeed too); a
-    command that brings its own torchrun (or torch.distributed.launch, ...) is started once per
-    node, as Azure's documentation has it: one process per instance, the launcher does the rest."""
-    from .own import find
-
-    own = find(spec)
-    per_node = 1 if own is not None and not own.once else spec.distribution.processes_per_node or 1
-    return {"type": "pytorch", "process_count_per_instance": per_node}
-
-
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(
@@ -70,13 +59,9 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-def distcomp_kubeflow_jobs():  # type: ignore[no-untyped-def]
-    from ..kinds import pytorchjob_type, trainjob_type
+def distcomp_native_mappings():  # type: ignore[no-untyped-def]
+    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
 
-    yield pytorchjob_type(NAME)
-    yield trainjob_type(NAME, runtime="torch-distributed")
-
-
-@hookimpl
-def distcomp_azureml_distributions():  # type: ignore[no-untyped-def]
-    yield AzureMLDistribution(NAME, azureml_pytorch, "PyTorchDistribution: process_count_per_instance ranks per node")
+    yield NativeMapping(NAME, KUBEFLOW, "PyTorchJob")  # one pod per node, torchrun in each
+    yield NativeMapping(NAME, KUBEFLOW, "TrainJob", {"runtime": "torch-distributed"})
+    yield NativeMapping(NAME, AZUREML, "pytorch")  # Azure starts each node's ranks with torchrun's env

@@ -286,15 +286,19 @@ def test_a_plugin_launcher_brings_its_own_distribution(tmp_path: Path) -> None:
     agent = component_mapping(spec, tmp_path, pm)  # none of its own: each instance runs distcomp's node agent
     assert agent.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
     assert "node agent" in " ".join(agent.notes) and "distcomp.agent" in agent.component["command"]
-    pm.register_plugin(example_module("distcomp_azureml_distributions"), name="mine-azure", provider="mypkg 1.0")
-    doc = component_mapping(spec, tmp_path, pm).component
-    assert doc["distribution"] == {"type": "mpi", "process_count_per_instance": 1}
-    assert doc["resources"] == {"instance_count": 1}
+    pm.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
+    native = component_mapping(spec, tmp_path, pm)
+    assert native.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
+    assert native.component["command"] == "python x.py"  # Azure's own distribution: no node agent
+    assert "node agent" not in " ".join(native.notes)
+    assert native.component["resources"] == {"instance_count": 1}
 
 
 def test_built_in_launchers_each_have_a_distribution() -> None:
-    providers = {name: provider for name, (_, provider) in get_plugin_manager().azureml_distributions().items()}
-    assert providers == {n: "distcomp" for n in AZURE_DISTRIBUTION}
+    pm = get_plugin_manager()
+    mappings = {m.launcher: (m.kind, pm.native_provider(m)) for m in pm.native_mappings("azureml")}
+    kinds = {"PyTorchDistribution": "pytorch", "MpiDistribution": "mpi", "TensorFlowDistribution": "tensorflow"}
+    assert mappings == {n: (kinds[azure], "distcomp") for n, azure in AZURE_DISTRIBUTION.items()}
 
 
 # -- an Azure ML pipeline of two distcomp components ------------------------------------------

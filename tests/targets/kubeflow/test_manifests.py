@@ -224,9 +224,9 @@ def test_the_tfjob_builder_takes_the_topology_it_is_given() -> None:
 
 
 def test_tensorflow_has_no_trainjob() -> None:
-    from distcomp.plugins import PluginError
+    from distcomp.targets.kubeflow import CompileError
 
-    with pytest.raises(PluginError, match="no Kubeflow Trainer v2 TrainJob"):
+    with pytest.raises(CompileError, match="no Kubeflow Trainer v2 TrainJob"):
         compile_for("tensorflow", 2, 1, trainer_v2=True)
 
 

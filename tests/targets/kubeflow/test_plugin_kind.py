@@ -23,7 +23,8 @@ SOLO = "/apis/example.org/v1/namespaces/ml/solojobs"
 LEADER = "example.org/role=leader"
 PLUGIN = '''
 from distcomp.hookspec import hookimpl
-from distcomp.records import COMMAND, KubeflowJobType, LauncherType, Replica, Topology
+from distcomp.kinds import KUBEFLOW, NativeMapping
+from distcomp.records import COMMAND, LauncherType, Replica, Topology
 
 
 def topology(spec):
@@ -44,9 +45,9 @@ def distcomp_launchers():
 
 
 @hookimpl
-def distcomp_kubeflow_jobs():
-    yield KubeflowJobType("solo", "SoloJob", build, api_version="example.org/v1", plural="solojobs",
-                          leader="example.org/job={name},example.org/role=leader")
+def distcomp_native_mappings():
+    yield NativeMapping("solo", KUBEFLOW, "SoloJob", {"build": build, "api_version": "example.org/v1",
+                        "plural": "solojobs", "leader": "example.org/job={name},example.org/role=leader"})
 '''
 SPEC = "name: solo\ntype: DistributedComponent\nlauncher:\n  type: solo\n  process_count_per_node: 1\n" \
        "  additional_arguments: python run.py\n"

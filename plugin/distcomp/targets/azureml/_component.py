@@ -1,7 +1,8 @@
 """A ComponentSpec as an azure-ai-ml v2 command component (a YAML mapping).
 
-Pure: nothing here imports azure-ai-ml. The launcher's plugin says how its ranks start
-(``distribution``); the node count becomes ``resources.instance_count``.
+Pure: nothing here imports azure-ai-ml. The launcher's native mapping on platform ``azureml``
+says how its ranks start (``distribution``; without one, distcomp's node agent starts them); the
+node count becomes ``resources.instance_count``.
 """
 
 from __future__ import annotations
@@ -52,32 +53,24 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     """The command component for ``spec`` as a file in ``base_dir`` would hold it (``code``
     is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
     spec's environment."""
+    from ...kinds import AZUREML
     from ...plan import make_plan
-    from ...plugins import PluginError
+    from ._distribution import distribution as native_distribution
 
     notes: list[str] = []
     name = azure_name(spec.name)
     if name != spec.name:
         notes.append(f"name {spec.name!r} is {name!r} on Azure ML (lowercase letters, digits and '_')")
+    plan = make_plan(spec, gpu=False, pm=pm)  # the job's plan, made once
     agent: dict[str, Any] | None = None  # the node record, for a launcher with no distribution of its own
-    plan = None  # the job's plan, made once (after the distribution: an unknown launcher is said as before)
-    try:
-        dist, provider = pm.azureml_distribution(spec.distribution.launcher)
-        distribution = dict(dist.build(spec))
-    except PluginError as exc:
-        if spec.distribution.launcher not in pm.launchers():
-            raise AzureMLTargetError(str(exc)) from None
-        plan = make_plan(spec, gpu=False, pm=pm)
-        distribution, provider, agent = _agent_distribution(spec, plan.topology, name)
-        notes.append(f"launcher {spec.distribution.launcher!r} has no Azure ML distribution of its own: each of the "
+    mapping = pm.native_mapping(AZUREML, plan.launcher)
+    if mapping is not None:
+        distribution = native_distribution(mapping, plan)
+    else:
+        distribution, agent = _agent_distribution(spec, plan.topology, name)
+        notes.append(f"launcher {plan.launcher!r} has no Azure ML distribution of its own: each of the "
                      f"{spec.distribution.nodes} instance(s) runs distcomp's node agent (pytorch distribution, one "
                      "process per instance), which starts that node's processes as the launcher lays them out")
-    except Exception as exc:  # a plugin's builder: name it rather than crash
-        raise AzureMLTargetError(f"the Azure ML distribution of launcher {spec.distribution.launcher!r} "
-                                 f"failed: {type(exc).__name__}: {exc}") from None
-    if not isinstance(distribution.get("type"), str):
-        raise AzureMLTargetError(f"the Azure ML distribution of launcher {spec.distribution.launcher!r} "
-                                 f"(from {provider}) has no type: {distribution}")
     doc: dict[str, Any] = {"$schema": SCHEMA, "type": "command", "name": name}
     if spec.version:
         doc["version"] = spec.version
@@ -105,7 +98,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if spec.environment_variables:
         doc["environment_variables"] = dict(spec.environment_variables)
     doc["distribution"] = distribution
-    own = (plan or make_plan(spec, gpu=False, pm=pm)).own  # the launcher the command starts itself, if any
+    own = plan.own  # the launcher the command starts itself, if any
     if own is not None and own.once and distribution["type"] == "mpi":
         # Azure ML's MPI distribution starts its own mpirun around the command (its documentation:
         # a head-node launcher such as mpirun cannot be given): the user's would run inside it
@@ -124,8 +117,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     return Compiled(doc, tuple(notes))
 
 
-def _agent_distribution(spec: ComponentSpec, topology: "Topology",
-                        name: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+def _agent_distribution(spec: ComponentSpec, topology: "Topology", name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Azure ML's pytorch distribution with one process per instance, that process the node
     agent: Azure gives each NODE_RANK, MASTER_ADDR and MASTER_PORT, and no other node's address,
     so a layout that names one cannot run there (said now, not on the cluster)."""
@@ -137,7 +129,8 @@ def _agent_distribution(spec: ComponentSpec, topology: "Topology",
     if others:
         raise AzureMLTargetError(f"launcher {topology.launcher!r} has no Azure ML distribution, and its layout needs "
                                  f"{', '.join(others)} (another node's address), which Azure ML gives no process; "
-                                 "a plugin gives the launcher one through the distcomp_azureml_distributions hook")
+                                 "a plugin gives the launcher one through the distcomp_native_mappings hook "
+                                 "(NativeMapping(launcher, 'azureml', TYPE))")
     values = {f"port:{p}": str(29510 + i) for i, p in enumerate(topology.ports)}
     if topology.ports:
         values.pop(f"port:{topology.ports[0]}")
@@ -149,7 +142,7 @@ def _agent_distribution(spec: ComponentSpec, topology: "Topology",
     command = ["/bin/bash", "-c", "true"]  # replaced by the component's command, read from stdin
     record = node_record(topology, command, {}, platform, job=name,
                          zero_or_greater=spec.successful_return_code != "Zero")
-    return {"type": "pytorch", "process_count_per_instance": 1}, "distcomp", record
+    return {"type": "pytorch", "process_count_per_instance": 1}, record
 
 
 def _input(spec: InputSpec, notes: list[str]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Any launcher on Kubeflow: one pod per node, each running distcomp's node agent.
 
-A launcher with no Kubeflow mapping of its own (``distcomp_kubeflow_jobs``) still runs: its
+A launcher with no Kubeflow mapping of its own (``distcomp_native_mappings``) still runs: its
 Topology goes into a node record, and every pod of a PyTorchJob (kubeflow.org/v1; the training
 operator's one-pod-per-node job with a DNS name per pod) runs the agent on it, carried in the
 pod's command (``distcomp.agentboot``), so the image needs only Python. The operator tells each

@@ -1,7 +1,8 @@
 """``distcomp compile --target kubeflow``: a ComponentSpec as one Kubeflow training job manifest.
 
-Pure: reads the spec, writes nothing. The job kind comes from the launcher's plugin
-(``distcomp_kubeflow_jobs``), so a new launcher needs no change here."""
+Pure: reads the spec, writes nothing. The job kind is the launcher's native mapping on
+platform ``kubeflow`` (``distcomp_native_mappings``), else distcomp's node agent in one pod per
+node, so a new launcher needs no change here."""
 
 from __future__ import annotations
 
@@ -64,11 +65,23 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
 
 
 def job_type(pm: "PluginManager", launcher: str, trainer_v2: bool = False) -> KubeflowJobType:
-    """The launcher's own Kubeflow job (``distcomp_kubeflow_jobs``), else, for a launcher that has
-    none, distcomp's node agent in one pod per node (``_agentjob``): every launcher compiles."""
-    if not trainer_v2 and not any(name == launcher for name, _kind in pm.kubeflow_jobs()):
+    """The launcher's native Kubeflow job (its ``kubeflow`` mappings: the one naming a Trainer v2
+    runtime when ``trainer_v2``, else another if it has one), else, for a launcher that has none,
+    distcomp's node agent in one pod per node (``_agentjob``): every launcher compiles."""
+    from ...kinds import KUBEFLOW, kubeflow_job
+
+    mappings = pm.native_mappings(KUBEFLOW, launcher)
+    # a Trainer v2 job is one that names its runtime (the mapping says so, whatever its kind)
+    trainer = [m for m in mappings if "runtime" in m.options]
+    if trainer_v2:
+        if not trainer:
+            kinds = ", ".join(sorted(m.kind for m in mappings)) or "no Kubeflow job of its own"
+            raise CompileError(f"launcher {launcher!r} has no Kubeflow Trainer v2 TrainJob (it has: {kinds}); "
+                               "drop --trainer-v2")
+        return kubeflow_job(trainer[0])
+    classic = [m for m in mappings if "runtime" not in m.options] or list(mappings)
+    if not classic:
         from ._agentjob import agentjob_type
 
         return agentjob_type(launcher)
-    return pm.kubeflow_job(launcher, trainer_v2)
-
+    return kubeflow_job(classic[0])

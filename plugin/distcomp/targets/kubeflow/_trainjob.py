@@ -1,5 +1,5 @@
 """TrainJob (trainer.kubeflow.org/v1alpha1, Kubeflow Trainer v2 as of v2.2): the runtime the job
-record names (``KubeflowJobType.runtime``; ``--runtime`` another), referenced with its API group
+record names (its mapping's ``runtime`` option; ``--runtime`` another), referenced with its API group
 and kind, makes the pods and gives them the PET_* variables ``torchrun`` reads; the trainer's
 ``resourcesPerNode`` sizes each node pod.
 
@@ -76,8 +76,8 @@ def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
         trainer["resourcesPerNode"] = dict(options.resources)
     runtime = options.job.runtime if options.job is not None else None
     if not runtime:
-        raise CompileError(f"TrainJob {options.name}: its job record names no Trainer runtime "
-                         "(KubeflowJobType(runtime=...), e.g. trainjob_type(launcher, 'torch-distributed'))")
+        raise CompileError(f"TrainJob {options.name}: its job record names no Trainer runtime (give its native "
+                           "mapping one: NativeMapping(launcher, 'kubeflow', 'TrainJob', {'runtime': 'torch-distributed'}))")
     job: dict[str, Any] = {"runtimeRef": runtime_ref(runtime), "trainer": trainer}
     if options.volumes:  # the trainer has no volumes of its own: the node pods get them as a patch
         job["runtimePatches"] = [runtime_patch(options)]

@@ -1,13 +1,12 @@
-"""The Kubeflow job kinds this target builds itself, and their records (from ``distcomp.kinds``,
-re-exported here for plugins written against this module before the records moved there).
+"""The Kubeflow job kinds this target builds itself.
 
-A ``KubeflowJobType`` with no ``build`` of its own names one of these kinds; ``builder`` finds
-the manifest builder for it. The target reads only the record, so it knows no launcher.
+A ``KubeflowJobType`` (a launcher's ``kubeflow`` native mapping, read by ``distcomp.kinds``)
+with no ``build`` of its own names one of these kinds; ``builder`` finds the manifest builder
+for it. The target reads only the record, so it knows no launcher.
 """
 
 from __future__ import annotations
 
-from ...kinds import mpijob_type, pytorchjob_type, tfjob_type, trainjob_type
 from ...records import KubeflowBuild, KubeflowJobType
 from ._errors import CompileError
 from ._mpijob import mpijob
@@ -15,8 +14,7 @@ from ._pytorchjob import pytorchjob
 from ._tfjob import tfjob
 from ._trainjob import trainjob
 
-__all__ = ["BUILDERS", "builder", "mpijob", "mpijob_type", "pytorchjob", "pytorchjob_type", "tfjob", "tfjob_type",
-           "trainjob", "trainjob_type"]
+__all__ = ["BUILDERS", "builder", "mpijob", "pytorchjob", "tfjob", "trainjob"]
 
 # (API version, kind) -> its builder: the kinds a record may name without a build of its own
 BUILDERS: dict[tuple[str, str], KubeflowBuild] = {
@@ -33,5 +31,5 @@ def builder(job: KubeflowJobType) -> KubeflowBuild:
         known = ", ".join(f"{kind} ({version})" for version, kind in BUILDERS)
         raise CompileError(f"the Kubeflow {job.kind}" + (f" ({job.api_version})" if job.api_version else "")
                            + f" of launcher {job.launcher!r} has no build, and this target builds only {known}; "
-                           "give its KubeflowJobType a build")
+                           "give its native mapping a build option")
     return found[0]
