@@ -45,6 +45,12 @@ def test_a_range_becomes_the_targets_elastic_option_laid_out_for_max() -> None:
     validate(manifest)
     assert (manifest["spec"]["elasticPolicy"]["minReplicas"], manifest["spec"]["elasticPolicy"]["maxReplicas"]) == (2, 4)
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+    # distcomp.compile takes the range itself, as the command line does
+    direct = distcomp.compile(JOBS / "torch" / "component.yaml", "kubeflow", nodes="2:4", scratch=["result"],
+                              image="i:1")
+    assert direct.text == compiled.text
+    with pytest.raises(UsageError, match="--target azureml runs a fixed number of nodes"):
+        distcomp.compile(JOBS / "torch" / "component.yaml", "azureml", nodes="2:4")
 
 
 def test_a_count_passes_as_it_is_and_a_range_is_refused_where_it_cannot_go() -> None:

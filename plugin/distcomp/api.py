@@ -101,23 +101,36 @@ def _target(name: str, submitting: bool) -> "TargetPlugin":
     return found
 
 
-def compile(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
+def compile(spec: "SpecRef", target: str, *, nodes: "int | str | None" = None, nproc_per_node: int | None = None,
             **options: Any) -> "Compiled":
     """What ``target`` runs for ``spec``, made without side effects (``distcomp compile``). A
-    submitting target's Compiled can be submitted as it is: ``distcomp.submit(compiled)``."""
+    submitting target's Compiled can be submitted as it is: ``distcomp.submit(compiled)``.
+    ``nodes``: a count, or ``"MIN:MAX"`` for a target with elastic jobs (``distcomp.target_nodes``)."""
     found = _target(target, submitting=False)
-    bound = {**found.type.bind(options, submitting=False), "nodes": nodes, "nproc_per_node": nproc_per_node}
-    return _compiled(found, _spec(spec, nodes, nproc_per_node), bound)
+    count, options = _nodes(target, nodes, options)
+    bound = {**found.type.bind(options, submitting=False), "nodes": count, "nproc_per_node": nproc_per_node}
+    return _compiled(found, _spec(spec, count, nproc_per_node), bound)
 
 
-def dryrun(spec: "SpecRef", target: str, *, nodes: int | None = None, nproc_per_node: int | None = None,
+def dryrun(spec: "SpecRef", target: str, *, nodes: "int | str | None" = None, nproc_per_node: int | None = None,
            **options: Any) -> "Compiled":
     """What ``submit`` would run, made without side effects (``distcomp submit --dryrun``;
     TorchX's ``dryrun``): the target's compile with every option ``submit`` takes.
     ``distcomp.submit(spec, target, **options)`` is ``distcomp.submit(distcomp.dryrun(...))``."""
     found = _target(target, submitting=True)
-    bound = {**found.type.bind(options, submitting=True), "nodes": nodes, "nproc_per_node": nproc_per_node}
-    return _compiled(found, _spec(spec, nodes, nproc_per_node), bound)
+    count, options = _nodes(target, nodes, options)
+    bound = {**found.type.bind(options, submitting=True), "nodes": count, "nproc_per_node": nproc_per_node}
+    return _compiled(found, _spec(spec, count, nproc_per_node), bound)
+
+
+def _nodes(target: str, nodes: "int | str | None", options: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+    """A count as it is; ``"MIN:MAX"`` as the target's ``elastic`` option, laid out for MAX."""
+    if not isinstance(nodes, str):
+        return nodes, options
+    from ._nodes import target_nodes
+
+    bound = target_nodes(target, nodes, options)
+    return bound.nodes, dict(bound.options)
 
 
 def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any]) -> "Compiled":
@@ -129,7 +142,7 @@ def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any
     return replace(compiled, target=found.type.name, spec=spec, options=MappingProxyType(bound))
 
 
-def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: int | None = None,
+def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int | str | None" = None,
            nproc_per_node: int | None = None, notify: "Notify | None" = None, **options: Any) -> "JobHandle":
     """Start ``spec`` on ``target`` and return at once with its handle (``distcomp submit --detach``).
 
