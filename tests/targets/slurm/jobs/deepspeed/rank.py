@@ -38,3 +38,6 @@ ds_comm.barrier()
 (args.out / f"rank{rank}.json").write_text(json.dumps(
     {"rank": rank, "world": world, "node": env["SLURMD_NODENAME"], "all_reduce": total.item()}))
 print(f"rank {rank} on {env['SLURMD_NODENAME']}: all_reduce={total.item()}", flush=True)
+# end the process group before the interpreter does: gloo's threads torn down at exit abort it
+# now and then ("terminate called without an active exception", SIGABRT after the work is done)
+torch.distributed.destroy_process_group()
