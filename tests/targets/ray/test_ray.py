@@ -115,3 +115,23 @@ def test_an_unknown_job_id_isone_line(ray_cluster: str, tmp_path: Path) -> None:
     for command in ("status", "logs", "cancel"):
         one_line(distcomp(env, command, "ray:no-such-job"), "no Ray job 'no-such-job' at")
     one_line(distcomp(env, "status", "ray:bad/id"), "is not a Ray job id")
+
+
+@pytest.mark.slow
+def test_a_secret_input_reaches_the_ranks_and_nothing_distcomp_shows(ray_cluster: str, tmp_path: Path) -> None:
+    secret = "tok-9f8e7d6c5b4a"
+    spec = TORCH.parents[1] / "secret" / "component.yaml"
+    env = ray_env(ray_cluster, tmp_path)
+    compiled = distcomp(env, "compile", str(spec), "--target", "ray", "--nodes", "2", "-i", f"api_token={secret}")
+    assert compiled.returncode == 0 and secret not in compiled.stdout, compiled.stdout  # an index into secrets.sh
+    proc = distcomp(env, "submit", str(spec), "--target", "ray", "--nodes", "2", "-i", f"api_token={secret}",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    logs = distcomp(env, "logs", proc.stdout.strip())
+    assert f"got token *** of {len(secret)} characters" in logs.stdout and secret not in logs.stdout, logs.stdout
+    (run,) = _runs(tmp_path)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    text = Path(client.download_artifacts(run.info.run_id, "logs/rank1.log", str(tmp_path))).read_text()
+    assert text == f"rank 1 got token *** of {len(secret)} characters\n"
+    assert secret not in json.dumps(run.data.params) + json.dumps(run.data.tags)
