@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -25,9 +26,9 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 TORCH = JOBS / "torch" / "component.yaml"
 
 
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[str]:
-    """The cluster's Jobs API address (http://127.0.0.1:PORT)."""
+@contextmanager
+def cluster() -> Iterator[tuple[str, Path]]:
+    """A fresh two-node cluster: its Jobs API address and its folder; stopped at the end."""
     # a short path: Ray's unix sockets live under the cluster's temp dir
     folder = Path(tempfile.mkdtemp(prefix="dray-"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -39,10 +40,17 @@ def ray_cluster() -> Iterator[str]:
         if proc.returncode != 0:
             pytest.fail(f"dev/ray/cluster.sh start exited with {proc.returncode}:\n{proc.stderr}{proc.stdout}",
                         pytrace=False)
-        yield proc.stdout.strip().rpartition("=")[2]
+        yield proc.stdout.strip().rpartition("=")[2], folder
     finally:
         subprocess.run(["bash", str(CLUSTER), "stop", str(folder)], capture_output=True, text=True, timeout=120)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """The session's cluster: its Jobs API address (http://127.0.0.1:PORT)."""
+    with cluster() as (address, _folder):
+        yield address
 
 
 def ray_env(address: str | None, tmp: Path, **extra: str) -> dict[str, str]:

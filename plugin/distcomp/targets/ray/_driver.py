@@ -25,6 +25,7 @@ OUTCOME = "DISTCOMP_RAY_OUTCOME "
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.basename(HERE)
 POLL = 0.3
+GUARD = "--guard"
 
 
 class Stop(Exception):
@@ -66,6 +67,30 @@ def totals(nodes: list[dict[str, Any]]) -> str:
     return f"{len(nodes)} alive node(s): " + "; ".join(one(n) for n in nodes)
 
 
+def orphan_guard() -> None:
+    """In a child, before it runs: SIGTERM when its parent dies (Linux; elsewhere nothing)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def guard(argv: list[str]) -> int:
+    """Run ``argv`` (the node agent) as a child that gets SIGTERM if this process is killed;
+    SIGTERM and SIGINT are passed on; its exit code is this one's."""
+    import subprocess
+
+    child = subprocess.Popen(argv, preexec_fn=orphan_guard)
+
+    def forward(signum: int, frame: object) -> None:
+        child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    code = child.wait()
+    return code if code >= 0 else 128 - code
+
+
 def node_class() -> Any:
     import ray
 
@@ -103,7 +128,6 @@ def node_class() -> Any:
                     "ports": found}
 
         def start(self, record: dict[str, Any], secrets: str, env: dict[str, str], outputs: dict[str, str]) -> None:
-            import ctypes
             import subprocess
             import tempfile
             import threading
@@ -121,13 +145,12 @@ def node_class() -> Any:
             bindir = os.path.dirname(sys.executable)  # the ranks' `python` is the cluster's, as the agent's
             full = {**os.environ, **env, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
 
-            def orphan_guard() -> None:  # the agent gets SIGTERM when this actor dies (a killed job)
-                ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-            self.popen = subprocess.Popen([sys.executable, "-m", PACKAGE, os.path.join(self.folder, "node.json")],
+            # [guard, agent]: when Ray ends this worker it SIGKILLs its children (the guard), so the
+            # agent is the guard's child, and gets SIGTERM when the guard dies: it stops its ranks
+            self.popen = subprocess.Popen([sys.executable, "-m", f"{PACKAGE}.driver", GUARD, sys.executable, "-m",
+                                           PACKAGE, os.path.join(self.folder, "node.json")],
                                           cwd=self.folder, env=full, stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          preexec_fn=orphan_guard if sys.platform == "linux" else None)
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=orphan_guard)
 
             def read() -> None:
                 assert self.popen.stdout is not None
@@ -254,7 +277,15 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
         while len(ended) < len(actors):
             if stopping:
                 raise Stop
-            for i, (lines, code) in enumerate(ray.get([a.poll.remote() for a in actors])):
+            refs = [a.poll.remote() for a in actors]
+            for i, ref in enumerate(refs):
+                try:
+                    lines, code = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:  # its node died (a raylet killed, a machine lost)
+                    stop_all(actors, config, tails)
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    return finish("failed", f"node {i} ({places[i]['ip']}, Ray node {places[i]['node_id'][:12]}) "
+                                            f"was lost mid-job: {first}", nodes=[p["ip"] for p in places])
                 for line in lines:
                     print(line, flush=True)
                 tails.setdefault(i, []).extend(lines)
@@ -265,7 +296,7 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
                 break
             time.sleep(POLL)
         stop_all(actors, config, tails)
-        exits = [e for found in ray.get([a.exits.remote() for a in actors]) for e in found]
+        exits = [e for found in gather([a.exits.remote() for a in actors], []) for e in found]
         agents = {i: (code, tails.get(i, [])) for i, code in ended.items()}
         if all(ended.get(i) == 0 for i in range(len(actors))):
             return finish("succeeded", nodes=[p["ip"] for p in places])
@@ -283,12 +314,23 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
         remove_placement_group(pg)
 
 
-def stop_all(actors: list[Any], config: dict[str, Any], tails: dict[int, list[str]]) -> None:
-    """Every node's agent stopped, and the last of its output printed."""
+def gather(refs: list[Any], lost: Any) -> list[Any]:
+    """Each result, or ``lost`` for an actor that died with its node."""
     import ray
 
-    ray.get([a.stop.remote(float(config["record"].get("grace", 5.0))) for a in actors])
-    for i, (lines, _code) in enumerate(ray.get([a.poll.remote() for a in actors])):
+    out = []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref, timeout=60))
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            out.append(lost)
+    return out
+
+
+def stop_all(actors: list[Any], config: dict[str, Any], tails: dict[int, list[str]]) -> None:
+    """Every node's agent stopped, and the last of its output printed (a lost node's: nothing)."""
+    gather([a.stop.remote(float(config["record"].get("grace", 5.0))) for a in actors], None)
+    for i, (lines, _code) in enumerate(gather([a.poll.remote() for a in actors], ([], None))):
         for line in lines:
             print(line, flush=True)
         tails.setdefault(i, []).extend(lines)
@@ -304,6 +346,8 @@ def install(stopping: list[int]) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:2] == [GUARD]:
+        return guard(sys.argv[2:])
     stopping: list[int] = []
     install(stopping)
     with open(os.path.join(HERE, "job", "driver.json"), encoding="utf-8") as f:
