@@ -135,3 +135,18 @@ def test_a_secret_input_reaches_the_ranks_and_nothing_distcomp_shows(ray_cluster
     text = Path(client.download_artifacts(run.info.run_id, "logs/rank1.log", str(tmp_path))).read_text()
     assert text == f"rank 1 got token *** of {len(secret)} characters\n"
     assert secret not in json.dumps(run.data.params) + json.dumps(run.data.tags)
+
+
+@pytest.mark.slow
+def test_a_tensorflow_multi_worker_job_forms_its_world_across_the_nodes(ray_cluster: str, tmp_path: Path) -> None:
+    env = ray_env(ray_cluster, tmp_path)
+    out = tmp_path / "out"
+    spec = TORCH.parents[1] / "tensorflow" / "component.yaml"
+    proc = distcomp(env, "submit", str(spec), "--target", "ray", "--nodes", "2", "--output", f"result={out}",
+                    cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    tasks = [json.loads((out / f"worker-{i}.json").read_text()) for i in range(2)]
+    assert [(t["rank"], t["world"], t["replicas"], t["all_reduce"]) for t in tasks] == [(0, 2, 2, 3.0), (1, 2, 2, 3.0)]
+    assert sorted(t["node"] for t in tasks) == ["n1", "n2"]  # one worker on each Ray node
+    workers = tasks[0]["cluster"]["worker"]
+    assert tasks[1]["cluster"]["worker"] == workers and len(set(workers)) == 2  # each worker's node address, a port each
