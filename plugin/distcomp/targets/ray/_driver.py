@@ -28,7 +28,7 @@ POLL = 0.3
 GUARD = "--guard"
 
 
-class Stop(Exception):
+class _Stop(Exception):
     """The job is stopped (SIGTERM, SIGINT)."""
 
 
@@ -248,7 +248,7 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
         ready = pg.ready()
         while not ray.wait([ready], timeout=1.0)[0]:
             if stopping:
-                raise Stop
+                raise _Stop
             if time.monotonic() >= deadline:
                 return finish("failed", f"the cluster did not have {len(bundles)} free node(s) with "
                                         f"{json.dumps(bundles[0])} within {config['wait']:g} s (--placement-timeout); "
@@ -276,7 +276,7 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
         ended: dict[int, int] = {}
         while len(ended) < len(actors):
             if stopping:
-                raise Stop
+                raise _Stop
             refs = [a.poll.remote() for a in actors]
             for i, ref in enumerate(refs):
                 try:
@@ -301,7 +301,7 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
         if all(ended.get(i) == 0 for i in range(len(actors))):
             return finish("succeeded", nodes=[p["ip"] for p in places])
         return finish("failed", root_cause(exits, agents) or "a node agent failed", nodes=[p["ip"] for p in places])
-    except Stop:
+    except _Stop:
         say("stopping: every node's ranks")
         stop_all(actors, config, tails)
         return finish("cancelled", "stopped (distcomp cancel, or ray job stop)")
