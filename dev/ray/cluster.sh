@@ -92,17 +92,24 @@ start() {
     gcs=$(free_port)
     dash=$(free_port "$gcs")
     client=$(free_port "$gcs" "$dash")
+    # each node's dashboard agent on a port of its own: both default to 52365, and the head's
+    # losing that race (or another Ray on the machine holding it) leaves the Jobs API with no
+    # agent to run a job ("No available agent to submit job")
+    local agent1 agent2
+    agent1=$(free_port "$gcs" "$dash" "$client")
+    agent2=$(free_port "$gcs" "$dash" "$client" "$agent1")
     # Ray's sockets live under the temp dir: a short path (a unix socket path has 107 bytes)
     rm -rf "$DIR/t"
     mkdir -p "$DIR/t"
     export RAY_USAGE_STATS_ENABLED=0 DISTCOMP_RAY_CLUSTER=$DIR
     DISTCOMP_RAY_NODE=n1 "$ray" start --head --port "$gcs" \
         --ray-client-server-port "$client" --dashboard-host 127.0.0.1 --dashboard-port "$dash" \
-        --include-dashboard true --num-cpus 1 --object-store-memory "$OBJECT_STORE" --temp-dir "$DIR/t" \
+        --include-dashboard true --dashboard-agent-listen-port "$agent1" --num-cpus 1 \
+        --object-store-memory "$OBJECT_STORE" --temp-dir "$DIR/t" \
         --disable-usage-stats >"$DIR/head.log" 2>&1 || cannot "ray start --head failed (see $DIR/head.log)"
     echo "127.0.0.1:$gcs" >"$DIR/gcs"
     echo "http://127.0.0.1:$dash" >"$DIR/address"
-    DISTCOMP_RAY_NODE=n2 "$ray" start --address "127.0.0.1:$gcs" --num-cpus 1 \
+    DISTCOMP_RAY_NODE=n2 "$ray" start --address "127.0.0.1:$gcs" --num-cpus 1 --dashboard-agent-listen-port "$agent2" \
         --object-store-memory "$OBJECT_STORE" --disable-usage-stats >"$DIR/worker.log" 2>&1 \
         || cannot "ray start --address failed (see $DIR/worker.log)"
     local deadline=$((SECONDS + UP_WAIT)) n=0

@@ -60,6 +60,12 @@ def _slurm() -> Target:
     return SlurmTarget()
 
 
+def _ray() -> Target:
+    from .ray._target import RayTarget
+
+    return RayTarget()
+
+
 def _mlflow() -> Target:
     from .mlflow._target import MlflowTarget
 
@@ -214,6 +220,32 @@ SLURM = TargetType(
         EXPERIMENT,
     ))
 
+RAY = TargetType(
+    name="ray", factory=_ray, submits=True, job_ids="the Ray submission id",
+    description="a Ray Jobs API job: one placement bundle per node (STRICT_SPREAD), distcomp's node agent on "
+                "each; the cluster needs ray, no distcomp",
+    options=(
+        INPUTS,
+        TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
+                     help="where an output goes: an absolute path every node sees (each output needs one)"),
+        TargetOption("address", metavar="URL", submit_only=True,
+                     help="the cluster's Jobs API, http://HOST:8265 (default $RAY_ADDRESS)"),
+        TargetOption("cpus_per_node", "float", metavar="N", minimum=0, help="CPUs in each node's bundle (default 1)"),
+        TargetOption("gpus_per_node", "int", metavar="N", minimum=0,
+                     help="GPUs in each node's bundle (default: the spec's resources or instance_type)"),
+        TargetOption("memory", metavar="SIZE", help="memory in each node's bundle, e.g. 16G or 512Mi"),
+        TargetOption("resources", metavar="JSON", help="custom resources in each node's bundle, e.g. '{\"accel\": 1}'"),
+        TargetOption("packages", "list", metavar="REQUIREMENT",
+                     help="pip installs it for the job (runtime_env pip; repeatable), e.g. --packages numpy==2.1"),
+        TargetOption("python", metavar="PATH", help="the cluster's Python that has ray, for the driver (default python)"),
+        TargetOption("placement_timeout", "float", default=300.0, metavar="SECONDS", minimum=1,
+                     help="fail when the cluster has not had the nodes free for this long (default 300); a request "
+                          "it can never hold fails at once"),
+        replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI (the nodes must reach it), else "
+                               "sqlite:///$PWD/mlflow.db"),
+        EXPERIMENT,
+    ))
+
 MLFLOW = TargetType(
     name="mlflow", factory=_mlflow,
     description="an MLflow project folder (MLproject, the spec, its code) that `mlflow run DIR -b distcomp` "
@@ -222,4 +254,4 @@ MLFLOW = TargetType(
 
 @hookimpl
 def distcomp_targets() -> Iterator[TargetType]:
-    yield from (LOCAL, KUBEFLOW, KFP, AZUREML, MLFLOW, SLURM)
+    yield from (LOCAL, KUBEFLOW, KFP, AZUREML, MLFLOW, SLURM, RAY)

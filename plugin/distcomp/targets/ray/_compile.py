@@ -1,0 +1,114 @@
+"""What a Ray job is before it is submitted (pure): the Jobs API request (entrypoint, runtime_env,
+submission id), the placement bundles, the outputs' paths, and the node agents' record.
+
+Nothing in it depends on the launcher: the Plan's Topology is the whole contract, bound on the
+cluster by the driver (``_driver``): ``{{host:N}}``/``{{node:N}}`` is bundle N's node address,
+``{{port:NAME}}`` a free port on node 0 (``agentjob.bind_names``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ...agentjob import Platform, node_record
+from ...errors import JobError, UsageError
+from ...target import JOB_NAME, Compiled
+from .._secrets import NAME as SECRETS
+from ._bundles import bundle
+
+if TYPE_CHECKING:
+    from ...plan import Plan
+    from ...spec import ComponentSpec
+
+PACKAGE = "distcomp_ray"  # what travels as runtime_env.py_modules: the node agent and the driver
+ENTRYPOINT = "-m " + PACKAGE + ".driver"
+# what the code folder never needs on the cluster (Ray honours .gitignore itself)
+EXCLUDES = [".git", ".venv", "__pycache__", "runs", "mlruns", "mlflow.db", ".mypy_cache", ".pytest_cache",
+            ".ruff_cache"]
+# Ray's own cap on an uploaded package (GCS_STORAGE_MAX_SIZE in Ray 2.x)
+SIZE_LIMIT = "512 MiB"
+# how the agent learns its node and its node's name (the driver sets them per node)
+PLATFORM = dict(node_env=("DISTCOMP_RAY_NODE_INDEX",), node_name_env=("DISTCOMP_RAY_NODE_NAME",), console=True,
+                grace=2.0)
+
+
+def outputs_of(spec: "ComponentSpec", given: Mapping[str, str]) -> dict[str, str]:
+    """Each output's path, which every node sees: given, or a compile error saying what to do."""
+    unknown = [n for n in given if n not in spec.outputs]
+    if unknown:
+        raise UsageError(f"unknown output {unknown[0]!r} (expected one of: {', '.join(spec.outputs) or 'none'})")
+    lost = [n for n in spec.outputs if n not in given]
+    if lost:
+        raise UsageError(f"output {lost[0]!r} would be lost: the ranks write on the Ray cluster's nodes and nothing "
+                         f"brings it back; give --output {lost[0]}=PATH, a path every node sees (a shared file "
+                         "system)")
+    for name, path in given.items():
+        if not Path(path).is_absolute():
+            raise UsageError(f"--output {name}={path}: give an absolute path that every node sees")
+    return dict(given)
+
+
+def refuse(plan: "Plan") -> None:
+    """A Topology whose first process reaches the other nodes itself (mpirun over ssh): a Ray
+    cluster gives it no way in, so such a job is refused here."""
+    t = plan.topology
+    empty = [n for n in range(t.nodes) if not any(r.node == n for r in t.replicas)]
+    if empty:
+        raise UsageError(f"launcher {plan.launcher!r} on {t.nodes} nodes starts no process of its own on node "
+                         f"{empty[0]}: its first process reaches the other nodes itself (mpirun over ssh), which a "
+                         "Ray cluster does not provide; run it on one node (--nodes 1), or use --target slurm")
+
+
+def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+    from ...plan import make_plan
+    from ...redact import job_masker
+    from ...spec import InputError, RenderError, bind_inputs
+
+    try:
+        values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+        outputs = outputs_of(spec, dict(options.get("outputs") or {}))
+        argv = spec.render(values, outputs)
+    except (InputError, RenderError) as exc:
+        raise UsageError(str(exc)) from None
+    one = bundle(spec, options)
+    plan = make_plan(spec, env=dict(spec.environment_variables), gpu=bool(one.get("GPU")))
+    refuse(plan)
+    masker = job_masker(spec, values)
+    platform = Platform(secrets=SECRETS, **PLATFORM)  # type: ignore[arg-type]
+    try:
+        record = node_record(plan.topology, argv, dict(spec.environment_variables), platform, job=spec.name,
+                             masker=masker, zero_or_greater=spec.successful_return_code == "ZeroOrGreater")
+    except ValueError as exc:  # the launcher's Topology: its plugin's to fix
+        raise JobError(f"launcher {plan.launcher!r} from {plan.provider}: {exc}") from None
+    if not spec.code.is_dir():
+        raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
+    runtime_env: dict[str, Any] = {"working_dir": str(spec.code), "excludes": list(EXCLUDES),
+                                   "py_modules": [f"<{PACKAGE}: distcomp's node agent and this job's driver, made "
+                                                  "when it is submitted>"]}
+    packages = list(options.get("packages") or ())
+    if packages:
+        runtime_env["pip"] = packages
+    holds = {n: "file" if spec.outputs[n].holds == "file" else "folder" for n in outputs}
+    data: dict[str, Any] = {
+        "submission_id": JOB_NAME, "entrypoint": f"{options.get('python') or 'python'} {ENTRYPOINT}",
+        "runtime_env": runtime_env,
+        "placement_group": {"strategy": "STRICT_SPREAD", "bundles": [one] * plan.topology.nodes,
+                            "wait_s": float(options.get("placement_timeout") or 300.0)},
+        "outputs": {outputs[n]: holds[n] for n in outputs},
+        "node_record": record,
+    }
+    notes: tuple[str, ...] = (f"the code folder {spec.code} goes as the job's working_dir (.gitignore honoured; Ray refuses more than "
+             f"{SIZE_LIMIT})",)
+    if plan.own is not None:
+        notes += (f"the command brings its own launcher: {plan.own.describe()}",)
+    late: tuple[str, ...] = (f"the job's name: {JOB_NAME} as the submission id",
+            "the job's MLflow run, made when it is submitted: its env (MLFLOW_RUN_ID, MLFLOW_TRACKING_URI, ...) in "
+            "the node record's env",
+            "where Ray unpacks the code on each node: the node record's cwd; each node's address and free ports "
+            "(DISTCOMP_HOST_N, DISTCOMP_PORT_I) in its agent's environment")
+    if masker:
+        late += (f"the job's secrets, in {SECRETS} beside the driver: the record names each by its index",)
+    return Compiled(kind=f"Ray job of {spec.ref}", text=json.dumps(data, indent=1) + "\n", data=data, notes=notes,
+                    late=late, native=masker)

@@ -1,0 +1,158 @@
+"""The ray target on the target contract: a job is a Ray Jobs API submission whose driver
+(``_driver``) runs the core's node agent on each node of a STRICT_SPREAD placement group; its
+id is the submission id (the core's job name). Status, logs and cancel ask the Jobs API; the
+ranks' lines and the job's root cause are in the job's log (``_joblog``). The job's MLflow run is
+the core's: made before the submit, its env in the node record (every rank's), ended by the job
+handle when it sees the end."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from ...errors import JobError, UsageError
+from ...outcome import JobOutcome, JobState
+from ...target import Compiled, Notify
+from . import _client, _joblog
+
+if TYPE_CHECKING:
+    from ...spec import ComponentSpec
+    from ...target import JobContext
+
+PREFIX = "ray:"
+CANCEL_WAIT = 60.0
+_STATES = {"PENDING": JobState.PENDING, "RUNNING": JobState.RUNNING, "SUCCEEDED": JobState.SUCCEEDED,
+           "FAILED": JobState.FAILED, "STOPPED": JobState.CANCELLED}
+
+
+class RayTarget:
+    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+        """What will be submitted (nothing is): the entrypoint, runtime_env, bundles, record."""
+        from ._compile import compile_job
+
+        return compile_job(spec, options)
+
+    def check(self, spec: "ComponentSpec", options: Mapping[str, Any], compiled: Compiled | None = None) -> None:
+        """The cluster answers and runs a Ray new enough, before anything of the job exists."""
+        _client.check(_client.address_of(options))
+
+    def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str:
+        """$MLFLOW_TRACKING_URI (a relative SQLite path made absolute), else ./mlflow.db, absolute:
+        the nodes reach it only where they share this machine's files; an http:// server otherwise."""
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip() or "sqlite:///mlflow.db"
+        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+            uri = "sqlite:///" + os.path.abspath(uri[len("sqlite:///"):])
+        if uri.startswith(("sqlite:", "file:")) or "://" not in uri:
+            notify(f"MLflow store {uri}: the ranks reach it only on nodes that share this machine's files; give "
+                   "MLFLOW_TRACKING_URI=http://... (an MLflow server the nodes reach) otherwise")
+        return uri
+
+    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
+        """Upload the code and the driver package, submit the compiled job (``job.compiled``) with
+        the job's name as its submission id and its MLflow run env in the node record."""
+        from ...agentjob import record_env
+        from ._stage import stage
+
+        compiled = job.compiled if job.compiled is not None and job.compiled.data else self.compile(spec, options)
+        if compiled.native is not None and tuple(compiled.native.needles) != tuple(job.masker.needles):
+            raise JobError(f"{compiled.kind}: compiled with other secrets than the job has; compile it again")
+        address = _client.address_of(options)
+        client = _client.client(address)
+        data = copy.deepcopy(compiled.data)
+        record = data["node_record"]
+        record["job"] = job.name
+        record["env"].update(record_env(dict(job.env), job.masker))
+        config = {"job": job.name, "bundles": data["placement_group"]["bundles"],
+                  "wait": data["placement_group"]["wait_s"], "outputs": data["outputs"], "record": record}
+        runtime_env = dict(data["runtime_env"])
+        with tempfile.TemporaryDirectory(prefix="distcomp-ray-") as tmp:
+            runtime_env["py_modules"] = [str(stage(Path(tmp), config, job.masker))]
+            job_id = _client.submit(client, address, entrypoint=data["entrypoint"], submission_id=job.name,
+                                    runtime_env=runtime_env,
+                                    metadata={"distcomp_component": spec.ref,
+                                              "mlflow_run_id": job.tracking.run_id if job.tracking else ""})
+        _client.remember(job_id, address)
+        notify(f"submitted Ray job {job_id} ({spec.ref}) to {address}")
+        return str(job_id)
+
+    # -- a submitted job -------------------------------------------------------------------
+    def _client(self, job_id: str) -> tuple[Any, str, str]:
+        job_id = job_id.removeprefix(PREFIX)
+        address = _client.job_address(job_id)
+        return _client.client(address), job_id, address
+
+    def status(self, job_id: str) -> JobOutcome:
+        client, jid, address = self._client(job_id)
+        info = _client.info(client, jid, address)
+        state = _STATES.get(str(getattr(info.status, "value", info.status)), JobState.UNKNOWN)
+        started = info.start_time / 1000 if info.start_time else None
+        ended = info.end_time / 1000 if info.end_time else None
+        details = {"address": address, "ray_status": str(getattr(info.status, "value", info.status)),
+                   "entrypoint": info.entrypoint}
+        if not state.terminal:
+            return JobOutcome(PREFIX + jid, state, message=f"Ray: {details['ray_status']}", started=started,
+                              details=details)
+        text = client.get_job_logs(jid)
+        said = _joblog.outcome(text) or {}
+        cause = str(said.get("root_cause") or "")
+        if said.get("state") == "cancelled" or state is JobState.CANCELLED:
+            state = JobState.CANCELLED
+        elif said.get("state") == "failed":
+            state = JobState.FAILED
+        if state is JobState.FAILED and not cause:  # the driver did not get to say: Ray's word and the log
+            cause = f"Ray: {info.message or 'the job failed'}\n" + _joblog.tail(text, 15)
+        if state is JobState.CANCELLED:
+            cause = cause or "stopped"
+        return JobOutcome(PREFIX + jid, state, state.exit_code(), root_cause=cause if state is not JobState.SUCCEEDED
+                          else "", message=f"Ray: {details['ray_status']}" + (f" ({info.message})" if info.message
+                                                                               else ""),
+                          started=started, ended=ended,
+                          wall_s=(ended - started) if started and ended else None, details=details)
+
+    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
+        """The job's log (every rank's ``[rankN]`` lines and the driver's), or one rank's lines;
+        ``follow``: until the job has ended."""
+        client, jid, address = self._client(job_id)
+        _client.info(client, jid, address)
+        name = f"rank{rank}" if rank is not None else None
+        shown = 0
+        while True:
+            ended = not follow or _client.info(client, jid, address).status.is_terminal()
+            text = client.get_job_logs(jid)
+            if name is not None and not follow and name not in _joblog.names(text):
+                have = _joblog.names(text)
+                raise UsageError(f"Ray job {jid}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
+            lines = text.splitlines()
+            complete = lines if ended or text.endswith("\n") else lines[:-1]
+            new, shown = complete[shown:], len(complete)
+            for line in (_joblog.replica_lines(new, name) if name is not None else new):
+                yield line + "\n"
+            if ended:
+                return
+            time.sleep(0.5)
+
+    def cancel(self, job_id: str) -> JobOutcome:
+        """Stop the job (its driver stops every node's agent, which stops its ranks) and wait
+        until Ray says it has ended."""
+        client, jid, address = self._client(job_id)
+        info = _client.info(client, jid, address)
+        if not info.status.is_terminal():
+            client.stop_job(jid)
+            deadline = time.monotonic() + CANCEL_WAIT
+            while time.monotonic() < deadline and not _client.info(client, jid, address).status.is_terminal():
+                time.sleep(0.3)
+        return self.status(job_id)
+
+    def save_logs(self, job_id: str, into: Path) -> None:
+        """The job's log, and each rank's lines as ``rankN.log``, for the job's MLflow run."""
+        client, jid, _address = self._client(job_id)
+        text = client.get_job_logs(jid)
+        (into / "job.log").write_text(text, encoding="utf-8")
+        lines = text.splitlines()
+        for name in _joblog.names(text):
+            (into / f"{name}.log").write_text("".join(line + "\n" for line in _joblog.replica_lines(lines, name)),
+                                              encoding="utf-8")

@@ -1,0 +1,61 @@
+"""A node that dies mid-job (its raylet killed) fails the job with that reason, not a hang, and
+leaves no rank running on either node. On a cluster of its own: the session's keeps both nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import TORCH, cluster, distcomp, marked, ray_env
+
+
+def _raylet_of(node: str, folder: Path) -> int:
+    """The pid of node ``node``'s raylet in the cluster of ``folder`` (by its processes' marks)."""
+    want = {f"DISTCOMP_RAY_CLUSTER={folder}".encode(), f"DISTCOMP_RAY_NODE={node}".encode()}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\0"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if want <= env and os.path.basename(argv0) == b"raylet":
+            return int(pid)
+    raise AssertionError(f"no raylet of node {node} in {folder}")
+
+
+@pytest.mark.slow
+def test_a_killed_node_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path: Path) -> None:
+    with cluster() as (address, folder):
+        env = ray_env(address, tmp_path)
+        proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output",
+                        f"result={tmp_path / 'out'}", "-i", "sleep=600", "--detach", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        job = proc.stdout.strip()
+        deadline = time.monotonic() + 300  # a bound on the wait for the ranks, not a timing assertion
+        while len(list((tmp_path / "out").glob("rank*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (tmp_path / "out" / "rank1.json").is_file(), distcomp(env, "logs", job).stdout
+        lost = json.loads((tmp_path / "out" / "rank1.json").read_text())["node"]  # the node of rank 1: kill it
+        os.kill(_raylet_of(lost, folder), signal.SIGKILL)
+        waited = distcomp(env, "status", job, "--json")
+        while json.loads(waited.stdout)["state"] == "running" and time.monotonic() < deadline + 300:
+            time.sleep(1)
+            waited = distcomp(env, "status", job, "--json")
+        outcome = json.loads(waited.stdout)
+        assert outcome["state"] == "failed", outcome
+        assert outcome["root_cause"].startswith("node 1 (") and "was lost mid-job" in outcome["root_cause"], outcome
+        assert marked(job.removeprefix("ray:")) == []
+    # the lost node's job folder: its actor died before it could remove it (on a real cluster it
+    # goes with the node; here the nodes share this machine's /tmp)
+    for record in Path(tempfile.gettempdir()).glob("distcomp-ray-node*/node.json"):
+        if json.loads(record.read_text()).get("job") == job.removeprefix("ray:"):
+            shutil.rmtree(record.parent)
