@@ -31,17 +31,6 @@ _QUANTITY = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[n
                        r"|(\.[0-9]+))))?$")
 _DOCKER_SIZE = re.compile(r"^([0-9]+)([bkmg])?$", re.IGNORECASE)  # Azure's and docker's shm_size: 2g
 _OFF = ("0", "off", "none", "false")
-# Azure VM sizes and the NVIDIA GPUs each has (learn.microsoft.com, "GPU-optimized VM sizes")
-AZURE_GPUS = {
-    "standard_nc6": 1, "standard_nc12": 2, "standard_nc24": 4, "standard_nc24r": 4,
-    "standard_nc6s_v2": 1, "standard_nc12s_v2": 2, "standard_nc24s_v2": 4, "standard_nc24rs_v2": 4,
-    "standard_nc6s_v3": 1, "standard_nc12s_v3": 2, "standard_nc24s_v3": 4, "standard_nc24rs_v3": 4,
-    "standard_nc4as_t4_v3": 1, "standard_nc8as_t4_v3": 1, "standard_nc16as_t4_v3": 1, "standard_nc64as_t4_v3": 4,
-    "standard_nc24ads_a100_v4": 1, "standard_nc48ads_a100_v4": 2, "standard_nc96ads_a100_v4": 4,
-    "standard_nd6s": 1, "standard_nd12s": 2, "standard_nd24s": 4, "standard_nd24rs": 4,
-    "standard_nd40rs_v2": 8, "standard_nd96asr_v4": 8, "standard_nd96amsr_a100_v4": 8, "standard_nd96isr_h100_v5": 8,
-    "standard_nv6": 1, "standard_nv12": 2, "standard_nv24": 4,
-}
 
 
 @dataclass(frozen=True)
@@ -102,8 +91,9 @@ def _merge(base: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str, Any]
 
 def spec_gpus(spec: "ComponentSpec") -> int | None:
     """GPUs per node that the spec's Azure ``instance_type`` has (None: not a size known here)."""
-    size = spec.resources.get("instance_type")
-    return AZURE_GPUS.get(size.lower()) if isinstance(size, str) else None
+    from ...instances import instance_gpus
+
+    return instance_gpus(spec.resources.get("instance_type"))
 
 
 def replica_resources(spec: "ComponentSpec", replica_type: str, given: ResourceOptions) -> dict[str, dict[str, Any]]:

@@ -50,14 +50,14 @@ def custom(text: Any) -> dict[str, float]:
 
 def spec_gpus(spec: "ComponentSpec") -> int | None:
     """GPUs per node the spec asks for: its resources, else the GPUs of its Azure instance type."""
-    from ..kubeflow._resources import spec_gpus as instance_gpus
+    from ...instances import instance_gpus
 
     res = spec.resources or {}
     for key in _GPU_KEYS:
         value = res.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-    return instance_gpus(spec)
+    return instance_gpus(res.get("instance_type"))
 
 
 def bundle(spec: "ComponentSpec", options: Mapping[str, Any]) -> dict[str, float]:
