@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/registry.py
 	$(BIN)/python benchmarks/slurm.py
+	$(BIN)/python benchmarks/ray.py
 
 clean:
 	rm -rf $(VENV) build plugin/*.egg-info .pytest_cache .hypothesis

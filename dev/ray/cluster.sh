@@ -98,14 +98,17 @@ start() {
     local agent1 agent2
     agent1=$(free_port "$gcs" "$dash" "$client")
     agent2=$(free_port "$gcs" "$dash" "$client" "$agent1")
-    # Ray's sockets live under the temp dir: a short path (a unix socket path has 107 bytes)
-    rm -rf "$DIR/t"
-    mkdir -p "$DIR/t"
+    # Ray's sockets live under its temp dir, in a session folder of ~60 characters, and a unix
+    # socket's path holds 107 bytes: FOLDER/t when FOLDER is short, else a short folder in /tmp
+    local temp=$DIR/t
+    rm -rf "$temp"
+    if ((${#DIR} > 24)); then temp=$(mktemp -d /tmp/ray-XXXXXX); else mkdir -p "$temp"; fi
+    echo "$temp" >"$DIR/temp"
     export RAY_USAGE_STATS_ENABLED=0 DISTCOMP_RAY_CLUSTER=$DIR
     DISTCOMP_RAY_NODE=n1 "$ray" start --head --port "$gcs" \
         --ray-client-server-port "$client" --dashboard-host 127.0.0.1 --dashboard-port "$dash" \
         --include-dashboard true --dashboard-agent-listen-port "$agent1" --num-cpus 1 \
-        --object-store-memory "$OBJECT_STORE" --temp-dir "$DIR/t" \
+        --object-store-memory "$OBJECT_STORE" --temp-dir "$temp" \
         --disable-usage-stats >"$DIR/head.log" 2>&1 || cannot "ray start --head failed (see $DIR/head.log)"
     echo "127.0.0.1:$gcs" >"$DIR/gcs"
     echo "http://127.0.0.1:$dash" >"$DIR/address"
@@ -149,6 +152,10 @@ stop() {
     [[ -d $DIR ]] || { say "no cluster in $DIR"; return 0; }
     stop_processes
     rm -f "$DIR/gcs" "$DIR/address"
+    local temp
+    temp=$(cat "$DIR/temp" 2>/dev/null || true)
+    [[ $temp == /tmp/ray-?????? ]] && rm -rf "$temp"  # a short temp dir of its own, made by start
+    rm -f "$DIR/temp"
     say "stopped the cluster in $DIR"
 }
 

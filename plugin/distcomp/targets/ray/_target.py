@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 PREFIX = "ray:"
 CANCEL_WAIT = 60.0
+POLL = 0.25  # seconds between status requests while waiting: one small HTTP GET to the dashboard
 _STATES = {"PENDING": JobState.PENDING, "RUNNING": JobState.RUNNING, "SUCCEEDED": JobState.SUCCEEDED,
            "FAILED": JobState.FAILED, "STOPPED": JobState.CANCELLED}
 
@@ -84,6 +85,22 @@ class RayTarget:
         job_id = job_id.removeprefix(PREFIX)
         address = _client.job_address(job_id)
         return _client.client(address), job_id, address
+
+    def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome:
+        """Until Ray says the job ended (or ``timeout``): one small Jobs API request every
+        ``POLL`` seconds, each state change said once; then the outcome with its root cause."""
+        client, jid, address = self._client(job_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = ""
+        while True:
+            info = _client.info(client, jid, address)
+            ray_state = str(getattr(info.status, "value", info.status))
+            if info.status.is_terminal() or (deadline is not None and time.monotonic() >= deadline):
+                return self.status(job_id)
+            if ray_state != seen:
+                notify(f"Ray job {jid}: {ray_state.lower()}")
+                seen = ray_state
+            time.sleep(POLL)
 
     def status(self, job_id: str) -> JobOutcome:
         client, jid, address = self._client(job_id)
