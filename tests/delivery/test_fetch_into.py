@@ -45,11 +45,11 @@ def test_two_tasks_of_one_host_fetch_one_folder_whole(s3_server: S3Server, tmp_p
 
 def test_a_parent_others_may_write_is_refused(s3_server: S3Server, tmp_path: Path) -> None:
     obj = upload_code(StoreURI(s3_server.bucket, f"into-{tmp_path.name}"), pack(_code(tmp_path)), s3_server.env())
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
+    open_dir = tmp_path / "everyones"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
     rc, out, err = (lambda p: (p.wait(timeout=120), *p.communicate()))(
-        _fetch_into(s3_server, obj.bucket, obj.key, obj.sha256, str(shared / "job-1")))
-    assert rc == 1 and out == "" and not (shared / "job-1").exists()
-    assert err == (f"fetch-into: {shared} is not a folder of this user's own that only its owner writes (a link, "
+        _fetch_into(s3_server, obj.bucket, obj.key, obj.sha256, str(open_dir / "job-1")))
+    assert rc == 1 and out == "" and not (open_dir / "job-1").exists()
+    assert err == (f"fetch-into: {open_dir} is not a folder of this user's own that only its owner writes (a link, "
                    "another user's, or group/world-writable): remove it, or give another place\n")
