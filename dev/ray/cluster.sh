@@ -14,7 +14,7 @@
 # DISTCOMP_RAY_NODE=n1|n2 in their environment (Ray passes a node's environment on to its tasks):
 # `stop` ends exactly the processes that carry this cluster's mark, never another Ray on the
 # machine (no `ray stop`, which ends every Ray of the user). Every command is idempotent.
-# Exit 3: the cluster cannot be had here (the reason is printed).
+# Exit 3: the cluster cannot be had here (the reason is printed; what the start began is ended).
 set -euo pipefail
 
 CMD=${1:-}
@@ -24,6 +24,8 @@ OBJECT_STORE=${DISTCOMP_RAY_OBJECT_STORE:-100000000}  # bytes per node: small, t
 
 say() { echo "cluster.sh: $*" >&2; }
 cannot() { say "cannot start a Ray cluster here: $*"; exit 3; }
+# after the head started: what this start began is ended before it says why it failed
+abandon() { stop >/dev/null 2>&1; cannot "$@"; }
 
 usage() {
     echo "usage: $0 start|stop|status [FOLDER]   (default FOLDER: /tmp/distcomp-ray)" >&2
@@ -109,12 +111,12 @@ start() {
         --ray-client-server-port "$client" --dashboard-host 127.0.0.1 --dashboard-port "$dash" \
         --include-dashboard true --dashboard-agent-listen-port "$agent1" --num-cpus 1 \
         --object-store-memory "$OBJECT_STORE" --temp-dir "$temp" \
-        --disable-usage-stats >"$DIR/head.log" 2>&1 || cannot "ray start --head failed (see $DIR/head.log)"
+        --disable-usage-stats >"$DIR/head.log" 2>&1 || abandon "ray start --head failed (see $DIR/head.log)"
     echo "127.0.0.1:$gcs" >"$DIR/gcs"
     echo "http://127.0.0.1:$dash" >"$DIR/address"
     DISTCOMP_RAY_NODE=n2 "$ray" start --address "127.0.0.1:$gcs" --num-cpus 1 --dashboard-agent-listen-port "$agent2" \
         --object-store-memory "$OBJECT_STORE" --disable-usage-stats >"$DIR/worker.log" 2>&1 \
-        || cannot "ray start --address failed (see $DIR/worker.log)"
+        || abandon "ray start --address failed (see $DIR/worker.log)"
     local deadline=$((SECONDS + UP_WAIT)) n=0
     while :; do
         n=$(alive_nodes "$ray")
@@ -123,7 +125,7 @@ start() {
 import sys, urllib.request
 urllib.request.urlopen(sys.argv[1] + "/api/version", timeout=2).read()
 EOF
-        ((SECONDS >= deadline)) && cannot "$n of 2 nodes alive after ${UP_WAIT}s, or no Jobs API (see $DIR/*.log)"
+        ((SECONDS >= deadline)) && abandon "$n of 2 nodes alive after ${UP_WAIT}s, or no Jobs API (see $DIR/*.log)"
         sleep 0.5
     done
     say "two nodes up (n1: head, jobs API $(address); n2)"
