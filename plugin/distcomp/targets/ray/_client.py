@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import UsageError
 
@@ -124,3 +124,26 @@ def submit(c: "JobSubmissionClient", address: str, **request: Any) -> str:
                 raise UsageError(f"the Ray cluster at {address} refused the job: {text.splitlines()[0]}") from None
     finally:
         logging.disable(previous)
+
+
+def tail(c: "JobSubmissionClient", job_id: str, address: str) -> Iterator[str]:
+    """The job's log in chunks as the driver writes it, from its beginning, until the job ends
+    (the Jobs API's websocket); a stream cut before the end is a JobError saying what to do."""
+    import asyncio
+
+    from ...errors import JobError
+
+    loop = asyncio.new_event_loop()
+    stream = c.tail_job_logs(job_id)
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(stream.__anext__())
+            except StopAsyncIteration:
+                return
+            except (RuntimeError, OSError) as exc:
+                raise JobError(f"Ray job {job_id}: the log stream from {address} broke ({str(exc).splitlines()[0]}); "
+                               f"`distcomp logs ray:{job_id}` shows what the job wrote so far") from None
+    finally:
+        loop.run_until_complete(stream.aclose())  # type: ignore[attr-defined]
+        loop.close()

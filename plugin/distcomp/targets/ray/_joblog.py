@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 OUTCOME = "DISTCOMP_RAY_OUTCOME "  # as _driver writes it (kept in step by a test)
 _TAG = re.compile(r"^\[(?P<name>[a-z][a-z0-9_-]*)\] ?")
@@ -22,6 +22,18 @@ def outcome(text: str) -> dict[str, Any] | None:
                 return None
             return data if isinstance(data, dict) else None
     return None
+
+
+def lines(chunks: Iterable[str]) -> Iterator[str]:
+    """Whole lines (without their newline) of a log that arrives in chunks cut anywhere; the
+    last, unended line once the chunks end."""
+    rest = ""
+    for chunk in chunks:
+        rest += chunk
+        *whole, rest = rest.split("\n")
+        yield from whole
+    if rest:
+        yield rest
 
 
 def replica_lines(lines: Iterable[str], name: str) -> Iterable[str]:

@@ -132,25 +132,25 @@ class RayTarget:
 
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
         """The job's log (every rank's ``[rankN]`` lines and the driver's), or one rank's lines;
-        ``follow``: until the job has ended."""
+        ``follow``: streamed as the driver prints them (the Jobs API's log websocket, which
+        starts at the log's beginning), until the job has ended."""
         client, jid, address = self._client(job_id)
         _client.info(client, jid, address)
         name = f"rank{rank}" if rank is not None else None
-        shown = 0
-        while True:
-            ended = not follow or _client.info(client, jid, address).status.is_terminal()
-            text = client.get_job_logs(jid)
-            if name is not None and not follow and name not in _joblog.names(text):
-                have = _joblog.names(text)
-                raise UsageError(f"Ray job {jid}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
-            lines = text.splitlines()
-            complete = lines if ended or text.endswith("\n") else lines[:-1]
-            new, shown = complete[shown:], len(complete)
-            for line in (_joblog.replica_lines(new, name) if name is not None else new):
-                yield line + "\n"
-            if ended:
-                return
-            time.sleep(0.5)
+        if follow:
+            for line in _joblog.lines(_client.tail(client, jid, address)):
+                if name is None:
+                    yield line + "\n"
+                else:
+                    yield from (text + "\n" for text in _joblog.replica_lines((line,), name))
+            return
+        text = client.get_job_logs(jid)
+        if name is not None and name not in _joblog.names(text):
+            have = _joblog.names(text)
+            raise UsageError(f"Ray job {jid}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
+        lines = text.splitlines()
+        for line in (_joblog.replica_lines(lines, name) if name is not None else lines):
+            yield line + "\n"
 
     def cancel(self, job_id: str) -> JobOutcome:
         """Stop the job (its driver stops every node's agent, which stops its ranks) and wait
