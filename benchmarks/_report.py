@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -93,3 +94,25 @@ def finish(rows: Sequence[Row], load_before: str, seconds: float, check: bool) -
     if broken:
         return 2
     return 1 if check and missed else 0
+
+
+@dataclass(frozen=True)
+class Session:
+    """A benchmark script's run: its ``--repeat``/``--check`` and when it started, under what load."""
+
+    repeat: int
+    check: bool
+    load_before: str = field(default_factory=load)
+    started: float = field(default_factory=time.perf_counter)
+
+    def finish(self, rows: Sequence[Row]) -> int:
+        return finish(rows, self.load_before, time.perf_counter() - self.started, self.check)
+
+
+def begin(repeat: int = 5) -> Session:
+    """The common command line (``--repeat N``, ``--check``) parsed, the clock started."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=repeat)
+    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    args = ap.parse_args()
+    return Session(args.repeat, args.check)

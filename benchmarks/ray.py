@@ -18,7 +18,6 @@ folder and stops it at the end.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import Row, finish, load, ratio_at_most, wall  # benchmarks/_report.py
+from _report import Row, begin, ratio_at_most, wall  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "targets" / "ray" / "jobs" / "torch"
@@ -104,11 +103,7 @@ def failing(argv: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
-    args = ap.parse_args()
-    before, t0 = load(), time.perf_counter()
+    args = begin()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="distcomp-bench-ray-") as tmp:
         work = Path(tmp)
@@ -145,7 +140,7 @@ def main() -> int:
                                     error=str(exc)))
         finally:
             subprocess.run(["bash", str(CLUSTER), "stop", str(cluster)], capture_output=True, text=True, env=env)
-    return finish(rows, before, time.perf_counter() - t0, args.check)
+    return args.finish(rows)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ in a temporary folder and stops it at the end.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import Row, finish, load, ratio_at_most, wall  # benchmarks/_report.py
+from _report import Row, begin, ratio_at_most, wall  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "targets" / "slurm" / "jobs" / "torch"
@@ -89,11 +88,7 @@ def hand_failure(script: Path, env: dict[str, str], exits: Path) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
-    args = ap.parse_args()
-    before, t0 = load(), time.perf_counter()
+    args = begin()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="distcomp-bench-slurm-") as tmp:
         work = Path(tmp)
@@ -140,7 +135,7 @@ def main() -> int:
                                 error=str(exc)))
         finally:
             subprocess.run(["bash", str(CLUSTER), "stop", str(cluster)], capture_output=True, text=True)
-    return finish(rows, before, time.perf_counter() - t0, args.check)
+    return args.finish(rows)
 
 
 def _ours_failure(argv: list[str], env: dict[str, str], jobs: Path, before: set[Path]) -> float:

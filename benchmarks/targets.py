@@ -13,14 +13,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _report import Row, added_at_most, finish, load, ratio_at_most, wall  # benchmarks/_report.py
+from _report import Row, added_at_most, begin, ratio_at_most, wall  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
@@ -31,11 +29,7 @@ JOB = ["-P", "epochs=1", "-P", "samples=256"]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
-    args = ap.parse_args()
-    before, t0 = load(), time.perf_counter()
+    args = begin()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="distcomp-bench-") as tmp:
         work = Path(tmp)
@@ -74,7 +68,7 @@ def main() -> int:
                             notes={"distcomp run, no mlflow CLI": plain}))
         except RuntimeError as exc:
             rows.append(Row("mlflow run -b distcomp", "mlflow local", ours, raw, added_at_most(0.5), error=str(exc)))
-    return finish(rows, before, time.perf_counter() - t0, args.check)
+    return args.finish(rows)
 
 
 if __name__ == "__main__":

@@ -171,3 +171,28 @@ def assert_no_survivors(state_dir: Path, expected: int, at_least: int | None = N
     else:  # the job may end before every rank has recorded itself; those were found by command line
         assert at_least <= len(recorded) <= expected, f"expected {at_least}..{expected} recorded, got {recorded}"
     return recorded
+
+
+# the `mine` launcher's job: results in {outputs.result} (or an input), an input fail_rank
+MINE_SPEC = ("name: mine-job\ntype: DistributedComponent\n"
+             "inputs:\n  fail_rank: {type: Integer, default: -1}\n"
+             "outputs:\n  result: {type: AnyDirectory}\n"
+             "launcher:\n  type: mine\n  additional_arguments: python rank.py {outputs.result} {inputs.fail_rank}\n")
+
+
+def plugin_job(tmp: Path, rank_script: str, spec: str = MINE_SPEC) -> tuple[Path, Path]:
+    """The ``mine`` launcher of the hookspec's own docstring installed through its entry point
+    as pip leaves it (in ``tmp/site``: put it on PYTHONPATH), and a job of it: ``spec`` with
+    ``rank_script`` as its rank.py in ``tmp/code``. Returns (the spec's path, the site)."""
+    from distcomp.hookspec import DistcompSpecs
+
+    from .._dists import install
+    from ..test_plugins import example_code
+
+    site, code = tmp / "site", tmp / "code"
+    install(site, "mypkg", "mypkg", example_code(DistcompSpecs.distcomp_launchers.__doc__ or ""),
+            "[distcomp]\nmine = mypkg\n")
+    code.mkdir()
+    (code / "rank.py").write_text(rank_script)
+    (code / "component.yaml").write_text(spec)
+    return code / "component.yaml", site

@@ -69,9 +69,9 @@ def distcomp(env: dict[str, str], *args: str, cwd: Path | None = None,
                           timeout=timeout)
 
 
-def marked(job: str) -> list[int]:
-    """Every process on this host that carries the job's mark (each rank and node agent has it)."""
-    want = f"DISTCOMP_RAY_JOB={job}".encode()
+def carrying(mark: str) -> list[int]:
+    """Every process on this host whose environment has ``mark`` (NAME=VALUE)."""
+    want = mark.encode()
     found = []
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         try:
@@ -81,6 +81,11 @@ def marked(job: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def marked(job: str) -> list[int]:
+    """Every process on this host that carries the job's mark (each rank and node agent has it)."""
+    return carrying(f"DISTCOMP_RAY_JOB={job}")
 
 
 def one_line(proc: subprocess.CompletedProcess[str], *needles: str) -> None:

@@ -12,20 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CLUSTER
-
-
-def _marked(folder: Path) -> list[int]:
-    want = f"DISTCOMP_RAY_CLUSTER={folder}".encode()
-    found = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if want in f.read().split(b"\0"):
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
+from .conftest import CLUSTER, carrying
 
 
 @pytest.mark.slow
@@ -46,7 +33,7 @@ def test_a_node_that_cannot_join_leaves_no_head_running(tmp_path: Path) -> None:
                               timeout=300, env=env)
         assert proc.returncode == 3, proc.stderr
         assert "ray start --address failed" in proc.stderr and f"{folder}/worker.log" in proc.stderr
-        assert _marked(folder) == [], "the head outlived the failed start"
+        assert carrying(f"DISTCOMP_RAY_CLUSTER={folder}") == [], "the head outlived the failed start"
         assert not (folder / "address").exists()  # no RAY_ADDRESS of a cluster that is not there
     finally:
         subprocess.run(["bash", str(CLUSTER), "stop", str(folder)], capture_output=True, text=True, timeout=120,

@@ -12,10 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from distcomp.hookspec import DistcompSpecs
-
-from ..._dists import install
-from ...test_plugins import example_code
+from .._jobs import plugin_job
 from .conftest import distcomp, ray_env
 
 RANK = '''\
@@ -36,18 +33,8 @@ if str(rank) == sys.argv[2]:
 @pytest.fixture
 def mine(tmp_path: Path, ray_cluster: str) -> tuple[Path, dict[str, str]]:
     """The spec of a ``launcher: {type: mine}`` job, and an env that finds the installed plugin."""
-    site = tmp_path / "site"
-    install(site, "mypkg", "mypkg", example_code(DistcompSpecs.distcomp_launchers.__doc__ or ""),
-            "[distcomp]\nmine = mypkg\n")
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "rank.py").write_text(RANK)
-    (code / "component.yaml").write_text(
-        "name: mine-job\ntype: DistributedComponent\n"
-        "inputs:\n  fail_rank: {type: Integer, default: -1}\n"
-        "outputs:\n  result: {type: AnyDirectory}\n"
-        "launcher:\n  type: mine\n  additional_arguments: python rank.py {outputs.result} {inputs.fail_rank}\n")
-    return code / "component.yaml", ray_env(ray_cluster, tmp_path, PYTHONPATH=str(site))
+    spec, site = plugin_job(tmp_path, RANK)
+    return spec, ray_env(ray_cluster, tmp_path, PYTHONPATH=str(site))
 
 
 @pytest.mark.slow
