@@ -75,3 +75,22 @@ def test_the_driver_and_the_target_agree_on_the_outcome_line() -> None:
     from distcomp.targets.ray import _driver, _joblog
 
     assert _driver.OUTCOME == _joblog.OUTCOME
+
+
+def test_the_spec_s_conda_pip_packages_go_as_runtime_env_pip(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    base = "type: DistributedComponent\nname: conda_job\nlauncher: {type: torch.distributed, " \
+           "additional_arguments: python train.py}\n"
+    (code / "env.yml").write_text("dependencies:\n  - python=3.11\n  - pip\n  - numpy=1.26\n"
+                                  "  - pip:\n      - einops==0.8.0\n      - numpy\n")
+    (code / "component.yaml").write_text(base + "environment:\n  conda_file: env.yml\n")
+    proc = distcomp(ray_env(None, tmp_path), "compile", str(code / "component.yaml"), "--target", "ray",
+                    "--packages", "numpy", "--packages", "rich", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # the conda file's pip list first, then --packages, each once
+    assert json.loads(proc.stdout)["runtime_env"]["pip"] == ["einops==0.8.0", "numpy", "rich"]
+    assert "the conda file env.yml also asks conda for numpy=1.26: runtime_env pip does not install" in proc.stderr
+    (code / "component.yaml").write_text(base + "environment:\n  conda_file: missing.yml\n")
+    one_line(distcomp(ray_env(None, tmp_path), "compile", str(code / "component.yaml"), "--target", "ray",
+                      cwd=tmp_path), "its conda file 'missing.yml' does not exist")

@@ -20,9 +20,10 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Union
+from typing import TYPE_CHECKING, Union
 
 from ...errors import UsageError
+from ...delivery.conda import CondaError, conda_pip
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -188,60 +189,23 @@ def _requirements(spec: "ComponentSpec") -> tuple[list[str], list[str], list[str
     found: dict[str, None] = {}
     sources: list[str] = []
     notes: list[str] = []
-    env = spec.environment
-    conda: Any = None
-    where = ""
-    if env is not None and env.conda_file:
-        if "://" in env.conda_file or env.conda_file.startswith("azureml:"):
-            notes.append(f"the conda file {env.conda_file} is not on this machine: its packages are not in "
-                         "requirements.txt")
-        else:
-            path = spec.source.parent / env.conda_file
-            if not path.is_file():
-                raise BuildContextError(f"{spec.source}: its conda file {env.conda_file!r} does not exist (resolved "
-                                        f"to {path})")
-            conda, where = _yaml(path), f"the conda file {env.conda_file}"
-    elif env is not None and env.conda:
-        conda, where = env.conda, "the spec's conda environment"
-    if conda is not None:
-        pip, others = _conda(conda, where)
-        found.update(dict.fromkeys(pip))
-        if pip:
-            sources.append(f"{where} (pip:)")
-        if others:
-            notes.append(f"{where} also asks conda for {', '.join(others)}: pip does not install those; use a base "
-                         "image that has them (--base-image), or add their pip names to requirements.txt")
+    try:
+        conda = conda_pip(spec)
+    except CondaError as exc:
+        raise BuildContextError(str(exc)) from None
+    notes += [n.replace("are not installed", "are not in requirements.txt") for n in conda.notes]
+    found.update(dict.fromkeys(conda.pip))
+    if conda.pip:
+        sources.append(f"{conda.where} (pip:)")
+    if conda.others:
+        notes.append(f"{conda.where} also asks conda for {', '.join(conda.others)}: pip does not install those; use "
+                     "a base image that has them (--base-image), or add their pip names to requirements.txt")
     file = spec.code / "requirements.txt"
     if file.is_file():
         lines = _read(file, spec.code, set(), notes)
         found.update(dict.fromkeys(lines))
         sources.append("requirements.txt in the code folder")
     return list(found), sources, notes
-
-
-def _yaml(path: Path) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BuildContextError(f"{path}: cannot read the conda file: {first}") from None
-
-
-def _conda(conda: Any, where: str) -> tuple[list[str], list[str]]:
-    """A conda environment's pip: list, and its other packages (python and pip aside)."""
-    deps = conda.get("dependencies") if isinstance(conda, Mapping) else None
-    if not isinstance(deps, (list, tuple)):
-        raise BuildContextError(f"{where}: not a conda environment (expected dependencies: [...])")
-    pip: list[str] = []
-    others: list[str] = []
-    for dep in deps:
-        if isinstance(dep, Mapping) and isinstance(dep.get("pip"), (list, tuple)):
-            pip += [str(p).strip() for p in dep["pip"] if str(p).strip()]
-        elif isinstance(dep, str) and re.split(r"[=<>!~ ]", dep.strip(), maxsplit=1)[0] not in ("python", "pip"):
-            others.append(dep.strip())
-    return pip, others
 
 
 def _read(file: Path, code: Path, seen: set[Path], notes: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...agentjob import Platform, node_record
+from ...delivery.conda import conda_pip
 from ...errors import JobError, UsageError
 from ...target import JOB_NAME, Compiled
 from .._secrets import NAME as SECRETS
@@ -87,7 +88,8 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
     runtime_env: dict[str, Any] = {"working_dir": str(spec.code), "excludes": list(EXCLUDES),
                                    "py_modules": [f"<{PACKAGE}: distcomp's node agent and this job's driver, made "
                                                   "when it is submitted>"]}
-    packages = list(options.get("packages") or ())
+    conda = conda_pip(spec)
+    packages = list(dict.fromkeys([*conda.pip, *(options.get("packages") or ())]))
     if packages:
         runtime_env["pip"] = packages
     holds = {n: "file" if spec.outputs[n].holds == "file" else "folder" for n in outputs}
@@ -101,6 +103,13 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
     }
     notes: tuple[str, ...] = (f"the code folder {spec.code} goes as the job's working_dir (.gitignore honoured; Ray refuses more than "
              f"{SIZE_LIMIT})",)
+    notes += conda.notes
+    if conda.pip:
+        notes += (f"{conda.where}: its pip packages go as the job's runtime_env pip (each node installs them in "
+                  "a virtualenv of the job's)",)
+    if conda.others:
+        notes += (f"{conda.where} also asks conda for {', '.join(conda.others)}: runtime_env pip does not install "
+                  "those; the cluster's Python must have them",)
     if plan.own is not None:
         notes += (f"the command brings its own launcher: {plan.own.describe()}",)
     late: tuple[str, ...] = (f"the job's name: {JOB_NAME} as the submission id",
