@@ -62,3 +62,38 @@ def test_a_killed_node_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path
     for record in Path(tempfile.gettempdir()).glob("distcomp-ray-node*/node.json"):
         if json.loads(record.read_text()).get("job") == job.removeprefix("ray:"):
             shutil.rmtree(record.parent)
+
+
+@pytest.mark.slow
+def test_a_lost_head_fails_the_job_though_ray_calls_it_running(tmp_path: Path) -> None:
+    with cluster() as (address, folder):
+        env = ray_env(address, tmp_path)
+        proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output",
+                        f"result={tmp_path / 'out'}", "-i", "sleep=600", "--detach", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        job = proc.stdout.strip()
+        deadline = time.monotonic() + 300  # a bound on the wait for the ranks, not a timing assertion
+        while len(list((tmp_path / "out").glob("rank*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (tmp_path / "out" / "rank1.json").is_file(), distcomp(env, "logs", job).stdout
+        os.kill(_raylet_of("n1", folder), signal.SIGKILL)  # the head: its Jobs API lives on, its driver dies
+        waited = distcomp(env, "status", job, "--json")
+        while json.loads(waited.stdout)["state"] == "running" and time.monotonic() < deadline + 300:
+            time.sleep(1)
+            waited = distcomp(env, "status", job, "--json")
+        outcome = json.loads(waited.stdout)
+        assert outcome["state"] == "failed", outcome
+        assert outcome["root_cause"].startswith("the head node, where the job's driver ran (") and \
+            "was lost, and the driver with it" in outcome["root_cause"], outcome
+        # cancel is no traceback: the job has ended as far as distcomp can tell
+        cancelled = distcomp(env, "cancel", job)
+        assert "Traceback" not in cancelled.stderr and "was lost" in cancelled.stdout + cancelled.stderr, cancelled
+        # the other node's actor died with its owner (the driver): its agent stopped its rank
+        while marked(job.removeprefix("ray:")) and time.monotonic() < deadline + 360:
+            time.sleep(0.5)
+        assert marked(job.removeprefix("ray:")) == []
+        run = json.loads(distcomp(env, "status", job, "--json").stdout)
+        assert run["state"] == "failed"
+    for record in Path(tempfile.gettempdir()).glob("distcomp-ray-node*/node.json"):
+        if json.loads(record.read_text()).get("job") == job.removeprefix("ray:"):
+            shutil.rmtree(record.parent)

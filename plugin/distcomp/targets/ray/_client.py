@@ -14,6 +14,7 @@ import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -102,6 +103,26 @@ def info(c: "JobSubmissionClient", job_id: str, address: str) -> Any:
             raise UsageError(f"no Ray job {job_id!r} at {address} (give the id `distcomp submit --target ray` "
                              "printed)") from None
         raise
+
+
+def lost_driver(address: str, job: Any) -> str:
+    """Why the job cannot be running though the Jobs API says so: the node its driver ran on
+    (the head) is dead, and the driver with it; "" while that node lives or cannot be asked."""
+    node = str(getattr(job, "driver_node_id", "") or "")
+    if not node:
+        return ""
+    query = urllib.parse.urlencode({"limit": 1000, "filter_keys": "node_id", "filter_predicates": "=",
+                                    "filter_values": node})
+    try:
+        with urllib.request.urlopen(f"{address}/api/v0/nodes?{query}", timeout=10) as r:
+            rows = json.loads(r.read().decode("utf-8"))["data"]["result"]["result"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return ""
+    if not any(row.get("node_id") == node and row.get("state") == "DEAD" for row in rows):
+        return ""
+    return (f"the head node, where the job's driver ran ({getattr(job.driver_info, 'node_ip_address', '?')}, Ray "
+            f"node {node[:12]}), was lost, and the driver with it: the Jobs API still calls the job "
+            f"{getattr(job.status, 'value', job.status)}, but nothing runs it")
 
 
 AGENT_WAIT = 60.0  # a cluster just started: its job agent registers a little after the API answers

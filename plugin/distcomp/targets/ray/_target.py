@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 PREFIX = "ray:"
 CANCEL_WAIT = 60.0
 POLL = 0.25  # seconds between status requests while waiting: one small HTTP GET to the dashboard
+LOST_EVERY = 20  # while waiting, every 20th poll (5 s) also asks whether the driver's node lives
 _STATES = {"PENDING": JobState.PENDING, "RUNNING": JobState.RUNNING, "SUCCEEDED": JobState.SUCCEEDED,
            "FAILED": JobState.FAILED, "STOPPED": JobState.CANCELLED}
 
@@ -92,10 +93,13 @@ class RayTarget:
         client, jid, address = self._client(job_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = ""
+        polls = 0
         while True:
             info = _client.info(client, jid, address)
             ray_state = str(getattr(info.status, "value", info.status))
-            if info.status.is_terminal() or (deadline is not None and time.monotonic() >= deadline):
+            polls += 1
+            if (info.status.is_terminal() or (deadline is not None and time.monotonic() >= deadline)
+                    or (polls % LOST_EVERY == 0 and _client.lost_driver(address, info))):
                 return self.status(job_id)
             if ray_state != seen:
                 notify(f"Ray job {jid}: {ray_state.lower()}")
@@ -110,6 +114,11 @@ class RayTarget:
         ended = info.end_time / 1000 if info.end_time else None
         details = {"address": address, "ray_status": str(getattr(info.status, "value", info.status)),
                    "entrypoint": info.entrypoint}
+        lost = _client.lost_driver(address, info) if not state.terminal else ""
+        if lost:
+            return JobOutcome(PREFIX + jid, JobState.FAILED, JobState.FAILED.exit_code(), root_cause=lost,
+                              message=f"Ray: {details['ray_status']} (its driver's node is dead)", started=started,
+                              details=details)
         if not state.terminal:
             return JobOutcome(PREFIX + jid, state, message=f"Ray: {details['ray_status']}", started=started,
                               details=details)
@@ -157,8 +166,13 @@ class RayTarget:
         until Ray says it has ended."""
         client, jid, address = self._client(job_id)
         info = _client.info(client, jid, address)
-        if not info.status.is_terminal():
-            client.stop_job(jid)
+        if not info.status.is_terminal() and not _client.lost_driver(address, info):
+            try:
+                client.stop_job(jid)
+            except RuntimeError as exc:
+                raise JobError(f"the Ray cluster at {address} could not stop job {jid}: "
+                               f"{str(exc).strip().splitlines()[-1]}; `ray job stop {jid}` on the head, or "
+                               f"`distcomp status ray:{jid}` to see where it stands") from None
             deadline = time.monotonic() + CANCEL_WAIT
             while time.monotonic() < deadline and not _client.info(client, jid, address).status.is_terminal():
                 time.sleep(0.3)
