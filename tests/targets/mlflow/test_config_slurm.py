@@ -35,12 +35,14 @@ def test_slurm_config_becomes_a_submit_record(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("config", "message"), [
-    ({"target": "kubeflow"}, "backend config target: expected one of 'local', 'slurm', got 'kubeflow'"),
+    ({"target": "kfp"}, "backend config target: expected one of 'local', 'kubeflow', 'ray', 'slurm' (a target that "
+                        "submits), got 'kfp'"),
+    ({"target": "slurn"}, "got 'slurn' (did you mean 'slurm'?)"),
     ({"time": 5}, "backend config 'time' is an option of the slurm target"),
     ({"target": "slurm", "max_restarts": 1}, "'max_restarts' does not apply to target slurm"),
-    ({"target": "slurm", "time": 0}, "backend config time: expected an integer >= 1 (minutes), got 0"),
-    ({"target": "slurm", "sbatch": "--qos=high"}, "backend config sbatch: expected a list of sbatch options"),
-    ({"target": "slurm", "partiton": "x"}, "unknown backend config key 'partiton'"),
+    ({"target": "slurm", "time": 0}, "backend config time: expected an integer >= 1 (MINUTES), got 0"),
+    ({"target": "slurm", "sbatch": "--qos=high"}, "backend config sbatch: expected a list of text (OPTION), got '--qos=high'"),
+    ({"target": "slurm", "partiton": "x"}, "unknown backend config key 'partiton' (did you mean 'partition'?)"),
 ])
 def test_bad_slurm_config_is_refused(config: dict, message: str, tmp_path: Path) -> None:  # type: ignore[type-arg]
     with pytest.raises(MlflowTargetError, match=None) as info:

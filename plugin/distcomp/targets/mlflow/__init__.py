@@ -1,6 +1,7 @@
 """The MLflow Projects target: a component as an MLflow project (``compile_project``), and the
 ``distcomp`` project backend that runs its entry point as a distributed job
-(``mlflow run DIR -b distcomp -c '{"nproc_per_node": 2}' --env-manager local``).
+(``mlflow run DIR -b distcomp -c '{"nproc_per_node": 2}' --env-manager local``), here or, with
+``"target": NAME`` in the config, through any target that submits (slurm, ray, a third party's).
 
 Importing this imports no mlflow: ``DistcompBackend`` loads it when first asked for (MLflow's
 entry point loader asks for it by name).

@@ -8,9 +8,10 @@ job attaches to that run (one run per job, rank 0 logs into it) and ends it. Unl
 shell and no flags: the project's job record, the parameters' values and the backend config
 become one job record (``_config.entry_record``; a record of a newer format is refused before
 the run exists), which this interpreter's ``python -m distcomp.worker`` runs. With ``"target":
-"slurm"`` in the backend config it is a ``submit`` record: the job goes to the Slurm cluster
-through the slurm target, which resumes the same run (``MLFLOW_RUN_ID``), hands it to every rank
-and ends it with the job's state; waiting and cancelling (SIGTERM to it) are the same.
+NAME`` in the backend config (any target that submits: ``"slurm"``, ``"ray"``, a third party's)
+it is a ``submit`` record: the job goes to that target through the core (``distcomp.submit``),
+which resumes the same run (``MLFLOW_RUN_ID``), hands it to every rank and ends it with the
+job's state; waiting and cancelling (SIGTERM to it) are the same.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class DistcompBackend(AbstractBackend):
         try:  # everything a user can get wrong is checked before the run exists
             settings = parse_config(backend_config, cwd)
             uri = resolve_uri({"MLFLOW_TRACKING_URI": tracking_uri}, cwd)
-        except (MlflowTargetError, TrackingError) as exc:
+        except (UsageError, TrackingError) as exc:  # a plugin that cannot load, too (the targets are asked)
             raise ExecutionException("distcomp backend: " + str(exc).replace("\n", "\n  ")) from None
         work_dir = fetch_and_validate_project(project_uri, version, entry_point, params)
         project = load_project(work_dir)

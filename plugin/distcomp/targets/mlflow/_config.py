@@ -3,9 +3,12 @@ entry point's filled-in command and the project's record.
 
 MLflow adds its own keys to every backend config (env manager, synchronous, docker args,
 storage dir, build image, docker auth); the rest must be distcomp's, checked here before any
-run is created. ``"target": "slurm"`` submits the entry point's job to Slurm (a ``submit``
-record to the slurm target, which waits) instead of running it here; the slurm target's own
-options (partition, time, job_dir, ...) are keys then.
+run is created. Without ``"target"`` (or with ``"local"``) the job runs here, and the keys are
+``KEYS``. ``"target": NAME``, NAME any installed target that submits (slurm, ray, kubeflow, a
+third party's), submits the entry point's job there instead (a ``submit`` record to that
+target, which waits): the keys are then that target's own declared options, checked as it
+declares them, and the layout (``_keys``). A key of another target, one that only a run here
+takes, an unknown one (with a did-you-mean) and a bad value are each reported, all at once.
 
 The command is ``python -m distcomp.worker RECORD NAME=VALUE ...`` (``_mlproject``). A project
 written by an older distcomp has ``distcomp run SPEC [--nodes N] [--nproc-per-node M] --input
@@ -19,12 +22,17 @@ import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+from ...errors import UsageError
 from ...jobrecord import JobRecord, bind_params, read_record
 from ...spec._diagnostics import did_you_mean
 from ._errors import MlflowTargetError
+from ._keys import LAYOUT, NOT_KEYS, check_value, keys_of, submitting_targets
 from ._mlproject import WORKER
+
+if TYPE_CHECKING:
+    from ...target import TargetType
 
 # distcomp's keys (the job record's options) -> what the value must be
 KEYS = {
@@ -33,19 +41,6 @@ KEYS = {
     "timeout": "a number of seconds > 0",
     "max_restarts": "an integer >= 0",
     "run_dir": "a folder path",
-}
-# the targets the backend runs a job on, and the keys only one of them takes
-TARGETS = ("local", "slurm")
-LOCAL_ONLY = frozenset({"max_restarts", "run_dir"})
-SLURM_KEYS = {  # the slurm target's option names
-    "partition": "a partition name",
-    "account": "an account name",
-    "time": "an integer >= 1 (minutes)",
-    "job_dir": "a folder path every node sees",
-    "gpus_per_node": "an integer >= 0",
-    "mem": "a size as sbatch --mem takes it (16G)",
-    "cpus_per_task": "an integer >= 1",
-    "sbatch": "a list of sbatch options (\"--qos=high\")",
 }
 # what mlflow.projects._run puts in every backend config (mlflow/projects/utils.py PROJECT_*)
 MLFLOW_KEYS = frozenset({"ENV_MANAGER", "SYNCHRONOUS", "DOCKER_ARGS", "STORAGE_DIR", "build_image", "docker_auth",
@@ -61,7 +56,7 @@ class BackendSettings:
     options: Mapping[str, Any] = field(default_factory=dict)  # the job record's options
     synchronous: bool = True
     storage_dir: str | None = None
-    target: str = "local"  # "slurm": a submit record to the slurm target instead of a run here
+    target: str = "local"  # another: a submit record to that target instead of a run here
 
 
 def _is_int(value: Any, minimum: int) -> bool:
@@ -69,20 +64,20 @@ def _is_int(value: Any, minimum: int) -> bool:
 
 
 def _valid(key: str, value: Any) -> bool:
-    if key in ("nproc_per_node", "nodes", "time", "cpus_per_task"):
+    """A value of distcomp's own keys (a run here, and the layout)."""
+    if key in ("nproc_per_node", "nodes"):
         return _is_int(value, 1)
-    if key in ("max_restarts", "gpus_per_node"):
+    if key == "max_restarts":
         return _is_int(value, 0)
-    if key == "sbatch":
-        return isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
     if key == "timeout":
         return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
     return isinstance(value, str) and value.strip() != ""
 
 
 def parse_config(config: Mapping[str, Any] | None, cwd: Path) -> BackendSettings:
-    """Check ``config``; every problem is reported at once. ``run_dir`` is made absolute against
-    ``cwd`` (the entry point runs in the project's folder, not where ``mlflow run`` started)."""
+    """Check ``config``; every problem is reported at once. ``run_dir`` (and a submitting
+    target's path options, see ``_keys``) are made absolute against ``cwd`` (the entry point
+    runs in the project's folder, not where ``mlflow run`` started)."""
     config = dict(config or {})
     problems = []
     env_manager = config.get("ENV_MANAGER")
@@ -94,36 +89,81 @@ def parse_config(config: Mapping[str, Any] | None, cwd: Path) -> BackendSettings
     if "experiment" in config:
         problems.append("'experiment': the run's experiment is mlflow run's --experiment-name / --experiment-id")
     target = config.get("target", "local")
-    if target not in TARGETS:
-        problems.append(f"backend config target: expected one of {', '.join(map(repr, TARGETS))}, got {target!r}")
+    targets = submitting_targets()
+    if target != "local" and (not isinstance(target, str) or target not in targets):
+        problems.append(_bad_target(target, targets))
         target = "local"
-    known = {**KEYS, **SLURM_KEYS} if target == "slurm" else KEYS
-    skip = LOCAL_ONLY if target == "slurm" else frozenset()
     options: dict[str, Any] = {}
     for key, value in config.items():
         if key in MLFLOW_KEYS or key in ("experiment", "target"):
             continue
-        if key in SLURM_KEYS and target != "slurm":
-            problems.append(f"backend config {key!r} is an option of the slurm target: add \"target\": \"slurm\"")
-            continue
-        if key in LOCAL_ONLY and target == "slurm":
-            problems.append(f"backend config {key!r} does not apply to target slurm (a job on Slurm keeps its "
-                            "folder under job_dir and does not restart)")
-            continue
-        if key not in known:
-            hint = did_you_mean(key, known)
-            problems.append(f"unknown backend config key {key!r}" + (f" ({hint})" if hint else "")
-                            + f"; the distcomp backend knows: {', '.join(k for k in known if k not in skip)}, target")
-            continue
-        if not _valid(key, value):
-            problems.append(f"backend config {key}: expected {known[key]}, got {value!r}")
-            continue
-        options[key] = str(cwd / Path(value).expanduser()) if key in ("run_dir", "job_dir") else value
+        problem, value = (_local_key(key, value, cwd, targets) if target == "local"
+                          else _target_key(key, value, cwd, targets, target))
+        if problem:
+            problems.append(problem)
+        else:
+            options[key] = value
     if problems:
         raise MlflowTargetError("\n".join(problems))
     synchronous = config.get("SYNCHRONOUS")
     return BackendSettings(options, True if synchronous is None else bool(synchronous),
                            config.get("STORAGE_DIR"), target)
+
+
+def _bad_target(target: Any, targets: Mapping[str, "TargetType"]) -> str:
+    names = ["local", *sorted(targets)]
+    hint = did_you_mean(target, names) if isinstance(target, str) else None
+    return (f"backend config target: expected one of {', '.join(map(repr, names))} (a target that submits), got "
+            f"{target!r}" + (f" ({hint})" if hint else ""))
+
+
+def _elsewhere(key: str, targets: Mapping[str, "TargetType"], but: str = "") -> list[str]:
+    """The submitting targets other than ``but`` that take ``key``."""
+    return sorted(name for name, t in targets.items() if name != but and key in keys_of(t))
+
+
+def _local_key(key: str, value: Any, cwd: Path, targets: Mapping[str, "TargetType"]) -> tuple[str, Any]:
+    """A key of a run here: (a problem, or "" and the value the job record holds)."""
+    if key in NOT_KEYS:
+        return f"backend config {key!r} does not apply: {NOT_KEYS[key]}", None
+    if key not in KEYS:
+        owners = _elsewhere(key, targets)
+        if owners:
+            which = f"the {owners[0]} target" if len(owners) == 1 else f"the targets {', '.join(owners)}"
+            add = f'"target": "{owners[0]}"' if len(owners) == 1 else '"target" with one of them'
+            return f"backend config {key!r} is an option of {which}: add {add}", None
+        hint = did_you_mean(key, KEYS)
+        return (f"unknown backend config key {key!r}" + (f" ({hint})" if hint else "")
+                + f"; the distcomp backend knows: {', '.join(KEYS)}, target"), None
+    if not _valid(key, value):
+        return f"backend config {key}: expected {KEYS[key]}, got {value!r}", None
+    return "", str(cwd / Path(value).expanduser()) if key == "run_dir" else value
+
+
+def _target_key(key: str, value: Any, cwd: Path, targets: Mapping[str, "TargetType"],
+                target: str) -> tuple[str, Any]:
+    """A key of a job submitted to ``target``: its own options, checked as they declare."""
+    known = keys_of(targets[target])
+    if key in NOT_KEYS:
+        return f"backend config {key!r} does not apply: {NOT_KEYS[key]}", None
+    if key not in known:
+        owners = _elsewhere(key, targets, but=target)
+        if key in KEYS or owners:
+            who = (["a run on this machine (no \"target\")"] if key in KEYS else []) + [f"target {o}" for o in owners]
+            listed = ", ".join(who[:-1]) + " or " + who[-1] if len(who) > 1 else who[0]
+            return f"backend config {key!r} does not apply to target {target}: it is an option of {listed}", None
+        hint = did_you_mean(key, known)
+        return (f"unknown backend config key {key!r}" + (f" ({hint})" if hint else "")
+                + f"; with target {target} the distcomp backend knows: {', '.join(known)}, target"), None
+    option = known[key]
+    if option is None:  # the layout
+        if not _valid(key, value):
+            return f"backend config {key}: expected {LAYOUT[key]}, got {value!r}", None
+        return "", value
+    try:
+        return "", check_value(targets[target], option, value, cwd)
+    except UsageError as exc:
+        return str(exc), None
 
 
 def _words(command: str) -> list[str]:
@@ -160,9 +200,9 @@ def entry_record(command: str, settings: BackendSettings, work_dir: str) -> JobR
     if project.action != "run":
         raise MlflowTargetError(f"{argv[3]}: a {project.action!r} job record; an MLflow project's runs a spec "
                                 "(recompile it with `distcomp compile --target mlflow SPEC -o DIR`)")
-    if settings.target == "slurm":  # the layout goes with it, what runs only here does not
-        layout = {k: v for k, v in project.options.items() if k in ("nodes", "nproc_per_node")}
-        return JobRecord("submit", project.spec, inputs=project.inputs, target="slurm",
+    if settings.target != "local":  # the layout goes with it, what runs only here does not
+        layout = {k: v for k, v in project.options.items() if k in LAYOUT}
+        return JobRecord("submit", project.spec, inputs=project.inputs, target=settings.target,
                          options={**layout, **settings.options})
     return replace(project, params={}, options={**project.options, **settings.options})
 
