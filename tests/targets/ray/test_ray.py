@@ -1,6 +1,7 @@
 """The ray target against a real two-node Ray cluster (dev/ray/cluster.sh): a torch all-reduce
-with a rank on each node in one MLflow run, a failing rank as the root cause, detach, status,
-logs and cancel leaving nothing running, and the refusals (no cluster, unknown job)."""
+with a rank on each node in one MLflow run, DeepSpeed's and TensorFlow's worlds across the nodes,
+a failing rank as the root cause (and restarted with --max-restarts), detach, status, logs and
+cancel leaving nothing running, and the refusals (no cluster, unknown job)."""
 
 from __future__ import annotations
 
@@ -150,3 +151,17 @@ def test_a_tensorflow_multi_worker_job_forms_its_world_across_the_nodes(ray_clus
     assert sorted(t["node"] for t in tasks) == ["n1", "n2"]  # one worker on each Ray node
     workers = tasks[0]["cluster"]["worker"]
     assert tasks[1]["cluster"]["worker"] == workers and len(set(workers)) == 2  # each worker's node address, a port each
+
+
+@pytest.mark.slow
+def test_a_deepspeed_job_forms_its_world_across_the_nodes(ray_cluster: str, tmp_path: Path) -> None:
+    env = ray_env(ray_cluster, tmp_path)
+    out = tmp_path / "out"
+    spec = TORCH.parents[1] / "deepspeed" / "component.yaml"
+    proc = distcomp(env, "submit", str(spec), "--target", "ray", "--nodes", "2", "--output", f"result={out}",
+                    cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["rank"], r["world"], r["all_reduce"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
+    assert sorted(r["node"] for r in ranks) == ["n1", "n2"]  # one rank on each Ray node
+    assert ranks[0]["master"] == ranks[1]["master"]  # one rendezvous: node 0's address
