@@ -288,7 +288,7 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
             say(restarting(restart, limit, cause))
             drop(actors)
             tails.clear()
-            if lost and not reserve(lambda: rescheduled(pg), config, stopping):
+            if lost is not None and not reserve(lambda: rescheduled(pg, lost), config, stopping):
                 return finish("failed", f"{cause}\n    (restart {restart} of {limit}: no node took its place "
                                         f"within {config['wait']:g} s (--placement-timeout); the cluster has "
                                         f"{totals([n for n in ray.nodes() if n.get('Alive')])})", **counted)
@@ -312,21 +312,24 @@ def reserve(ready: Any, config: dict[str, Any], stopping: list[int]) -> bool:
     return True
 
 
-def rescheduled(pg: Any) -> bool:
-    """Whether every bundle is placed again after a node was lost (Ray reschedules a lost
-    bundle on a node that can hold it: the group is CREATED again)."""
+def rescheduled(pg: Any, lost: str) -> bool:
+    """Whether every bundle is placed again after Ray node ``lost`` was: the GCS has marked it
+    dead (an actor's call fails before it does, while the group still reads CREATED), and Ray
+    has rescheduled its bundle on a node that can hold it (the group is CREATED again)."""
+    import ray
     from ray.util.placement_group import placement_group_table
 
-    if placement_group_table(pg).get("state") == "CREATED":
+    if (not any(n.get("NodeID") == lost and n.get("Alive") for n in ray.nodes())
+            and placement_group_table(pg).get("state") == "CREATED"):
         return True
     time.sleep(POLL)
     return False
 
 
 def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], actors: list[Any],
-            tails: dict[int, list[str]], stopping: list[int]) -> tuple[str, str, list[str], bool]:
+            tails: dict[int, list[str]], stopping: list[int]) -> tuple[str, str, list[str], str | None]:
     """One attempt on fresh actors (put in ``actors``): its state, root cause, the nodes'
-    addresses, and whether a node was lost."""
+    addresses, and the Ray node id of a node that was lost ("" when it is not known), else None."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -341,7 +344,7 @@ def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], 
                          timeout=float(config["wait"]))
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return "failed", f"a node was lost as the job started: {first}", [], True
+        return "failed", f"a node was lost as the job started: {first}", [], ""
     nodes = [p["ip"] for p in places]
     env = {"DISTCOMP_RAY_JOB": config["job"]}
     for i, place in enumerate(places):
@@ -368,7 +371,7 @@ def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], 
                 stop_all(actors, config, tails)
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 return "failed", (f"node {i} ({places[i]['ip']}, Ray node {places[i]['node_id'][:12]}) "
-                                  f"was lost mid-job: {first}"), nodes, True
+                                  f"was lost mid-job: {first}"), nodes, places[i]["node_id"]
             for line in lines:
                 print(line, flush=True)
             tails.setdefault(i, []).extend(lines)
@@ -382,8 +385,8 @@ def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], 
     exits = [e for found in gather([a.exits.remote() for a in actors], []) for e in found]
     agents = {i: (code, tails.get(i, [])) for i, code in ended.items()}
     if all(ended.get(i) == 0 for i in range(len(actors))):
-        return "succeeded", "", nodes, False
-    return "failed", root_cause(exits, agents) or "a node agent failed", nodes, False
+        return "succeeded", "", nodes, None
+    return "failed", root_cause(exits, agents) or "a node agent failed", nodes, None
 
 
 def drop(actors: list[Any]) -> None:
