@@ -241,6 +241,9 @@ RAY = TargetType(
         TargetOption("placement_timeout", "float", default=300.0, metavar="SECONDS", minimum=1,
                      help="fail when the cluster has not had the nodes free for this long (default 300); a request "
                           "it can never hold fails at once"),
+        TargetOption("max_restarts", "int", default=0, metavar="K", minimum=0,
+                     help="restart every rank on every node up to K times after a failure (a rank's, or a lost "
+                          "node's: Ray places it again where the cluster can hold it)"),
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI (the nodes must reach it), else "
                                "sqlite:///$PWD/mlflow.db"),
         EXPERIMENT,

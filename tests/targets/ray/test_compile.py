@@ -15,7 +15,7 @@ def test_compile_prints_the_request_and_one_bundle_per_node(tmp_path: Path) -> N
     env = ray_env(None, tmp_path)
     proc = distcomp(env, "compile", str(TORCH), "--target", "ray", "--nodes", "2", "--output",
                     f"result={tmp_path / 'out'}", "--cpus-per-node", "2", "--gpus-per-node", "1", "--memory", "1Gi",
-                    "--resources", '{"accel": 1}', "--packages", "numpy", cwd=tmp_path)
+                    "--resources", '{"accel": 1}', "--packages", "numpy", "--max-restarts", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     job = json.loads(proc.stdout)
     assert job["entrypoint"] == "python -m distcomp_ray.driver"
@@ -24,6 +24,7 @@ def test_compile_prints_the_request_and_one_bundle_per_node(tmp_path: Path) -> N
     assert job["placement_group"]["strategy"] == "STRICT_SPREAD"
     assert job["placement_group"]["bundles"] == [EXPECTED_BUNDLE, EXPECTED_BUNDLE]
     assert job["outputs"] == {str(tmp_path / "out"): "folder"}
+    assert job["max_restarts"] == 2  # the driver restarts the whole job (never Ray's own retries)
     record = job["node_record"]
     assert [(r["name"], r["node"]) for r in record["replicas"]] == [("rank0", 0), ("rank1", 1)]
     assert record["replicas"][1]["env"]["MASTER_ADDR"] == "{{host:0}}"

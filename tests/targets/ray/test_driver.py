@@ -1,5 +1,6 @@
 """The Ray job's driver travels with the job: it may import only ray and the standard library
-(the cluster has no distcomp), and its placement check and root cause are plain functions."""
+(the cluster has no distcomp), and its placement check, root cause and restart bindings are plain
+functions."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import ast
 import sys
 from pathlib import Path
 
+from distcomp.records import Replica, Topology
 from distcomp.targets.ray import _driver
-from distcomp.targets.ray._driver import placeable, root_cause
+from distcomp.targets.ray._driver import attempt_record, placeable, restarting, root_cause
 
 DRIVER = Path(_driver.__file__)
 
@@ -43,3 +45,23 @@ def test_the_root_cause_is_the_first_replica_that_failed_by_itself() -> None:
     # no replica's report (the agent could not start them): the agent's own last lines
     assert root_cause([], {0: (0, []), 1: (2, ["distcomp agent: bad record"])}) == (
         "the node agent of node 1 exited with code 2\n    distcomp agent: bad record")
+
+
+def test_each_attempt_binds_restart_and_max_restarts_as_the_local_target_does() -> None:
+    from distcomp.agent.record import bind
+    from distcomp.targets.local._prepare import bindings
+
+    record = {"job": "j", "values": {"job_id": "j"}, "ports": []}
+    for restart in (0, 1, 2):
+        values = attempt_record(record, restart, 2)["values"]
+        one = Topology("torch.distributed", 1, 1, 1, (Replica("worker", 0, 0),))
+        local = bindings(one, Path("/x"), "j", restart, 2)
+        assert values == {"job_id": "j", "restart": str(restart), "max_restarts": "2"}
+        assert bind("{{restart}}/{{max_restarts}}", values) == bind("{{restart}}/{{max_restarts}}", local)
+    assert record["values"] == {"job_id": "j"}  # the job's record is left as it was
+
+
+def test_the_restart_line_says_the_count_and_the_causes_first_line() -> None:
+    cause = "rank1 (node 1, 10.0.0.2) exited with code 5\n    boom"
+    assert restarting(1, 3, cause) == "restarting every rank (restart 1 of 3): rank1 (node 1, 10.0.0.2) exited with code 5"
+    assert restarting(2, 2, "") == "restarting every rank (restart 2 of 2): a failure"

@@ -1,5 +1,6 @@
 """A node that dies mid-job (its raylet killed) fails the job with that reason, not a hang, and
-leaves no rank running on either node. On a cluster of its own: the session's keeps both nodes."""
+leaves no rank running on either node; with --max-restarts the job starts again on both nodes once
+a node takes the lost one's place. On clusters of their own: the session's keeps both nodes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import json
 import os
 import shutil
 import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -55,6 +59,37 @@ def _ended(env: dict[str, str], job: str) -> dict:
     return json.loads(waited.stdout)
 
 
+def _ranks(out: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+
+
+def _wait_ranks(out: Path, deadline: float, want: object) -> list[dict[str, object]]:
+    """The ranks' records once both ranks of restart ``want`` wrote theirs (a bound on the wait)."""
+    while time.monotonic() < deadline:
+        try:
+            ranks = _ranks(out)
+        except ValueError:  # a rank is writing it now
+            ranks = []
+        if len(ranks) == 2 and all(r["restart"] == want for r in ranks):
+            return ranks
+        time.sleep(0.5)
+    raise AssertionError(f"the ranks of restart {want} did not both start: {_ranks(out)}")
+
+
+def _join(folder: Path, name: str) -> None:
+    """A third node joins the cluster of ``folder``, with its marks (cluster.sh stop ends it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        agent = s.getsockname()[1]
+    env = {**os.environ, "DISTCOMP_RAY_CLUSTER": str(folder), "DISTCOMP_RAY_NODE": name, "RAY_USAGE_STATS_ENABLED": "0",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(Path(sys.executable).with_name("ray")), "start", "--address",
+                           (folder / "gcs").read_text().strip(), "--num-cpus", "1", "--dashboard-agent-listen-port",
+                           str(agent), "--object-store-memory", "100000000", "--disable-usage-stats"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def _clean(job: str) -> None:
     """The lost node's job folder: its actor died before it could remove it (on a real cluster it
     goes with the node; here the nodes share this machine's /tmp)."""
@@ -100,4 +135,53 @@ def test_a_lost_head_fails_the_job_though_ray_calls_it_running(tmp_path: Path) -
         assert marked(job.removeprefix("ray:")) == []
         run = json.loads(distcomp(env, "status", job, "--json").stdout)
         assert run["state"] == "failed"
+    _clean(job)
+
+
+
+
+@pytest.mark.slow
+def test_with_max_restarts_a_lost_node_restarts_the_job_on_the_node_that_takes_its_place(tmp_path: Path) -> None:
+    with cluster() as (address, folder):
+        env = ray_env(address, tmp_path)
+        out = tmp_path / "out"
+        proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output", f"result={out}",
+                        "-i", "sleep=600", "--max-restarts", "1", "--detach", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        job = proc.stdout.strip()
+        deadline = time.monotonic() + 300  # a bound on the waits, not a timing assertion
+        first = _wait_ranks(out, deadline, 0)
+        assert sorted(str(r["node"]) for r in first) == ["n1", "n2"]
+        index = next(r["rank"] for r in first if r["node"] == "n2")
+        os.kill(_raylet_of("n2", folder), signal.SIGKILL)
+        _join(folder, "n3")
+        again = _wait_ranks(out, deadline + 300, 1)
+        assert sorted(str(r["node"]) for r in again) == ["n1", "n3"]  # the lost bundle, placed again on n3
+        log = distcomp(env, "logs", job).stdout
+        assert f"distcomp ray: restarting every rank (restart 1 of 1): node {index} (" in log, log
+        assert "was lost mid-job" in log.split("restarting every rank", 1)[1].splitlines()[0], log
+        cancel = distcomp(env, "cancel", job)
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        status = json.loads(distcomp(env, "status", job, "--json").stdout)
+        assert status["state"] == "cancelled" and status["details"]["restarts"] == 1, status
+        assert marked(job.removeprefix("ray:")) == []  # every agent and rank, on n1 and n3
+        _clean(job)
+        # cancel while a restart waits for a node to take a lost one's place: the job ends, nothing runs
+        shutil.rmtree(out)
+        out.mkdir()
+        proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output", f"result={out}",
+                        "-i", "sleep=600", "--max-restarts", "1", "--detach", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        job = proc.stdout.strip()
+        _wait_ranks(out, time.monotonic() + 300, 0)
+        os.kill(_raylet_of("n3", folder), signal.SIGKILL)
+        log = ""
+        while "restarting every rank" not in log and time.monotonic() < deadline + 600:
+            time.sleep(1)
+            log = distcomp(env, "logs", job).stdout
+        assert "distcomp ray: restarting every rank (restart 1 of 1): node " in log, log
+        cancel = distcomp(env, "cancel", job)
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        assert json.loads(distcomp(env, "status", job, "--json").stdout)["state"] == "cancelled"
+        assert marked(job.removeprefix("ray:")) == []
     _clean(job)

@@ -1,6 +1,7 @@
 """The ray target against a real two-node Ray cluster (dev/ray/cluster.sh): a torch all-reduce
-with a rank on each node in one MLflow run, a failing rank as the root cause, detach, status,
-logs and cancel leaving nothing running, and the refusals (no cluster, unknown job)."""
+with a rank on each node in one MLflow run, DeepSpeed's and TensorFlow's worlds across the nodes,
+a failing rank as the root cause (and restarted with --max-restarts), detach, status, logs and
+cancel leaving nothing running, and the refusals (no cluster, unknown job)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,32 @@ def test_the_first_failing_rank_ends_the_job_and_is_its_root_cause(ray_cluster: 
     assert run.info.status == "FAILED" and "rank1 (node 1, " in run.data.tags["distcomp.failure"]
     status = distcomp(env, "status", job, "--json")
     assert json.loads(status.stdout)["root_cause"].startswith("rank1 (node 1, "), status.stdout + status.stderr
+
+
+@pytest.mark.slow
+def test_max_restarts_starts_every_rank_again_after_a_failure(ray_cluster: str, tmp_path: Path) -> None:
+    """rank 1 fails on the first attempt only: with --max-restarts 1 the job restarts on both nodes
+    and succeeds, {{restart}}/{{max_restarts}} bound as the local target binds them; without, it fails."""
+    env = ray_env(ray_cluster, tmp_path)
+    out = tmp_path / "out"
+    proc = _submit(env, out, "-i", "fail_rank=1", "-i", "recover_at=1", "--max-restarts", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = proc.stdout.strip()
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["sum"], r["restart"], r["max_restarts"]) for r in ranks] == [(3.0, 1, 1), (3.0, 1, 1)]
+    assert sorted(r["node"] for r in ranks) == ["n1", "n2"]
+    log = distcomp(env, "logs", job).stdout
+    assert "distcomp ray: restarting every rank (restart 1 of 1): rank1 (node 1, " in log, log
+    assert log.count("[rank0] rank 0 of 2 on") == 2 and log.count("[rank1] rank 1 gives up on purpose") == 1, log
+    status = json.loads(distcomp(env, "status", job, "--json").stdout)
+    assert status["state"] == "succeeded" and status["details"]["restarts"] == 1, status
+    (run,) = _runs(tmp_path)
+    assert run.info.status == "FINISHED" and {r["run_id"] for r in ranks} == {run.info.run_id}
+    # the same job without --max-restarts: the first failure is the end
+    proc = _submit(env, tmp_path / "out0", "-i", "fail_rank=1", "-i", "recover_at=1")
+    assert proc.returncode == 1 and "root cause:\n  rank1 (node 1, " in proc.stderr, proc.stderr
+    assert "restarting every rank" not in distcomp(env, "logs", proc.stdout.strip()).stdout
+    assert not (tmp_path / "out0" / "rank0.json").exists()
 
 
 @pytest.mark.slow
@@ -150,3 +177,17 @@ def test_a_tensorflow_multi_worker_job_forms_its_world_across_the_nodes(ray_clus
     assert sorted(t["node"] for t in tasks) == ["n1", "n2"]  # one worker on each Ray node
     workers = tasks[0]["cluster"]["worker"]
     assert tasks[1]["cluster"]["worker"] == workers and len(set(workers)) == 2  # each worker's node address, a port each
+
+
+@pytest.mark.slow
+def test_a_deepspeed_job_forms_its_world_across_the_nodes(ray_cluster: str, tmp_path: Path) -> None:
+    env = ray_env(ray_cluster, tmp_path)
+    out = tmp_path / "out"
+    spec = TORCH.parents[1] / "deepspeed" / "component.yaml"
+    proc = distcomp(env, "submit", str(spec), "--target", "ray", "--nodes", "2", "--output", f"result={out}",
+                    cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["rank"], r["world"], r["all_reduce"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
+    assert sorted(r["node"] for r in ranks) == ["n1", "n2"]  # one rank on each Ray node
+    assert ranks[0]["master"] == ranks[1]["master"]  # one rendezvous: node 0's address

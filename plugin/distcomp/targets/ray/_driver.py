@@ -9,7 +9,14 @@ starts one ``Node`` actor per bundle, learns each node's address and free ports,
 actor start the node agent (``python -m PKG JOB/node.json``) with that node's index and the bound
 placeholders in its environment. It prints the ranks' ``[rankN]`` lines (the job's log), ends
 every node when one fails or when the job is stopped (SIGTERM from ``stop_job``), and prints one
-``DISTCOMP_RAY_OUTCOME {...}`` line that the target reads: the state and the root cause.
+``DISTCOMP_RAY_OUTCOME {...}`` line that the target reads: the state and the root cause (and,
+with ``max_restarts``, the restarts made).
+
+``max_restarts`` K (``--max-restarts``, as the local target's): after a failure (a rank's, or a
+lost node) every node's agent is stopped and the whole job starts again, up to K times, on fresh
+actors, folders and ports, with ``{{restart}}`` = 1, 2, ... in the node record's values. A lost
+node's bundle is placed again by Ray on a node that can hold it (the placement wait bounds it).
+Ray's own task and actor retries are not used: a rank is never started again on its own.
 """
 
 from __future__ import annotations
@@ -224,12 +231,27 @@ def finish(state: str, cause: str = "", **more: Any) -> int:
     return 0 if state == "succeeded" else 1
 
 
+def attempt_record(record: dict[str, Any], restart: int, max_restarts: int) -> dict[str, Any]:
+    """The node record of one attempt: ``{{restart}}`` (0 on the first attempt, then 1, 2, ...)
+    and ``{{max_restarts}}`` bound as the local target binds them."""
+    return {**record, "values": {**(record.get("values") or {}), "restart": str(restart),
+                                 "max_restarts": str(max_restarts)}}
+
+
+def restarting(restart: int, max_restarts: int, cause: str) -> str:
+    """What the job's log says as every rank is started again: the count, the cause's first line."""
+    first = next((line.strip() for line in cause.splitlines() if line.strip()), "a failure")
+    return f"restarting every rank (restart {restart} of {max_restarts}): {first}"
+
+
 def run(config: dict[str, Any], stopping: list[int]) -> int:
+    """The job: its nodes reserved, then each attempt (``--max-restarts`` more after a failure,
+    every node's agent started again on fresh actors, in fresh folders, with fresh ports); a lost
+    node's bundle is placed again by Ray where the cluster can hold it, within the placement wait."""
     import logging
 
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     ray.init(log_to_driver=False, logging_level=logging.WARNING)
     install(stopping)  # over ray.init's own (sys.exit): stopping must reach every node's ranks first
@@ -243,75 +265,144 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
     pg = placement_group(bundles, strategy="STRICT_SPREAD", name=config["job"])
     actors: list[Any] = []
     tails: dict[int, list[str]] = {}
+    limit = int(config.get("max_restarts") or 0)
+    counted = {"restarts": 0} if limit else {}
     try:
-        deadline = time.monotonic() + float(config["wait"])
         ready = pg.ready()
-        while not ray.wait([ready], timeout=1.0)[0]:
-            if stopping:
-                raise _Stop
-            if time.monotonic() >= deadline:
-                return finish("failed", f"the cluster did not have {len(bundles)} free node(s) with "
-                                        f"{json.dumps(bundles[0])} within {config['wait']:g} s (--placement-timeout); "
-                                        f"it has {totals([n for n in ray.nodes() if n.get('Alive')])}; "
-                                        f"free now: {json.dumps(ray.available_resources(), sort_keys=True)}")
+        if not reserve(lambda: bool(ray.wait([ready], timeout=1.0)[0]), config, stopping):
+            return finish("failed", f"the cluster did not have {len(bundles)} free node(s) with "
+                                    f"{json.dumps(bundles[0])} within {config['wait']:g} s (--placement-timeout); "
+                                    f"it has {totals([n for n in ray.nodes() if n.get('Alive')])}; "
+                                    f"free now: {json.dumps(ray.available_resources(), sort_keys=True)}")
         node = node_class()
-        for i, b in enumerate(bundles):
-            extra = {k: v for k, v in b.items() if k not in ("CPU", "GPU", "memory")}
-            actors.append(node.options(num_cpus=b.get("CPU", 0), num_gpus=b.get("GPU", 0), memory=b.get("memory"),
-                                       resources=extra or None, scheduling_strategy=PlacementGroupSchedulingStrategy(
-                                           pg, placement_group_bundle_index=i)).remote(i))
-        ports = len(config["record"]["ports"])
-        places = ray.get([a.where.remote(ports if i == 0 else 0) for i, a in enumerate(actors)])
-        env = {"DISTCOMP_RAY_JOB": config["job"]}
-        for i, place in enumerate(places):
-            env[f"DISTCOMP_HOST_{i}"] = env[f"DISTCOMP_NODE_{i}"] = place["ip"]
-        for i, port in enumerate(places[0]["ports"]):
-            env[f"DISTCOMP_PORT_{i}"] = str(port)
-        for i, place in enumerate(places):
-            say(f"node {i}: {place['ip']} (Ray node {place['node_id'][:12]})")
-        ray.get([a.start.remote(config["record"], config.get("secrets") or "",
-                                {**env, "DISTCOMP_RAY_NODE_INDEX": str(i), "DISTCOMP_RAY_NODE_NAME": places[i]["ip"]},
-                                config.get("outputs") or {})
-                 for i, a in enumerate(actors)])
-        ended: dict[int, int] = {}
-        while len(ended) < len(actors):
-            if stopping:
-                raise _Stop
-            refs = [a.poll.remote() for a in actors]
-            for i, ref in enumerate(refs):
-                try:
-                    lines, code = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:  # its node died (a raylet killed, a machine lost)
-                    stop_all(actors, config, tails)
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    return finish("failed", f"node {i} ({places[i]['ip']}, Ray node {places[i]['node_id'][:12]}) "
-                                            f"was lost mid-job: {first}", nodes=[p["ip"] for p in places])
-                for line in lines:
-                    print(line, flush=True)
-                tails.setdefault(i, []).extend(lines)
-                del tails[i][:-30]
-                if code is not None:
-                    ended.setdefault(i, code)
-            if any(code != 0 for code in ended.values()):
-                break
-            time.sleep(POLL)
-        stop_all(actors, config, tails)
-        exits = [e for found in gather([a.exits.remote() for a in actors], []) for e in found]
-        agents = {i: (code, tails.get(i, [])) for i, code in ended.items()}
-        if all(ended.get(i) == 0 for i in range(len(actors))):
-            return finish("succeeded", nodes=[p["ip"] for p in places])
-        return finish("failed", root_cause(exits, agents) or "a node agent failed", nodes=[p["ip"] for p in places])
+        restart = 0
+        while True:
+            record = attempt_record(config["record"], restart, limit)
+            state, cause, nodes, lost = attempt(node, pg, config, record, actors, tails, stopping)
+            if state == "succeeded" or restart >= limit or stopping:
+                if stopping:
+                    raise _Stop
+                return finish(state, cause, nodes=nodes, **counted)
+            restart += 1
+            counted["restarts"] = restart
+            say(restarting(restart, limit, cause))
+            drop(actors)
+            tails.clear()
+            if lost is not None and not reserve(lambda: rescheduled(pg, lost), config, stopping):
+                return finish("failed", f"{cause}\n    (restart {restart} of {limit}: no node took its place "
+                                        f"within {config['wait']:g} s (--placement-timeout); the cluster has "
+                                        f"{totals([n for n in ray.nodes() if n.get('Alive')])})", **counted)
     except _Stop:
         say("stopping: every node's ranks")
         stop_all(actors, config, tails)
-        return finish("cancelled", "stopped (distcomp cancel, or ray job stop)")
+        return finish("cancelled", "stopped (distcomp cancel, or ray job stop)", **counted)
     finally:
-        for a in actors:
-            try:
-                ray.get(a.clean.remote(), timeout=10)
-            except Exception:
-                pass
+        drop(actors)
         remove_placement_group(pg)
+
+
+def reserve(ready: Any, config: dict[str, Any], stopping: list[int]) -> bool:
+    """Whether ``ready()`` (each call waits a moment) said yes within the placement wait."""
+    deadline = time.monotonic() + float(config["wait"])
+    while not ready():
+        if stopping:
+            raise _Stop
+        if time.monotonic() >= deadline:
+            return False
+    return True
+
+
+def rescheduled(pg: Any, lost: str) -> bool:
+    """Whether every bundle is placed again after Ray node ``lost`` was: the GCS has marked it
+    dead (an actor's call fails before it does, while the group still reads CREATED), and Ray
+    has rescheduled its bundle on a node that can hold it (the group is CREATED again)."""
+    import ray
+    from ray.util.placement_group import placement_group_table
+
+    if (not any(n.get("NodeID") == lost and n.get("Alive") for n in ray.nodes())
+            and placement_group_table(pg).get("state") == "CREATED"):
+        return True
+    time.sleep(POLL)
+    return False
+
+
+def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], actors: list[Any],
+            tails: dict[int, list[str]], stopping: list[int]) -> tuple[str, str, list[str], str | None]:
+    """One attempt on fresh actors (put in ``actors``): its state, root cause, the nodes'
+    addresses, and the Ray node id of a node that was lost ("" when it is not known), else None."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    for i, b in enumerate(config["bundles"]):
+        extra = {k: v for k, v in b.items() if k not in ("CPU", "GPU", "memory")}
+        actors.append(node.options(num_cpus=b.get("CPU", 0), num_gpus=b.get("GPU", 0), memory=b.get("memory"),
+                                   resources=extra or None, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                                       pg, placement_group_bundle_index=i)).remote(i))
+    ports = len(record["ports"])
+    try:
+        places = ray.get([a.where.remote(ports if i == 0 else 0) for i, a in enumerate(actors)],
+                         timeout=float(config["wait"]))
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return "failed", f"a node was lost as the job started: {first}", [], ""
+    nodes = [p["ip"] for p in places]
+    env = {"DISTCOMP_RAY_JOB": config["job"]}
+    for i, place in enumerate(places):
+        env[f"DISTCOMP_HOST_{i}"] = env[f"DISTCOMP_NODE_{i}"] = place["ip"]
+    for i, port in enumerate(places[0]["ports"]):
+        env[f"DISTCOMP_PORT_{i}"] = str(port)
+    for i, place in enumerate(places):
+        say(f"node {i}: {place['ip']} (Ray node {place['node_id'][:12]})")
+    if stopping:
+        raise _Stop
+    ray.get([a.start.remote(record, config.get("secrets") or "",
+                            {**env, "DISTCOMP_RAY_NODE_INDEX": str(i), "DISTCOMP_RAY_NODE_NAME": places[i]["ip"]},
+                            config.get("outputs") or {})
+             for i, a in enumerate(actors)])
+    ended: dict[int, int] = {}
+    while len(ended) < len(actors):
+        if stopping:
+            raise _Stop
+        refs = [a.poll.remote() for a in actors]
+        for i, ref in enumerate(refs):
+            try:
+                lines, code = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:  # its node died (a raylet killed, a machine lost)
+                stop_all(actors, config, tails)
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                return "failed", (f"node {i} ({places[i]['ip']}, Ray node {places[i]['node_id'][:12]}) "
+                                  f"was lost mid-job: {first}"), nodes, places[i]["node_id"]
+            for line in lines:
+                print(line, flush=True)
+            tails.setdefault(i, []).extend(lines)
+            del tails[i][:-30]
+            if code is not None:
+                ended.setdefault(i, code)
+        if any(code != 0 for code in ended.values()):
+            break
+        time.sleep(POLL)
+    stop_all(actors, config, tails)
+    exits = [e for found in gather([a.exits.remote() for a in actors], []) for e in found]
+    agents = {i: (code, tails.get(i, [])) for i, code in ended.items()}
+    if all(ended.get(i) == 0 for i in range(len(actors))):
+        return "succeeded", "", nodes, None
+    return "failed", root_cause(exits, agents) or "a node agent failed", nodes, None
+
+
+def drop(actors: list[Any]) -> None:
+    """Each actor's node folder removed and the actor ended (its bundle free for the next)."""
+    import ray
+
+    for a in actors:
+        try:
+            ray.get(a.clean.remote(), timeout=10)
+        except Exception:
+            pass
+        try:
+            ray.kill(a, no_restart=True)
+        except Exception:
+            pass
+    actors.clear()
 
 
 def gather(refs: list[Any], lost: Any) -> list[Any]:

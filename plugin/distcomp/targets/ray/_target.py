@@ -69,7 +69,8 @@ class RayTarget:
         record["job"] = job.name
         record["env"].update(record_env(dict(job.env), job.masker))
         config = {"job": job.name, "bundles": data["placement_group"]["bundles"],
-                  "wait": data["placement_group"]["wait_s"], "outputs": data["outputs"], "record": record}
+                  "wait": data["placement_group"]["wait_s"], "outputs": data["outputs"], "record": record,
+                  "max_restarts": int(data.get("max_restarts") or 0)}
         runtime_env = dict(data["runtime_env"])
         with tempfile.TemporaryDirectory(prefix="distcomp-ray-") as tmp:
             runtime_env["py_modules"] = [str(stage(Path(tmp), config, job.masker))]
@@ -125,6 +126,8 @@ class RayTarget:
         text = client.get_job_logs(jid)
         said = _joblog.outcome(text) or {}
         cause = str(said.get("root_cause") or "")
+        if isinstance(said.get("restarts"), int):  # the driver's --max-restarts count
+            details["restarts"] = said["restarts"]
         if said.get("state") == "cancelled" or state is JobState.CANCELLED:
             state = JobState.CANCELLED
         elif said.get("state") == "failed":
