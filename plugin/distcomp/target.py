@@ -98,7 +98,11 @@ class TargetOption:
     another character, e.g. ``:`` for ``CLAIM:PATH``). ``submit_only``: not used to compile:
     it changes nothing of what ``compile`` makes (how to reach the cluster, the MLflow run,
     how long to wait), so it may be given when a ``Compiled`` is submitted.
-    ``minimum``: the smallest number an ``int``/``float`` takes.
+    ``minimum``: the smallest number an ``int``/``float`` takes. ``path``: the value (each
+    value, for ``pairs``) is a path: ``"here"`` on the submitting machine (a relative one is read
+    where the submit runs), ``"there"`` where the job runs (on nodes that see none of this
+    machine's folders: it must be absolute); what relays an option (an MLflow backend config)
+    reads it so.
     """
 
     name: str  # the Python keyword (``output_paths``); the flag is --output-paths unless ``flag`` says
@@ -112,6 +116,7 @@ class TargetOption:
     metavar: str = ""
     separator: str = "="
     minimum: float | None = None
+    path: Literal["", "here", "there"] = ""
 
     def __post_init__(self) -> None:
         if not _OPTION.match(self.name):

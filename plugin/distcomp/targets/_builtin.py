@@ -78,9 +78,9 @@ LOCAL = TargetType(
                 "command, submit starts the job in the background",
     options=(
         INPUTS,
-        TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
+        TargetOption("outputs", "pairs", path="here", flag="--output", short="-o", metavar="NAME=PATH",
                      help="where an output goes (default RUN_DIR/outputs/NAME)"),
-        TargetOption("run_dir", metavar="DIR", submit_only=True,
+        TargetOption("run_dir", path="here", metavar="DIR", submit_only=True,
                      help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)"),
         TargetOption("env", "pairs", metavar="NAME=VALUE", submit_only=True,
                      help="a variable for every rank (repeatable; over the spec's environment_variables)"),
@@ -126,7 +126,7 @@ KUBEFLOW = TargetType(
                      help="pip installs it in every pod before the command (repeatable), e.g. --packages numpy==2.1"),
         TargetOption("scratch", "list", metavar="OUTPUT",
                      help="this output may stay on the pod's own disk and be lost (repeatable)"),
-        TargetOption("download", metavar="DIR", submit_only=True,
+        TargetOption("download", path="here", metavar="DIR", submit_only=True,
                      help="after success, download the outputs uploaded to --store into DIR/NAME"),
         TargetOption("gpus_per_node", "int", metavar="N", minimum=0,
                      help="nvidia.com/gpu per node pod (default: the spec's roles or instance_type)"),
@@ -134,7 +134,7 @@ KUBEFLOW = TargetType(
         TargetOption("memory", metavar="SIZE", help="memory requested and limited per node pod, e.g. 32Gi"),
         TargetOption("shm_size", metavar="SIZE", help="a memory-backed /dev/shm of SIZE (default: on for torch-style "
                                                       "jobs, sized by the spec's shm_size); 0: none"),
-        PodTemplateOption("pod_template", metavar="FILE",
+        PodTemplateOption("pod_template", path="here", metavar="FILE",
                           help="a partial pod template (YAML: nodeSelector, tolerations, affinity, imagePullSecrets, "
                                "serviceAccountName, env/envFrom, volumes...) merged into every pod; "
                                "from Python, a mapping"),
@@ -158,7 +158,7 @@ KUBEFLOW = TargetType(
         TargetOption("runtime", metavar="[KIND/]NAME",
                      help="the TrainJob's runtime: a ClusterTrainingRuntime NAME, or TrainingRuntime/NAME in the "
                           "job's namespace (default: torch-distributed / deepspeed-distributed)"),
-        TargetOption("kubeconfig", metavar="FILE", submit_only=True,
+        TargetOption("kubeconfig", path="here", metavar="FILE", submit_only=True,
                      help="kubeconfig file (default: in-cluster, else $KUBECONFIG)"),
         # in the manifest (activeDeadlineSeconds): compiled, not submit-only
         replace(TIMEOUT, submit_only=False, help="delete the job after this long (default 24 h)"),
@@ -197,7 +197,7 @@ SLURM = TargetType(
                 "torch/deepspeed rank or TF task, mpirun in the allocation for mpi; code and logs in a job folder",
     options=(
         INPUTS,
-        TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
+        TargetOption("outputs", "pairs", path="here", flag="--output", short="-o", metavar="NAME=PATH",
                      help="where an output goes, on the shared file system (default JOB_FOLDER/outputs/NAME)"),
         TargetOption("partition", metavar="NAME", help="Slurm partition (default: the cluster's)"),
         TargetOption("account", metavar="NAME", help="Slurm account to charge"),
@@ -208,7 +208,7 @@ SLURM = TargetType(
         TargetOption("cpus_per_task", "int", metavar="N", minimum=1, help="CPUs per rank"),
         TargetOption("sbatch", "list", metavar="OPTION",
                      help="an extra #SBATCH line, e.g. --sbatch=--qos=high (repeatable)"),
-        TargetOption("job_dir", metavar="DIR",
+        TargetOption("job_dir", path="here", metavar="DIR",
                      help="shared folder for job folders (default $DISTCOMP_SLURM_DIR, else ~/distcomp-slurm)"),
         TargetOption("code_store", metavar="s3://BUCKET/PREFIX",
                      help="for nodes that do not see the code folder: submit uploads the code to this S3-compatible "
@@ -226,7 +226,7 @@ RAY = TargetType(
                 "each; the cluster needs ray, no distcomp",
     options=(
         INPUTS,
-        TargetOption("outputs", "pairs", flag="--output", short="-o", metavar="NAME=PATH",
+        TargetOption("outputs", "pairs", path="there", flag="--output", short="-o", metavar="NAME=PATH",
                      help="where an output goes: an absolute path every node sees (each output needs one)"),
         TargetOption("address", metavar="URL", submit_only=True,
                      help="the cluster's Jobs API, http://HOST:8265 (default $RAY_ADDRESS)"),

@@ -6,11 +6,10 @@ option's kind and its own ``check``, plus ``nodes`` and ``nproc_per_node``. Not 
 MLflow gives the job itself (``inputs``: the entry point's parameters; ``tracking`` and
 ``experiment``: the run ``mlflow run`` created).
 
-A path option (its metavar ``DIR``, ``FILE`` or ``NAME=PATH``) is read where ``mlflow run``
-started, as ``distcomp submit`` would read it there (the job itself starts in the project's
-folder): for a target whose ranks share this machine's files a relative path is made absolute
-against that folder; for one whose nodes do not (their paths are the cluster's), a relative
-path is refused.
+A path option (``TargetOption.path``) is read where ``mlflow run`` started, as ``distcomp
+submit`` would read it there (the job itself starts in the project's folder): a path on this
+machine (``"here"``) is made absolute against that folder; a path where the job runs
+(``"there"``: nodes that see none of this machine's folders) must be absolute already.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ NOT_KEYS = {
     "tracking": "the job's MLflow run is the one `mlflow run` creates",
     "experiment": "the run's experiment is mlflow run's --experiment-name / --experiment-id",
 }
-PATH_METAVARS = ("DIR", "FILE")
 
 
 def submitting_targets() -> dict[str, "TargetType"]:
@@ -72,11 +70,6 @@ def _shape_ok(option: "TargetOption", value: Any) -> bool:
     return value is not None
 
 
-def _is_path(option: "TargetOption") -> bool:
-    metavar = option.metavar.upper()
-    return metavar in PATH_METAVARS if option.kind == "str" else option.kind == "pairs" and metavar.endswith("=PATH")
-
-
 def check_value(target: "TargetType", option: "TargetOption", value: Any, cwd: Path) -> Any:
     """``value`` as the job record holds it (JSON data), or a UsageError saying what it must be."""
     from ...target import TargetOption
@@ -84,7 +77,7 @@ def check_value(target: "TargetType", option: "TargetOption", value: Any, cwd: P
     custom = type(option).check is not TargetOption.check  # its own reading: its own message
     if not custom and not _shape_ok(option, value):
         raise UsageError(f"backend config {option.name}: expected {expected(option)}, got {value!r}")
-    if _is_path(option) and (isinstance(value, str) or isinstance(value, dict)
+    if option.path and (isinstance(value, str) or isinstance(value, dict)
                              and all(isinstance(v, str) for v in value.values())):
         value = _paths(target, option, value, cwd)
     try:
@@ -102,7 +95,7 @@ def _paths(target: "TargetType", option: "TargetOption", value: Any, cwd: Path) 
     def one(path: str, shown: str) -> str:
         if os.path.isabs(os.path.expanduser(path)):
             return os.path.expanduser(path)
-        if target.shares_files:
+        if option.path == "here":
             return str(cwd / Path(path).expanduser())
         raise UsageError(f"backend config {option.name}: {shown} is a relative path; target {target.name!r} runs "
                          "on nodes that do not see this folder: give an absolute path they see")
