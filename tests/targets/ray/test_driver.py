@@ -65,3 +65,23 @@ def test_the_restart_line_says_the_count_and_the_causes_first_line() -> None:
     cause = "rank1 (node 1, 10.0.0.2) exited with code 5\n    boom"
     assert restarting(1, 3, cause) == "restarting every rank (restart 1 of 3): rank1 (node 1, 10.0.0.2) exited with code 5"
     assert restarting(2, 2, "") == "restarting every rank (restart 2 of 2): a failure"
+
+
+def test_ports_are_agreed_free_on_every_node() -> None:
+    import socket
+
+    # a port held here is taken, a free one is not (each node runs this for the others' ports)
+    with socket.socket() as held:
+        held.bind(("", 0))
+        held.listen()
+        busy = held.getsockname()[1]
+        free = _driver.free_ports(2)
+        assert len(set(free)) == 2 and busy not in free
+        assert _driver.taken([busy, *free]) == [busy]
+        # node 0 proposed a port node 1 holds: a new proposal, until none is held anywhere
+        proposals = iter([[free[0]], [free[1]]])
+        assert _driver.agree([busy], lambda: next(proposals), lambda ports: set(_driver.taken(ports))) == [free[0]]
+    # a port that stays taken: after PORT_TRIES tries the last proposal (its replica then says so)
+    tries: list[int] = []
+    assert _driver.agree([1], lambda: tries.append(1) or [2], lambda ports: set(ports)) == [2]
+    assert len(tries) == _driver.PORT_TRIES - 1

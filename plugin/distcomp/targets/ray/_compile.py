@@ -3,7 +3,7 @@ submission id), the placement bundles, the outputs' paths, and the node agents' 
 
 Nothing in it depends on the launcher: the Plan's Topology is the whole contract, bound on the
 cluster by the driver (``_driver``): ``{{host:N}}``/``{{node:N}}`` is bundle N's node address,
-``{{port:NAME}}`` a free port on node 0 (``agentjob.bind_names``).
+``{{port:NAME}}`` a port free on every node (``agentjob.bind_names``).
 """
 
 from __future__ import annotations

@@ -98,6 +98,50 @@ def guard(argv: list[str]) -> int:
     return code if code >= 0 else 128 - code
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports that nothing on this host listens on now."""
+    import socket
+
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def taken(ports: list[int]) -> list[int]:
+    """Those of ``ports`` that cannot be bound on this host now."""
+    import socket
+
+    out = []
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                out.append(port)
+    return out
+
+
+PORT_TRIES = 5
+
+
+def agree(ports: list[int], propose: Any, check: Any) -> list[int]:
+    """Ports free on every node: node 0's free ``ports``, and ``propose()`` others while
+    ``check(ports)`` (the other nodes' taken ones) finds one taken, ``PORT_TRIES`` tries in all;
+    a port is named for the whole job, but a replica listens on it on its own node (a TF worker)."""
+    for _ in range(PORT_TRIES - 1):
+        if not ports or not check(ports):
+            break
+        ports = propose()
+    return ports
+
+
 def node_class() -> Any:
     import ray
 
@@ -117,22 +161,14 @@ def node_class() -> Any:
 
         def where(self, ports: int) -> dict[str, Any]:
             """This node's address and ``ports`` ports that nothing listens on now."""
-            import socket
-
             import ray
 
-            socks = []
-            try:
-                for _ in range(ports):
-                    s = socket.socket()
-                    s.bind(("", 0))
-                    socks.append(s)
-                found = [s.getsockname()[1] for s in socks]
-            finally:
-                for s in socks:
-                    s.close()
             return {"ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
-                    "ports": found}
+                    "ports": free_ports(ports)}
+
+        def taken(self, ports: list[int]) -> list[int]:
+            """Those of ``ports`` that something on this node holds now."""
+            return taken(ports)
 
         def start(self, record: dict[str, Any], secrets: str, env: dict[str, str], outputs: dict[str, str]) -> None:
             import subprocess
@@ -342,6 +378,9 @@ def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], 
     try:
         places = ray.get([a.where.remote(ports if i == 0 else 0) for i, a in enumerate(actors)],
                          timeout=float(config["wait"]))
+        if ports and len(actors) > 1:
+            places[0]["ports"] = agree(places[0]["ports"], lambda: ray.get(actors[0].where.remote(ports))["ports"],
+                                       lambda wanted: {p for a in actors[1:] for p in ray.get(a.taken.remote(wanted))})
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return "failed", f"a node was lost as the job started: {first}", [], ""
