@@ -56,7 +56,7 @@ def where():
 def rank(r, addr, port, argv):
     env = {**os.environ, "RANK": str(r), "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1",
            "NODE_RANK": str(r), "GROUP_RANK": str(r), "MASTER_ADDR": addr, "MASTER_PORT": str(port),
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}
     return subprocess.run(argv, env=env).returncode
 
 on = [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i) for i in range(2)]
