@@ -98,6 +98,21 @@ def guard(argv: list[str]) -> int:
     return code if code >= 0 else 128 - code
 
 
+SITE = os.path.join(HERE, "_site")  # distcomp's MLflow hook (a lone sitecustomize.py), as on a local rank
+
+
+def with_hook(env: dict[str, Any]) -> dict[str, Any]:
+    """The record's env with the MLflow hook first on a PYTHONPATH it sets (a TEXT: a string,
+    or pieces); where it sets none, the agent's own PYTHONPATH has the hook first. The hook acts
+    only in a tracked job's ranks (``DISTCOMP_MLFLOW_RUN_ID``): every top-level
+    ``mlflow.start_run()`` resumes the job's run, as on a local rank."""
+    given = env.get("PYTHONPATH")
+    if given is None:
+        return env
+    pieces = given if isinstance(given, list) else [given]
+    return {**env, "PYTHONPATH": [SITE + os.pathsep, *pieces]}
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct ports that nothing on this host listens on now."""
     import socket
@@ -178,7 +193,7 @@ def node_class() -> Any:
             for path, kind in outputs.items():  # each output's folder, where the node writes it
                 os.makedirs(path if kind == "folder" else os.path.dirname(path) or ".", exist_ok=True)
             self.folder = tempfile.mkdtemp(prefix=f"distcomp-ray-node{self.index}-")
-            record = {**record, "cwd": os.getcwd()}  # the job's working_dir, as Ray unpacked it here
+            record = {**record, "cwd": os.getcwd(), "env": with_hook(record["env"])}  # cwd: the working_dir here
             with open(os.path.join(self.folder, "node.json"), "w", encoding="utf-8") as f:
                 json.dump(record, f)
             if secrets:
@@ -186,7 +201,8 @@ def node_class() -> Any:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     f.write(secrets)
             bindir = os.path.dirname(sys.executable)  # the ranks' `python` is the cluster's, as the agent's
-            full = {**os.environ, **env, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+            full = {**os.environ, **env, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+                    "PYTHONPATH": os.pathsep.join(p for p in (SITE, os.environ.get("PYTHONPATH", "")) if p)}
 
             # [guard, agent]: when Ray ends this worker it SIGKILLs its children (the guard), so the
             # agent is the guard's child, and gets SIGTERM when the guard dies: it stops its ranks

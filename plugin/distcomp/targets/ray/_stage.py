@@ -1,5 +1,5 @@
 """The package that travels with a Ray job (``runtime_env.py_modules``): distcomp's node agent
-(stdlib only), the job's driver, and ``job/driver.json`` (plus ``job/secrets.sh``, mode 600,
+(stdlib only), the job's driver, distcomp's MLflow hook for the ranks (``_site``), and ``job/driver.json`` (plus ``job/secrets.sh``, mode 600,
 when the job has secrets). The cluster needs no distcomp: this is all of it that runs there."""
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ def stage(folder: Path, config: Mapping[str, Any], masker: Any) -> Path:
     for path in sorted(Path(agent.__file__).parent.glob("*.py")):
         shutil.copyfile(path, package / path.name)
     shutil.copyfile(Path(__file__).with_name("_driver.py"), package / "driver.py")
+    (package / "_site").mkdir()  # distcomp's MLflow hook for the ranks (it imports distcomp once mlflow is)
+    hook = Path(agent.__file__).parents[1] / "runtime" / "_site" / "sitecustomize.py"
+    shutil.copyfile(hook, package / "_site" / "sitecustomize.py")
     (package / "job").mkdir()
     write_atomic(package / "job" / "driver.json", json.dumps(dict(config), indent=1) + "\n")
     if masker:
