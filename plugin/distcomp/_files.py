@@ -121,3 +121,23 @@ def checked_copy(error: Callable[[str], Exception]) -> Callable[[str, str], obje
             raise error(why)
         return shutil.copy2(src, dst)
     return copy
+
+
+def swap_folder(tmp: Path, dest: Path) -> None:
+    """Put the folder ``tmp`` where ``dest`` is (an empty ``dest`` is removed first); what was
+    there goes only once the new folder is in place, so a reader never sees half of either."""
+    import shutil
+
+    if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
+        dest.rmdir()
+    if not dest.exists():
+        os.rename(tmp, dest)
+        return
+    old = dest.parent / f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.old"
+    os.rename(dest, old)
+    try:
+        os.rename(tmp, dest)
+    except BaseException:
+        os.rename(old, dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -21,7 +21,8 @@ from .errors import UsageError
 
 if TYPE_CHECKING:
     from .api import SpecRef
-    from .spec import ComponentSpec, Diagnostic
+    from .function import FunctionComponent
+    from .spec import ComponentSpec, Diagnostic, LoadResult
 
 __all__ = ["Rendered", "SpecCheck", "ValidationReport", "render", "schema", "validate"]
 
@@ -90,11 +91,30 @@ class Rendered:
     outputs: Mapping[str, str]  # each output's path, as put into the command
 
 
-def _expand(paths: tuple["str | os.PathLike[str]", ...]) -> list[str]:
+def _check(file: "str | FunctionComponent", table: Mapping[str, str]) -> "LoadResult":
+    """A spec file's check, or a function component's: its spec text, against its code folder."""
+    from .function._resolve import as_component
+    from .spec import check_file, check_text
+
+    function = as_component(file)
+    if function is None:
+        assert isinstance(file, str)
+        return check_file(file, table)
+    return check_text(function.spec_text(), _shown(file), function.code, table)
+
+
+def _shown(file: "str | FunctionComponent") -> str:
+    return file if isinstance(file, str) else f"{file.origin.file}:{file.origin.qualname}"
+
+
+def _expand(paths: tuple["str | os.PathLike[str] | FunctionComponent", ...]) -> "list[str | FunctionComponent]":
     """Files as given; a folder stands for the component.yaml files under it (hidden folders such
-    as .venv, and installed packages, are skipped)."""
-    out: list[str] = []
+    as .venv, and installed packages, are skipped); a function component as it is."""
+    out: "list[str | FunctionComponent]" = []
     for given in paths:
+        if not isinstance(given, (str, os.PathLike)):
+            out.append(given)
+            continue
         p = os.fspath(given)
         path = Path(p)
         if path.is_dir():
@@ -115,25 +135,26 @@ def _launchers() -> Mapping[str, str]:
     return get_plugin_manager().alias_table()
 
 
-def validate(*paths: "str | os.PathLike[str]") -> ValidationReport:
-    """Check spec files in any dialect, and folders' component.yaml files (``distcomp validate``).
-    A bad spec is reported, never raised; a folder with no spec in it raises a UsageError."""
+def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> ValidationReport:
+    """Check spec files in any dialect, and folders' component.yaml files (``distcomp validate``);
+    a function component (or ``FILE.py:FUNCTION``) is checked as the spec it makes. A bad spec
+    is reported, never raised; a folder with no spec in it, or a function that is no component,
+    raises a UsageError."""
     from .plan import make_plan
-    from .spec import check_file
 
     table = _launchers()
     checks = []
     for file in _expand(paths):
-        result = check_file(file, table)
+        result = _check(file, table)
         if result.spec is None:
-            checks.append(SpecCheck(file, result.diagnostics))
+            checks.append(SpecCheck(_shown(file), result.diagnostics))
             continue
         spec, dist = result.spec, result.spec.distribution
         plan = make_plan(spec)
         own, ppn = plan.own, dist.processes_per_node or 1
         if own is not None and not own.once:  # what really runs: the user's launcher's count
             ppn = own.processes_per_node or ppn
-        checks.append(SpecCheck(file, result.diagnostics, spec, dist.launcher, dist.nodes, ppn,
+        checks.append(SpecCheck(_shown(file), result.diagnostics, spec, dist.launcher, dist.nodes, ppn,
                                 own.describe() if own is not None else None, tuple(plan.warnings)))
     return ValidationReport(tuple(checks))
 

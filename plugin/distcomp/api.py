@@ -30,28 +30,38 @@ from .outcome import JobOutcome, JobState
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .function import FunctionComponent
+
     from .plugins import TargetPlugin
     from .spec import ComponentSpec
     from .target import Compiled, Notify
 
 __all__ = ["JobHandle", "compile", "dryrun", "job", "load", "run", "submit"]
 
-SpecRef = Union["ComponentSpec", str, "os.PathLike[str]"]
+SpecRef = Union["ComponentSpec", "FunctionComponent", str, "os.PathLike[str]"]
 
 
 def load(ref: "SpecRef", *, registry: str | None = None,
          warn: "Callable[[str], None] | None" = None) -> "ComponentSpec":
-    """The spec at ``ref``: a spec file (any dialect), a folder holding component.yaml, or a
+    """The spec at ``ref``: a spec file (any dialect), a folder holding component.yaml, a
     registry reference (``name@1.2.0``, ``name@latest``, ``name@^1.2``; ``registry`` or
-    ``$DISTCOMP_REGISTRY``, else the user's registry), its hash checked. A ComponentSpec is
-    returned as it is. Every problem raises a UsageError (SpecError: one diagnostic per line)."""
+    ``$DISTCOMP_REGISTRY``, else the user's registry), its hash checked, or a Python-function
+    component (``@distcomp.component``, or ``FILE.py:FUNCTION``: the file is imported). A
+    ComponentSpec is returned as it is. Every problem raises a UsageError (SpecError: one
+    diagnostic per line)."""
     from .spec import ComponentSpec
     from .spec import load as load_file
 
     if isinstance(ref, ComponentSpec):
         return ref
+    from .function._resolve import as_component
+
+    function = as_component(ref)
+    if function is not None:
+        return function.spec
     if not isinstance(ref, (str, os.PathLike)):
-        raise UsageError(f"expected a ComponentSpec, a spec path or a registry reference, got {type(ref).__name__}")
+        raise UsageError(f"expected a ComponentSpec, a @distcomp.component, a spec path or a registry reference, got "
+                         f"{type(ref).__name__}")
     from .plugins import get_plugin_manager
     from .registry import locate
 

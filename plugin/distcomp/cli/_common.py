@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from ..spec import ComponentSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SPEC_HELP = ("a spec file (any dialect), a folder holding component.yaml, or a registry reference such as "
-             "NAME@1.2.0, NAME@latest, NAME@^1.2 ($DISTCOMP_REGISTRY, else the user's registry)")
+SPEC_HELP = ("a spec file (any dialect), a folder holding component.yaml, a registry reference such as "
+             "NAME@1.2.0, NAME@latest, NAME@^1.2 ($DISTCOMP_REGISTRY, else the user's registry), or FILE.py:FUNCTION "
+             "(a @distcomp.component)")
 
 
 class _Usage(UsageError):
@@ -35,7 +36,8 @@ def pairs(values: Sequence[str] | None, flag: str, separator: str = "=", shape: 
 
 
 def load_spec(ref: str) -> "ComponentSpec":
-    """The spec at ``ref`` (a file, a folder holding component.yaml, or a registry reference);
+    """The spec at ``ref`` (a file, a folder holding component.yaml, a registry reference, or
+    ``FILE.py:FUNCTION``);
     every problem is a usage error (exit 2)."""
     from ..api import load
 

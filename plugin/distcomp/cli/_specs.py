@@ -64,7 +64,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv: "Sequence[str]" = ()) -> None:
     p = sub.add_parser("validate", help="check spec files; exit 0 if all are valid, 2 otherwise",
                        description="Check spec files in any dialect. Errors go to stderr as FILE:LINE:COL: field: problem.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="spec files, or folders holding component.yaml files")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="spec files, folders holding component.yaml files, or FILE.py:FUNCTION")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.set_defaults(func=cmd_validate)
 

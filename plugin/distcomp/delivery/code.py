@@ -23,3 +23,16 @@ def code_files(spec: "ComponentSpec", error: type[UsageError] = UsageError) -> d
         raise error(f"the code folder cannot be shipped: {exc}") from None
     top = f"{snap.code}/" if snap.code not in ("", ".") else ""
     return {rel[len(top):]: path for rel, path in snap.files.items() if rel.startswith(top)}
+
+
+def folder_files(folder: Path, skip: "tuple[Path, ...]" = (), error: type[UsageError] = UsageError) -> dict[str, Path]:
+    """The same rules for a code folder with no spec file (a function component's project):
+    relative POSIX path -> file; folders in ``skip`` are left out; a folder that cannot be
+    shipped raises ``error``."""
+    from ..registry._records import RegistryError
+    from ..registry._snapshot import folder_files as files
+
+    try:
+        return files(folder, skip)
+    except RegistryError as exc:
+        raise error(f"the code folder cannot be shipped: {exc}") from None

@@ -5,7 +5,8 @@ Left out, anywhere in the code folder: version-control and tool folders (``.git`
 ``.svn``, ``.venv``, ``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
 ``.ipynb_checkpoints``, ``.tox``), ``*.pyc``, ``.DS_Store`` and ``.env`` (local secrets must
 not reach a shared registry); at its top only, what running
-it writes (``runs/``, ``mlruns/``, ``outputs/``, ``mlflow.db``).
+it writes (``runs/``, ``mlruns/``, ``outputs/``, ``mlflow.db``); and what the code folder's
+``.gitignore`` and ``.distcompignore`` files leave out (``distcomp._ignore``).
 
 A symbolic link to a file in the code folder is stored as a copy of that file. Refused: a
 link to a file outside the code folder (it would copy whatever it leads to, ``/etc/passwd``
@@ -23,13 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .._files import code_file_problem
+from .._ignore import Ignores
 from ._manifest import FileEntry, safe_path
 from ._records import RegistryError
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
 
-__all__ = ["EXCLUDED", "EXCLUDED_AT_TOP", "MAX_BYTES", "MAX_FILES", "Snapshot", "copy_into", "plan", "summary"]
+__all__ = ["EXCLUDED", "EXCLUDED_AT_TOP", "MAX_BYTES", "MAX_FILES", "Snapshot", "copy_into", "folder_files", "plan",
+           "summary"]
 
 EXCLUDED = frozenset({".git", ".hg", ".svn", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                       ".ipynb_checkpoints", ".tox", ".DS_Store", ".env"})
@@ -85,19 +88,25 @@ def _code_files(code: Path, spec_file: Path, skip: frozenset[Path],
     out: dict[str, Path] = {}
     external: dict[str, str] = {}
     size = 0
+    rules = {code: Ignores.at(code)}
     for folder, dirs, names in os.walk(code):
         here = Path(folder)
         top = here == code
+        ignores = rules.pop(here)
         for name in list(dirs):
             path = here / name
-            if name in EXCLUDED or (top and name in EXCLUDED_AT_TOP) or path in skip:
+            if (name in EXCLUDED or (top and name in EXCLUDED_AT_TOP) or path in skip
+                    or ignores.ignored(path, is_dir=not path.is_symlink())):
                 dirs.remove(name)
             elif path.is_symlink():
                 raise RegistryError(f"{spec_file}: the code folder holds a symbolic link to a folder, {path}; the "
                                     "registry stores plain files: put the folder itself there, or remove the link")
+            else:
+                rules[path] = ignores.enter(path)
         for name in names:
             path = here / name
-            if name in EXCLUDED or name.endswith(".pyc") or (top and name in EXCLUDED_AT_TOP):
+            if (name in EXCLUDED or name.endswith(".pyc") or (top and name in EXCLUDED_AT_TOP)
+                    or ignores.ignored(path, is_dir=False)):
                 continue
             rel = path.relative_to(code).as_posix()
             if not safe_path(rel):
@@ -146,6 +155,15 @@ def plan(spec: "ComponentSpec", skip: Iterable[Path] = (), allow_external_links:
         stored[path.relative_to(root).as_posix()] = path
     notes = {Path(link).relative_to(root).as_posix(): target for link, target in external.items()}
     return Snapshot(root, stored, spec_file.relative_to(root).as_posix(), code.relative_to(root).as_posix(), notes)
+
+
+def folder_files(code: Path, skip: Iterable[Path] = ()) -> dict[str, Path]:
+    """The files of the code folder ``code`` a snapshot would store (relative path -> file), for
+    a component with no spec file yet (a function component's project)."""
+    code = Path(os.path.abspath(code))
+    if not code.is_dir():
+        raise RegistryError(f"code folder {code} does not exist")
+    return _code_files(code, code, frozenset(Path(os.path.abspath(p)) for p in skip), False)[0]
 
 
 def copy_into(snapshot: Snapshot, dest: Path) -> dict[str, FileEntry]:

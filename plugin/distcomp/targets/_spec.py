@@ -1,6 +1,7 @@
 """What every target's loader accepts: a ComponentSpec, a spec file, a folder holding
-``component.yaml``, or a registry reference (``name@1.2.0``, ``name@latest``, ``name@^1.2``),
-read with the launcher names the installed plugins know."""
+``component.yaml``, a registry reference (``name@1.2.0``, ``name@latest``, ``name@^1.2``), or a
+Python-function component (``@distcomp.component``, ``FILE.py:FUNCTION``), read with the
+launcher names the installed plugins know."""
 
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ def resolve_spec(spec_or_path: SpecLike, error: type[Exception],
         raise error(str(exc)) from None
     if isinstance(spec_or_path, ComponentSpec):
         return spec_or_path, launchers
+    from ..errors import UsageError
+    from ..function._resolve import as_component
+
+    try:
+        function = as_component(spec_or_path)
+        if function is not None:
+            return function.spec, launchers
+    except UsageError as exc:
+        raise error(str(exc)) from None
     if not isinstance(spec_or_path, (str, os.PathLike)):
         raise error(f"expected a ComponentSpec or the path of a spec file, got {type(spec_or_path).__name__}")
     try:

@@ -133,17 +133,9 @@ def _check_dest(dest: Path, spec: "ComponentSpec", force: bool) -> None:
 
 def _swap(tmp: Path, dest: Path) -> None:
     """Put ``tmp`` where ``dest`` is; what was there goes only once the new folder is in place."""
-    if not dest.exists():
-        os.rename(tmp, dest)
-        return
-    old = dest.parent / f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.old"
-    os.rename(dest, old)
-    try:
-        os.rename(tmp, dest)
-    except BaseException:
-        os.rename(old, dest)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    from ..._files import swap_folder
+
+    swap_folder(tmp, dest)
 
 
 def _code_files(spec: "ComponentSpec", dest: Path) -> dict[str, Path]:

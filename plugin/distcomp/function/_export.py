@@ -1,0 +1,70 @@
+"""``distcomp.export(fn, FOLDER)``: ``FOLDER/component.yaml`` (the DistributedComponent text
+``FunctionComponent.spec`` loads) and ``FOLDER/code/``, a copy of the code folder as a publish
+takes it (no .git, .venv, caches, .env, what a run writes, nor what ``.gitignore`` and
+``.distcompignore`` leave out). ``distcomp validate`` accepts it and ``distcomp run`` of it does
+what ``distcomp.run(fn)`` does: a YAML or Azure ML user needs no Python of the author's.
+
+Written whole or not at all: the export is made in a sibling folder, checked with the normal
+loader, then renamed into place."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._files import swap_folder
+from ..errors import UsageError
+from ._signature import FunctionError
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
+    from ._component import FunctionComponent
+
+__all__ = ["CODE", "SPEC_FILE", "export"]
+
+SPEC_FILE = "component.yaml"
+CODE = "code"
+
+
+def export(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLike[str]", *,
+           force: bool = False) -> "ComponentSpec":
+    """Write ``fn``'s spec and code into ``folder`` (made if missing; refused when it holds
+    anything, unless ``force``: then replaced whole). ``fn``: a component, or a plain function
+    (made one with the decorator's defaults). Returns the spec loaded from the written file."""
+    from ..delivery.code import folder_files
+    from ..spec import check_file
+    from ._component import FunctionComponent, component
+
+    made = fn if isinstance(fn, FunctionComponent) else component(fn)
+    dest = Path(os.path.abspath(folder))
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"export to {folder}: it is a file, not a folder")
+    if dest.is_dir() and any(dest.iterdir()) and not force:
+        raise UsageError(f"export to {folder}: the folder is not empty; choose an empty or new folder, or pass "
+                         "force=True to replace it")
+    if made.code.is_relative_to(dest):
+        raise UsageError(f"export to {folder}: it holds the code folder {made.code} itself; export elsewhere")
+    text = made.spec_text(CODE)
+    files = folder_files(made.code, skip=(dest,), error=FunctionError)  # an export inside the project stays out
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.export")
+    try:
+        tmp.mkdir()
+        for rel, source in files.items():
+            target = tmp / CODE / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        (tmp / CODE).mkdir(exist_ok=True)
+        (tmp / SPEC_FILE).write_text(text, encoding="utf-8")
+        result = check_file(tmp / SPEC_FILE)
+        if result.spec is None:  # a setting the loader refuses (a launcher that is not installed...)
+            raise FunctionError(f"export of {made.origin.target}: " + "; ".join(str(d) for d in result.errors))
+        swap_folder(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    written = check_file(dest / SPEC_FILE)
+    assert written.spec is not None
+    return written.spec

@@ -1,0 +1,97 @@
+"""Where a function lives, as the ranks import it: its module's name, its qualified name, and
+the code folder that travels (the folder its module's name is relative to).
+
+The code folder is the folder of the function's module, or the root of the package the module
+is in (the folder above the top package), or ``code=``; ranks import the module by name from
+it, never by pickling. Refused, each with one line saying what to do: something that is not a
+``def`` function, a lambda, a nested function, a closure, a function with no file behind it
+(a notebook's or a REPL's ``__main__``), and one whose module is an installed package."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ._signature import FunctionError
+
+__all__ = ["Origin", "locate"]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """``module`` (dotted, importable with ``path`` under ``root`` on sys.path) and ``qualname``
+    of the function; ``root``: the code folder; ``path``: where the module's top folder lies
+    inside it, POSIX, ``""`` for ``root`` itself (only ``code=`` makes it another); ``file``:
+    the module's file."""
+
+    module: str
+    qualname: str
+    root: Path
+    file: Path
+    path: str = ""
+
+    @property
+    def target(self) -> str:
+        """``MODULE:QUALNAME``, as the runner takes it."""
+        return f"{self.module}:{self.qualname}"
+
+
+def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where: str) -> Origin:
+    """Where ``fn`` lives, or a FunctionError saying why ranks could not import it."""
+    _refuse_unimportable(fn, where)
+    module = fn.__module__
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if not file:
+        raise FunctionError(f"{where} is defined in {module} with no file behind it (a notebook or a REPL): ranks "
+                            "import a function from its module's file; put it in a .py file and import it from there")
+    path = Path(file).resolve()
+    natural, name = _natural_root(path, module)
+    if code is None:
+        if any(part in ("site-packages", "dist-packages") for part in natural.parts):
+            raise FunctionError(f"{where} is in an installed package ({natural}); give code= the project folder to "
+                                "ship, or define the component in your project")
+        return Origin(name, fn.__qualname__, natural, path)
+    root = Path(code).expanduser().resolve()
+    if not root.is_dir():
+        raise FunctionError(f"{where}: code={os.fspath(code)!r} is not a folder")
+    if not natural.is_relative_to(root):
+        raise FunctionError(f"{where}: its module's file {path} is not inside code={os.fspath(code)!r} ({root}); "
+                            "code= must hold the function's module")
+    return Origin(name, fn.__qualname__, root, path, natural.relative_to(root).as_posix().strip("."))
+
+
+def _refuse_unimportable(fn: Callable[..., Any], where: str) -> None:
+    if not isinstance(fn, types.FunctionType):
+        raise FunctionError(f"{where} is a {type(fn).__name__}, not a function: decorate a function defined with def "
+                            "at the top level of a module")
+    if fn.__name__ == "<lambda>":
+        raise FunctionError(f"{where} is a lambda: ranks import the function by name; define it with def at the top "
+                            "level of a module")
+    if "<locals>" in fn.__qualname__:
+        raise FunctionError(f"{where} is nested in {fn.__qualname__.split('.<locals>')[0]}(): ranks import the "
+                            "function by name; define it at the top level of its module")
+    if fn.__code__.co_freevars:
+        raise FunctionError(f"{where} is a closure over {', '.join(fn.__code__.co_freevars)}: those values would not "
+                            "reach the ranks; make them parameters or module-level names")
+
+
+def _natural_root(file: Path, module: str) -> tuple[Path, str]:
+    """The folder the module's name is relative to, and that name: taken from the module's own
+    name where the file's folders spell it (namespace packages included); else (a script's
+    ``__main__``) from the file, walking up while a folder is a package (holds __init__.py)."""
+    parts = module.split(".")
+    chain = list(file.parent.parts[1:]) if file.name == "__init__.py" else [*file.parent.parts[1:], file.stem]
+    if module != "__main__" and len(parts) <= len(chain) and chain[-len(parts):] == parts:
+        root = file.parent
+        for _ in range(len(parts) - (0 if file.name == "__init__.py" else 1)):
+            root = root.parent
+        return root, module
+    folder, names = file.parent, ([] if file.name == "__init__.py" else [file.stem])
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        names.insert(0, folder.name)
+        folder = folder.parent
+    return folder, ".".join(names)
