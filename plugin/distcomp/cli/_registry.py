@@ -128,7 +128,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     where.add_argument("--registry", metavar="LOCATION", help="a folder (local or shared), or SCHEME://... of a "
                        "store plugin (default: $DISTCOMP_REGISTRY, else ~/.local/share/distcomp/registry)")
     q = actions.add_parser("publish", parents=[where], help="store specs and their code folders")
-    q.add_argument("specs", nargs="+", metavar="SPEC", help="a component.yaml or a folder holding one")
+    q.add_argument("specs", nargs="+", metavar="SPEC", help="a component.yaml, a folder holding one, or a "
+                   "Python-function component as FILE.py:FUNCTION (stored as `distcomp.export` writes it)")
     q.add_argument("--allow-external-links", action="store_true", help="store a copy of the file a symbolic link "
                    "in the code folder leads to outside it (refused by default)")
     for action, help_text in (("list", "every component: latest version, version count"),

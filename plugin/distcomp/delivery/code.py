@@ -29,10 +29,10 @@ def folder_files(folder: Path, skip: "tuple[Path, ...]" = (), error: type[UsageE
     """The same rules for a code folder with no spec file (a function component's project):
     relative POSIX path -> file; folders in ``skip`` are left out; a folder that cannot be
     shipped raises ``error``."""
-    from ..registry._records import RegistryError
-    from ..registry._snapshot import folder_files as files
+    from .._codefolder import CodeFolderError
+    from .._codefolder import folder_files as files
 
     try:
         return files(folder, skip)
-    except RegistryError as exc:
+    except CodeFolderError as exc:
         raise error(f"the code folder cannot be shipped: {exc}") from None

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..spec import ComponentSpec
     from ._component import FunctionComponent
 
-__all__ = ["CODE", "SPEC_FILE", "export"]
+__all__ = ["CODE", "SPEC_FILE", "export", "write"]
 
 SPEC_FILE = "component.yaml"
 CODE = "code"
@@ -33,7 +33,14 @@ def export(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathL
     """Write ``fn``'s spec and code into ``folder`` (made if missing; refused when it holds
     anything, unless ``force``: then replaced whole). ``fn``: a component, or a plain function
     (made one with the decorator's defaults). Returns the spec loaded from the written file."""
-    from ..delivery.code import folder_files
+    return write(fn, folder, force=force)
+
+
+def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLike[str]", *, force: bool = False,
+          skip: "tuple[Path, ...]" = ()) -> "ComponentSpec":
+    """``export``, with folders of the project left out besides the export's own (``skip``: a
+    registry that lies in the project, when publishing)."""
+    from .._codefolder import CodeFolderError, folder_files
     from ..spec import check_file
     from ._component import FunctionComponent, component
 
@@ -47,7 +54,10 @@ def export(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathL
     if made.code.is_relative_to(dest):
         raise UsageError(f"export to {folder}: it holds the code folder {made.code} itself; export elsewhere")
     text = made.spec_text(CODE)
-    files = folder_files(made.code, skip=(dest,), error=FunctionError)  # an export inside the project stays out
+    try:
+        files = folder_files(made.code, skip=(dest, *skip))  # an export inside the project stays out
+    except CodeFolderError as exc:
+        raise FunctionError(f"the code folder cannot be shipped: {exc}") from None
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.export")
     try:

@@ -5,7 +5,8 @@ The code folder is the folder of the function's module, or the root of the packa
 is in (the folder above the top package), or ``code=``; ranks import the module by name from
 it, never by pickling. Refused, each with one line saying what to do: something that is not a
 ``def`` function, a lambda, a nested function, a closure, a function with no file behind it
-(a notebook's or a REPL's ``__main__``), and one whose module is an installed package."""
+(a notebook's or a REPL's ``__main__``), one whose module is an installed package, and a
+code folder holding a ``distcomp`` module of its own (the ranks would run it, not distcomp's)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where:
         if any(part in ("site-packages", "dist-packages") for part in natural.parts):
             raise FunctionError(f"{where} is in an installed package ({natural}); give code= the project folder to "
                                 "ship, or define the component in your project")
+        _refuse_shadow(natural, where)
         return Origin(name, fn.__qualname__, natural, path)
     root = Path(code).expanduser().resolve()
     if not root.is_dir():
@@ -61,7 +63,19 @@ def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where:
     if not natural.is_relative_to(root):
         raise FunctionError(f"{where}: its module's file {path} is not inside code={os.fspath(code)!r} ({root}); "
                             "code= must hold the function's module")
+    _refuse_shadow(root, where)
+    _refuse_shadow(natural, where)
     return Origin(name, fn.__qualname__, root, path, natural.relative_to(root).as_posix().strip("."))
+
+
+def _refuse_shadow(folder: Path, where: str) -> None:
+    """Each rank runs ``python -m distcomp.function.run`` in the code folder, which puts the
+    folder (and the module's, ``--path``) first on sys.path: a ``distcomp`` module of the
+    project's there would run instead of distcomp's own runner."""
+    for name in ("distcomp.py", "distcomp/__init__.py"):
+        if (folder / name).is_file():
+            raise FunctionError(f"{where}: the code folder holds {folder / name}; on each rank it would be imported "
+                                "instead of distcomp itself: rename it")
 
 
 def _refuse_unimportable(fn: Callable[..., Any], where: str) -> None:

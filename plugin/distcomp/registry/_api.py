@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Union
 
 from ._locate import open_registry
 from ._records import Published, RegistryError, Summary, VersionInfo
@@ -26,7 +26,11 @@ from ._registry import SPEC_NAMES
 __all__ = ["Deprecation", "Listing", "PublishFailure", "PublishReport", "Skipped", "VersionDetails", "components",
            "deprecate", "publish", "search", "show"]
 
+if TYPE_CHECKING:
+    from ..function import FunctionComponent
+
 PathLike = Union[str, "os.PathLike[str]"]
+Publishable = Union[str, "os.PathLike[str]", "FunctionComponent"]
 
 
 @dataclass(frozen=True)
@@ -133,12 +137,30 @@ class Deprecation:
         return (self.was is not None) if self.undo else True
 
 
-def _expand(given: tuple[PathLike, ...], found: Callable[[PublishResult], None]) -> list[str]:
-    """Spec files and component folders as given; a pattern the shell left alone
-    (``'components/*'``) is expanded; what it matches that is no spec (a README beside the
-    folders) is skipped."""
-    out: list[str] = []
-    for item in (os.fspath(g) for g in given):
+def _is_function(item: Publishable) -> bool:
+    """A function component, or ``FILE.py:FUNCTION`` (the registry's ``publish`` resolves it)."""
+    if not isinstance(item, (str, os.PathLike)):
+        return True
+    return isinstance(item, str) and ".py:" in item and not Path(item).exists()
+
+
+def _label(item: Publishable) -> str:
+    if isinstance(item, (str, os.PathLike)):
+        return os.fspath(item)
+    origin = getattr(item, "origin", None)
+    return f"{origin.file.name}:{origin.qualname}" if origin is not None else repr(item)
+
+
+def _expand(given: tuple[Publishable, ...], found: Callable[[PublishResult], None]) -> list[Publishable]:
+    """Spec files and component folders as given, function components as they are; a pattern
+    the shell left alone (``'components/*'``) is expanded; what it matches that is no spec (a
+    README beside the folders) is skipped."""
+    out: list[Publishable] = []
+    for given_item in given:
+        if _is_function(given_item):
+            out.append(given_item)
+            continue
+        item = os.fspath(given_item)
         matches = sorted(glob.glob(item)) if glob.has_magic(item) and not Path(item).exists() else [item]
         if not matches:
             raise RegistryError(f"{item}: matches no file or folder")
@@ -156,12 +178,14 @@ def _expand(given: tuple[PathLike, ...], found: Callable[[PublishResult], None])
     return out
 
 
-def publish(*specs: PathLike, registry: str | None = None, allow_external_links: bool = False,
+def publish(*specs: Publishable, registry: str | None = None, allow_external_links: bool = False,
             progress: Callable[[PublishResult], None] | None = None) -> PublishReport:
     """Store each spec (a file, a folder holding component.yaml, or a pattern such as
-    ``components/*``) and its code as ``name@version``; a spec refused (invalid, a conflict)
-    is a ``PublishFailure`` and the others still publish. ``progress`` hears each result as it
-    is known. A path that matches nothing raises a RegistryError."""
+    ``components/*``; a Python-function component, ``@distcomp.component`` or
+    ``FILE.py:FUNCTION``, as ``distcomp.export`` writes it) and its code as ``name@version``;
+    a spec refused (invalid, a conflict) is a ``PublishFailure`` and the others still publish.
+    ``progress`` hears each result as it is known. A path that matches nothing raises a
+    RegistryError."""
     store = open_registry(registry)
     results: list[PublishResult] = []
 
@@ -174,7 +198,7 @@ def publish(*specs: PathLike, registry: str | None = None, allow_external_links:
         try:
             found(store.publish(spec, allow_external_links))
         except RegistryError as exc:
-            found(PublishFailure(spec, str(exc)))
+            found(PublishFailure(_label(spec), str(exc)))
     return PublishReport(store.location, tuple(results))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .._codefolder import safe_path
 from ._records import RegistryError
 
 __all__ = ["MANIFEST", "FileEntry", "Manifest", "content_hash", "hash_file", "read_manifest", "safe_path",
@@ -50,13 +51,6 @@ class Manifest:
                 "spec": self.spec, "code": self.code, "published": self.published, "user": self.user,
                 "files": {p: {"sha256": e.sha256, "executable": e.executable} for p, e in sorted(self.files.items())},
                 "summary": dict(self.summary)}
-
-
-def safe_path(path: Any) -> bool:
-    """A relative POSIX path that stays inside its folder: no '..', no absolute path, no '\\'."""
-    return (isinstance(path, str) and bool(path) and not path.startswith("/") and "\\" not in path
-            and not any(c < " " for c in path)
-            and all(part not in ("", ".", "..") for part in path.split("/")))
 
 
 def content_hash(files: Mapping[str, FileEntry]) -> str:

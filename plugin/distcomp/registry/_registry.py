@@ -6,6 +6,7 @@ import difflib
 import getpass
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from types import MappingProxyType
@@ -20,6 +21,7 @@ from ._snapshot import copy_into, plan, summary
 from ._store import RegistryStore
 
 if TYPE_CHECKING:
+    from ..function import FunctionComponent
     from ..spec import ComponentSpec
 
 __all__ = ["Registry"]
@@ -69,12 +71,26 @@ class Registry:
             raise RegistryError(f"{path}: not published: the spec is not valid:\n  {problems}")
         return result.spec
 
-    def publish(self, spec_path: str | Path, allow_external_links: bool = False) -> Published:
+    def publish(self, spec_path: "str | Path | FunctionComponent", allow_external_links: bool = False) -> Published:
         """Store the spec at ``spec_path`` (a file, or a folder holding component.yaml) and its
-        code as ``name@version``. The same content again is a no-op; other content under a
-        published version is refused. A link to a file outside the code folder is refused
-        unless ``allow_external_links`` (then its target is stored as a copy, and listed in
-        ``Published.copied``). First, what interrupted publishes left is removed (``swept``)."""
+        code as ``name@version``; a Python-function component (``@distcomp.component``, or
+        ``FILE.py:FUNCTION``) is stored as ``distcomp.export`` writes it. The same content
+        again is a no-op; other content under a published version is refused. A link to a file
+        outside the code folder is refused unless ``allow_external_links`` (then its target is
+        stored as a copy, and listed in ``Published.copied``). First, what interrupted
+        publishes left is removed (``swept``)."""
+        from ..errors import UsageError
+        from ..function._resolve import as_component
+
+        try:
+            function = as_component(spec_path)
+        except UsageError as exc:  # FILE.py:FUNCTION that does not import, or names no component
+            raise RegistryError(str(exc)) from None
+        if function is not None:
+            return self._publish_function(function, allow_external_links)
+        if not isinstance(spec_path, (str, os.PathLike)):
+            raise RegistryError(f"expected a spec file, a component folder or a function component, got "
+                                f"{type(spec_path).__name__}")
         source = Path(spec_path)
         if source.is_dir():
             source = next((source / n for n in SPEC_NAMES if (source / n).is_file()), source / SPEC_NAMES[0])
@@ -114,6 +130,27 @@ class Registry:
         folder = self.store.folder(name, version)
         return Published(name, version, manifest.sha256, str(folder or f"{self.location} {name}/{version}"), created,
                          tuple(sorted(snapshot.external.items())), swept)
+
+    def _publish_function(self, function: "FunctionComponent", allow_external_links: bool) -> Published:
+        """Export the function (its spec and its project's code, as ``distcomp.export`` writes
+        them) into a temporary folder and publish that: the registry holds what runs, the
+        runner being distcomp's own (the decorator refuses a project with a ``distcomp``)."""
+        from ..errors import UsageError
+        from ..function._export import write
+
+        where = f"{function.origin.file.name}:{function.origin.qualname}"
+        if function.settings.version is None:
+            raise RegistryError(f"{where}: {function.name} has no version; add one (e.g. "
+                                f"@distcomp.component(version=\"1.0.0\")) to publish it")
+        check_name(function.name, f"{where}: ")
+        local = () if "://" in self.location else (Path(self.location),)  # a registry inside the project stays out
+        with tempfile.TemporaryDirectory(prefix="distcomp-publish-") as tmp:
+            folder = Path(tmp) / function.name
+            try:
+                write(function, folder, skip=local)
+            except UsageError as exc:
+                raise RegistryError(f"{where}: not published: {exc}") from None
+            return self.publish(folder, allow_external_links)
 
     def _check_stored_spec(self, source: Path, staged: Path, code: str, manifest: Manifest) -> None:
         """The stored copy must load as it will be loaded from the registry, its code folder
