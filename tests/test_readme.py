@@ -88,3 +88,18 @@ def test_readme_documents_every_builtin_launcher() -> None:
     table = README.split("### Running locally", 1)[1].split("###", 1)[0]
     for name in pm.launchers():
         assert f"| `{name}` |" in table, f"README's launcher table misses {name}"
+
+
+def test_readme_first_example_is_a_function_component() -> None:
+    """The first code a newcomer reads is a function component, shown with the example's own
+    lines (in order; ``...`` stands for what is left out), run before any YAML spec."""
+    first = re.search(r"```python\n(.*?)```", README, re.S)
+    assert first is not None
+    head, *lines = first.group(1).splitlines()
+    assert head.startswith("# ") and "@distcomp.component(" in first.group(1)
+    source = (REPO / head[2:].split()[0]).read_text().splitlines()
+    at = 0
+    for line in (line for line in lines if line.strip() not in ("", "...")):
+        at = source.index(line, at) + 1  # ValueError: the README shows a line the example does not have
+    assert COMMANDS[0].startswith(f"distcomp run {head[2:].split()[0]}:train ")
+    assert README.index(first.group(0)) < README.index("component.yaml --input")
