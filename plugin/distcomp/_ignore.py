@@ -12,8 +12,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import AbstractSet, Callable
 
-__all__ = ["IGNORE_FILES", "Ignores"]
+__all__ = ["IGNORE_FILES", "Ignores", "copy_filter", "patterns"]
 
 IGNORE_FILES = (".gitignore", ".distcompignore")
 
@@ -140,3 +141,56 @@ def _glob(pattern: str) -> str:
             out.append(re.escape(c))
             i += 1
     return "".join(out)
+
+
+def copy_filter(root: Path, skip: AbstractSet[str] = frozenset()) -> Callable[[str, list[str]], set[str]]:
+    """An ``ignore=`` for ``shutil.copytree(root, ...)`` and a filter for ``os.walk(root)``: the
+    names in ``skip`` and what the ignore files leave out, folder by folder (top-down, as both
+    visit them)."""
+    root = Path(os.path.abspath(root))
+    rules: dict[Path, Ignores] = {}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        here = Path(os.path.abspath(folder))
+        ignores = rules.get(here)
+        if ignores is None:
+            parent = rules.get(here.parent)
+            ignores = parent.enter(here) if parent is not None and here != root else Ignores.at(here)
+            rules[here] = ignores
+        return {n for n in names if n in skip
+                or ignores.ignored(here / n, is_dir=os.path.isdir(here / n) and not os.path.islink(here / n))}
+    return ignore
+
+
+def patterns(root: Path, name: str = ".distcompignore", skip: AbstractSet[str] = frozenset()) -> list[str]:
+    """The lines of every ``name`` file under ``root`` as gitignore patterns relative to
+    ``root`` (each anchored to its file's folder), in the order git applies them: for a shipper
+    that matches paths itself from one list (Ray's ``excludes``). Folders named in ``skip`` are
+    not searched."""
+    root = Path(os.path.abspath(root))
+    out: list[str] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        if name not in names:
+            continue
+        rel = Path(folder).relative_to(root).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        try:
+            text = (Path(folder) / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.rstrip() if not line.endswith("\\ ") else line
+            if not line or line.startswith("#"):
+                continue
+            bang = "!" if line.startswith("!") else ""
+            body = line[1:] if bang else line
+            trail = "/" if body.endswith("/") else ""
+            core = body.rstrip("/")
+            if not core:
+                continue
+            if "/" in core:  # anchored to its file's folder
+                out.append(f"{bang}{prefix or '/'}{core.lstrip('/')}{trail}")
+            else:  # at any depth below its file's folder
+                out.append(f"{bang}{prefix}**/{core}{trail}" if prefix else f"{bang}{core}{trail}")
+    return out

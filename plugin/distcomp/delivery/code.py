@@ -1,5 +1,6 @@
 """The files of a spec's code folder that travel with a job: what a publish to the registry
-takes (no .git, .venv, caches, .env, runs/), keyed by their path inside the code folder."""
+takes (no .git, .venv, caches, .env, runs/, nor what .gitignore and .distcompignore leave out),
+keyed by their path inside the code folder."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ if TYPE_CHECKING:
 
 
 def code_files(spec: "ComponentSpec", error: type[UsageError] = UsageError) -> dict[str, Path]:
-    """Relative path in the code folder -> file; a folder that cannot be shipped raises ``error``."""
+    """Relative path in the code folder -> file; a folder that cannot be shipped raises ``error``.
+    A spec with no file (a function component's, one made in memory) ships its code folder alone."""
     from ..registry._records import RegistryError
+
+    if spec.source is None:
+        return folder_files(spec.code, error=error)
     from ..registry._snapshot import plan
 
     try:

@@ -362,3 +362,28 @@ def test_download_says_when_nothing_was_uploaded(tmp_path: Path, s3_server: S3Se
     assert said == [f"warning: output 'model': nothing under s3://{s3_server.bucket}/empty-{tmp_path.name}"
                     "/outputs/ddp/model/"]
     assert not (tmp_path / "out" / "model").exists()
+
+
+def test_a_function_components_project_travels_in_the_configmap(tmp_path: Path) -> None:
+    """A function component's spec has no file: its project folder is the code that goes, by the
+    same rules (the sibling module in, what .gitignore and .distcompignore leave out, out)."""
+    from distcomp.function._reference import load_reference
+
+    from ...function.cluster import SHIPPED, write_project
+
+    proj = write_project(tmp_path)
+    try:
+        train = load_reference(f"{proj / 'train.py'}:train")
+        assert train.spec.source is None
+        job = job_of(train.spec, {"volumes": {"result": "/results"}, "name": "fn", "code": "configmap",
+                                  "image": "python:3.11"})
+    finally:
+        sys.path.remove(str(proj))
+        for name in ("train", "helpers"):
+            sys.modules.pop(name, None)
+    assert job.code.mode == "configmap"
+    configmap, manifest = job.objects()
+    validate(manifest)
+    files = {i["path"] for i in manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][-1]
+             ["configMap"]["items"]}
+    assert files == set(SHIPPED)

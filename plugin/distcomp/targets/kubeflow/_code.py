@@ -111,10 +111,10 @@ def plan_code(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[st
     secret = options.get("store_secret")
     base = CodePlan("image", "", packages=packages, store=store, secret=str(secret) if secret else None,
                     endpoint=str(endpoint) if endpoint and store else None, region=region if store else None)
-    no_source = spec.source is None or not spec.code.is_dir()
+    no_source = not spec.code.is_dir()  # a spec with no file (a function's) ships its code folder alone
     if mode in ("configmap", "store") and no_source:
-        raise CompileError(f"--code {mode}: {spec.ref} has no code folder on this machine to ship (load the spec "
-                           "from its file)")
+        raise CompileError(f"--code {mode}: {spec.ref}'s code folder {spec.code} does not exist on this machine; "
+                           "give the spec's code: a folder that holds its code")
     if mode == "auto":
         if options.get("workdir"):
             return replace(base, why=f"--workdir {options['workdir']} given: the code is expected there")

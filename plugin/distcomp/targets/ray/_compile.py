@@ -85,7 +85,11 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
         raise JobError(f"launcher {plan.launcher!r} from {plan.provider}: {exc}") from None
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
-    runtime_env: dict[str, Any] = {"working_dir": str(spec.code), "excludes": list(EXCLUDES),
+    from ..._ignore import patterns
+
+    # Ray honours .gitignore itself; .distcompignore's rules join the excludes
+    excludes = [*EXCLUDES, *patterns(spec.code, skip=frozenset(EXCLUDES))]
+    runtime_env: dict[str, Any] = {"working_dir": str(spec.code), "excludes": excludes,
                                    "py_modules": [f"<{PACKAGE}: distcomp's node agent and this job's driver, made "
                                                   "when it is submitted>"]}
     conda = conda_pip(spec)
@@ -102,8 +106,8 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
         "max_restarts": int(options.get("max_restarts") or 0),
         "node_record": record,
     }
-    notes: tuple[str, ...] = (f"the code folder {spec.code} goes as the job's working_dir (.gitignore honoured; Ray refuses more than "
-             f"{SIZE_LIMIT})",)
+    notes: tuple[str, ...] = (f"the code folder {spec.code} goes as the job's working_dir (.gitignore and "
+                              f".distcompignore honoured; Ray refuses more than {SIZE_LIMIT})",)
     notes += conda.notes
     if conda.pip:
         notes += (f"{conda.where}: its pip packages go as the job's runtime_env pip (each node installs them in "

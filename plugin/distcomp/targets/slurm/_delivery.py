@@ -44,9 +44,9 @@ def plan(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[str, st
     if not given:
         return None
     store = StoreURI.parse(str(given))
-    if spec.source is None or not spec.code.is_dir():
-        raise UsageError(f"--code-store {given}: {spec.ref} has no code folder on this machine to ship (load the "
-                         "spec from its file)")
+    if not spec.code.is_dir():
+        raise UsageError(f"--code-store {given}: {spec.ref}'s code folder {spec.code} does not exist on this "
+                         "machine; give the spec's code: a folder that holds its code")
     endpoint, region = store_settings(env)
     return in_store(Delivery("shared", "", store=store, endpoint=endpoint, region=region), code_files(spec),
                     "--code-store given")

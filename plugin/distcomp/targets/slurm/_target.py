@@ -484,28 +484,31 @@ def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker", copy_cod
 def _check_code(spec: "ComponentSpec") -> None:
     """What ``_copy_code`` would refuse (a FIFO, a socket), found before the job's run exists."""
     from ..._files import code_file_problem
+    from ..._ignore import copy_filter
 
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
+    left_out = copy_filter(spec.code, SKIP)
     for root, dirs, files in os.walk(spec.code):
-        dirs[:] = [d for d in dirs if d not in SKIP]
+        gone = left_out(root, dirs + files)
+        dirs[:] = [d for d in dirs if d not in gone]
         for name in files:
             path = os.path.join(root, name)
-            why = None if name in SKIP or os.path.islink(path) else code_file_problem(path)  # links are copied as links
+            why = None if name in gone or os.path.islink(path) else code_file_problem(path)  # links are copied as links
             if why:
                 raise UsageError(why)
 
 
 def _copy_code(spec: "ComponentSpec", dst: Path) -> None:
-    """A snapshot of the code folder (less caches and run leftovers), and the spec file beside it."""
+    """A snapshot of the code folder (less caches, run leftovers and what .gitignore and
+    .distcompignore leave out), and the spec file beside it."""
     from ..._files import checked_copy
-
-    def ignore(_folder: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in SKIP}
+    from ..._ignore import copy_filter
 
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
-    shutil.copytree(spec.code, dst, ignore=ignore, symlinks=True, copy_function=checked_copy(UsageError))
+    shutil.copytree(spec.code, dst, ignore=copy_filter(spec.code, SKIP), symlinks=True,
+                    copy_function=checked_copy(UsageError))
     if spec.source is not None and spec.source.is_file():
         shutil.copy2(spec.source, dst.parent / spec.source.name)
 
