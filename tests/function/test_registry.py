@@ -23,6 +23,7 @@ from .conftest import NASTY, WAIT, explain, ranks
 TRAIN = '''\
 """Every rank writes what it received, with the types, and where its code came from."""
 
+import json
 import os
 import sys
 
