@@ -24,8 +24,8 @@ over the rounds are printed with their ratio to the raw tool. The jobs are in be
                      in the same folder, benchmarks/jobs/fn_start/): goal +50 ms (issue 25)
   function job       the same two, the whole job's wall time: goal +50 ms
   function torch     torch all-reduce, 2 ranks, as a function that imports torch inside
-                     (benchmarks/jobs/fn_allreduce/allreduce_fn.py)  vs  its YAML twin
-                     (script.py: the torch all-reduce job): goal +50 ms
+                     (benchmarks/jobs/torch_allreduce/allreduce_fn.py)  vs  the YAML job
+                     of that folder (component.yaml + script.py): goal +50 ms
   function torch top the same function with torch imported at the module's top: the launcher
                      imports the module to read the signature, so it imports torch too: goal +50 ms
 
@@ -378,12 +378,12 @@ def benches(rounds: int, tf_rounds: int, skip_tf: bool) -> list[Bench]:
                      started(yaml, "distcomp YAML", ranks=2), "the same job as YAML", added_at_most(0.05), rounds))
     out.append(Bench("fnwall", "function job, whole wall, 2 ranks", whole(function, "distcomp function", 2),
                      whole(yaml, "distcomp YAML", 2), "the same job as YAML", added_at_most(0.05), rounds))
-    torch_yaml = allreduce(_distcomp("fn_allreduce", 0), "distcomp YAML all-reduce")
+    torch_yaml = allreduce(_distcomp("torch_allreduce", 0), "distcomp YAML all-reduce")
     out.append(Bench("fntorch", "function torch all-reduce, 2 ranks",
-                     allreduce(_distcomp("fn_allreduce", 0, spec="allreduce_fn.py:allreduce"), "distcomp function"),
+                     allreduce(_distcomp("torch_allreduce", 0, spec="allreduce_fn.py:allreduce"), "distcomp function"),
                      torch_yaml, "the same job as YAML", added_at_most(0.05), rounds))
     out.append(Bench("fntop", "the same, torch imported at the top",
-                     allreduce(_distcomp("fn_allreduce", 0, spec="allreduce_top.py:allreduce"), "distcomp function"),
+                     allreduce(_distcomp("torch_allreduce", 0, spec="allreduce_top.py:allreduce"), "distcomp function"),
                      torch_yaml, "the same job as YAML", added_at_most(0.05), rounds))
     return out
 

@@ -1,18 +1,16 @@
-"""The same job as component.yaml + script.py (one gloo all-reduce), written as a function with
-torch imported at the module's top, as a script does: `distcomp run allreduce_top.py:allreduce`
-then imports torch in the launcher too, to read the signature (benchmarks/launch.py's fntop row;
-allreduce_fn.py imports it inside the function)."""
+"""The same job as component.yaml + script.py (one gloo all-reduce), written as a function that
+imports torch inside, where only the ranks pay for it (benchmarks/launch.py's fntorch row)."""
 import os
-
-import torch
-import torch.distributed as dist
 
 import distcomp
 
 
-@distcomp.component(name="bench-fn-allreduce", version="0.1.0", nproc_per_node=2)
+@distcomp.component(name="bench-torch-allreduce", version="0.1.0", nproc_per_node=2)
 def allreduce() -> None:
     """One gloo all-reduce over 2 ranks; raises if the sum is wrong."""
+    import torch
+    import torch.distributed as dist
+
     dist.init_process_group("gloo")  # env:// from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     rank, world = dist.get_rank(), dist.get_world_size()
     t = torch.full((4,), float(rank + 1))
