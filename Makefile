@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python benchmarks/tracking.py
 	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/registry.py
+	$(BIN)/python benchmarks/function.py
 	$(BIN)/python benchmarks/slurm.py
 	$(BIN)/python benchmarks/ray.py
 

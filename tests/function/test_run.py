@@ -138,3 +138,26 @@ except UsageError as exc:
     print(exc)
 """)
     assert "the folder is not empty" in refused.stdout and "force=True" in refused.stdout
+
+
+def test_a_refused_export_writes_nothing(project: Path, tmp_path: Path) -> None:
+    # a launcher that is not installed passes decoration (a name) and is refused by the loader:
+    # before any folder is made or file copied: nothing is left where the export was to go
+    (project / "odd.py").write_text("import distcomp\n\n\n@distcomp.component(launcher='no-such-launcher')\n"
+                                    "def odd(epochs: int = 1):\n    pass\n", encoding="utf-8")
+    exported = tmp_path / "out" / "exported"
+    proc = python(tmp_path, f"""
+import sys
+sys.path.insert(0, {str(project)!r})
+import distcomp
+from distcomp.errors import UsageError
+from odd import odd
+try:
+    distcomp.export(odd, {str(exported)!r})
+except UsageError as exc:
+    print(exc)
+""")
+    assert proc.returncode == 0, explain(proc)
+    assert "export of odd:odd" in proc.stdout and "no-such-launcher" in proc.stdout
+    assert len(proc.stdout.strip().splitlines()) == 1
+    assert not exported.parent.exists()

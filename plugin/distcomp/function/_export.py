@@ -4,15 +4,15 @@ takes it (no .git, .venv, caches, .env, what a run writes, nor what ``.gitignore
 ``.distcompignore`` leave out). ``distcomp validate`` accepts it and ``distcomp run`` of it does
 what ``distcomp.run(fn)`` does: a YAML or Azure ML user needs no Python of the author's.
 
-Written whole or not at all: the export is made in a sibling folder, checked with the normal
-loader, then renamed into place."""
+Written whole or not at all: the spec text is checked with the normal loader before anything
+is copied, the export is made in a sibling folder, then renamed into place."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .._files import swap_folder
 from ..errors import UsageError
@@ -41,7 +41,7 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
     """``export``, with folders of the project left out besides the export's own (``skip``: a
     registry that lies in the project, when publishing)."""
     from .._codefolder import CodeFolderError, folder_files
-    from ..spec import check_file
+    from ..spec import check_file, check_text
     from ._component import FunctionComponent, component
 
     made = fn if isinstance(fn, FunctionComponent) else component(fn)
@@ -58,19 +58,16 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
         files = folder_files(made.code, skip=(dest, *skip))  # an export inside the project stays out
     except CodeFolderError as exc:
         raise FunctionError(f"the code folder cannot be shipped: {exc}") from None
+    # checked where it will be, before anything is made or copied (its code folder, not there yet, is a warning)
+    result = check_text(text, str(dest / SPEC_FILE), dest)
+    if result.spec is None:  # a setting the loader refuses (a launcher that is not installed...)
+        raise FunctionError(f"export of {made.origin.target}: " + "; ".join(str(d) for d in result.errors))
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.export")
     try:
         tmp.mkdir()
-        for rel, source in files.items():
-            target = tmp / CODE / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-        (tmp / CODE).mkdir(exist_ok=True)
+        _copy(files, tmp / CODE)
         (tmp / SPEC_FILE).write_text(text, encoding="utf-8")
-        result = check_file(tmp / SPEC_FILE)
-        if result.spec is None:  # a setting the loader refuses (a launcher that is not installed...)
-            raise FunctionError(f"export of {made.origin.target}: " + "; ".join(str(d) for d in result.errors))
         swap_folder(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -78,3 +75,15 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
     written = check_file(dest / SPEC_FILE)
     assert written.spec is not None
     return written.spec
+
+
+def _copy(files: Mapping[str, Path], code: Path) -> None:
+    """Each file to ``code/REL`` with its mode and times; each folder made once (not once a file)."""
+    code.mkdir()
+    made = {code}
+    for rel, source in files.items():
+        target = code / rel
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        shutil.copy2(source, target)
