@@ -5,6 +5,7 @@ function's traceback as the root cause, and an export that validates and runs th
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,29 @@ def test_from_the_cli_same_values(project: Path, sqlite_uri: str, tmp_path: Path
     run = _only_run(sqlite_uri, "fn-cli")
     assert run.info.status == "FINISHED" and run.data.params["epochs"] == "3"
     assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "loss")) == 3
+
+
+def test_submitted_in_the_background_the_worker_loads_the_function_again(project: Path, sqlite_uri: str,
+                                                                         tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = distcomp(tmp_path, "submit", "proj/train.py:train", "--target", "local", "-i", "epochs=2", "-i",
+                    f"note={NASTY}", "-o", f"out={out}", "--run-dir", str(tmp_path / "run"), uri=sqlite_uri)
+    assert proc.returncode == 0, explain(proc)
+    job = proc.stdout.strip()
+    deadline = time.monotonic() + 120  # a bound on the wait, not a timing assertion
+    state = ""
+    while time.monotonic() < deadline:
+        state = json.loads(distcomp(tmp_path, "status", job, "--json", uri=sqlite_uri).stdout)["state"]
+        if state not in ("pending", "running"):
+            break
+        time.sleep(0.5)
+    assert state == "succeeded", explain(distcomp(tmp_path, "logs", job, uri=sqlite_uri))
+    # the record names the function, not a file that does not exist
+    record = json.loads((tmp_path / "run" / "job.json").read_text())
+    assert record["spec"] == f"{project / 'train.py'}:train", record
+    got = ranks(out)
+    for r in (0, 1):
+        _typed(got[r], NASTY, 2, False)
 
 
 def test_a_raising_function_fails_with_its_traceback_as_the_root_cause(project: Path, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ importing a module of components (as each rank does) costs no spec loading."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from pathlib import Path
@@ -88,6 +89,7 @@ class FunctionComponent:
                 cached = loads(self.spec_text(), f"{self.origin.file}:{self.origin.qualname}", self.code)
             except SpecError as exc:  # a setting the decorator passed on (a launcher name, a version...)
                 raise FunctionError(f"{self.origin.file}:{self.origin.qualname}: {exc}".replace("\n", "; ")) from None
+            cached = dataclasses.replace(cached, locator=f"{self.origin.file}:{self.origin.qualname}")
             self.__dict__["_spec"] = cached
         return cached
 

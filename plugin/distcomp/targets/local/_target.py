@@ -76,7 +76,8 @@ class LocalTarget:
         from ...jobs import default_run_dir, make_job
         from ._job import check_tracking_uri
 
-        if spec.source is None:
+        again = spec.reference  # what the background process loads: the spec's file, or its function
+        if again is None:
             raise UsageError(f"{spec.ref}: a spec that is not in a file cannot run in the background; save it "
                              "as component.yaml beside its code")
         cwd = Path.cwd()
@@ -94,7 +95,7 @@ class LocalTarget:
                        "tracking": bool(options.get("tracking", True)),
                        "system_metrics": bool(options.get("system_metrics")),
                        **{k: options[k] for k in keep if options.get(k)}}
-        record = JobRecord("run", str(spec.source), str(cwd), dict(options.get("inputs") or {}),
+        record = JobRecord("run", again, str(cwd), dict(options.get("inputs") or {}),
                            dict(options.get("outputs") or {}), dict(options.get("env") or {}),
                            {k: v for k, v in run_options.items() if v is not None})
         run_dir.mkdir(parents=True, exist_ok=True)
