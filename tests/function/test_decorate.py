@@ -3,6 +3,7 @@ the refusals (each one line, at decoration), and the runner's conversions back t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Literal, Optional
 
@@ -11,6 +12,7 @@ import pytest
 import distcomp
 from distcomp.function import FunctionError, Param
 from distcomp.function._convert import from_text
+from distcomp.function._filed import functions_cache
 
 from .conftest import distcomp as cli, explain
 
@@ -78,7 +80,11 @@ def test_calling_it_runs_the_plain_function_once_here() -> None:
 
 def test_any_spec_taker_takes_it(tmp_path: Path) -> None:
     made = distcomp.component(probe)
-    assert distcomp.load(made) == made.spec
+    loaded = distcomp.load(made)  # the spec, from its file in the cache: what a target reads or ships
+    assert loaded.source is not None and loaded.source.parent.parent == functions_cache()
+    assert loaded == dataclasses.replace(made.spec, source=loaded.source)
+    assert distcomp.load(str(loaded.source)) == loaded  # the file holds it, its code folder the project's
+    assert distcomp.load(made).source == loaded.source  # the same file each time
     report = distcomp.validate(made)
     assert report.ok and report.files[0].summary() == "probe (torch.distributed, 1 node x 1 process)"
     line = distcomp.render(made, inputs={"data": str(tmp_path), "tag": "it's $(x)"}).line
