@@ -4,6 +4,7 @@ the refusals (each one line, at decoration), and the runner's conversions back t
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Callable, Literal, Optional
 
@@ -188,3 +189,24 @@ def test_values_come_back_with_their_types(param: Param, text: str, value: objec
 def test_ports_arrive_as_str_paths() -> None:
     got = from_text(Param("d", "input", "path"), "/data dir")
     assert isinstance(got, distcomp.Input) and isinstance(got, str) and got == "/data dir"
+
+
+def test_the_runner_makes_each_output_folder_as_a_local_run_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """On a target that makes no output folder (a Kubeflow pod's volume) the function still gets
+    one; an existing file is left as it is; a folder that cannot be made fails the rank, said."""
+    from distcomp.function.run import main
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the runner puts its code folder first
+    target = f"{__name__}:probe"
+    made = tmp_path / "a" / "model"
+    assert main([target, "--data", str(tmp_path), "--model", str(made), "--epochs", "5"]) == 0
+    assert made.is_dir() and CALLS[-1] == (5, "x")
+    file = tmp_path / "model.pt"
+    file.write_text("kept")
+    assert main([target, "--data", str(tmp_path), "--model", str(file)]) == 0
+    assert file.read_text() == "kept"
+    calls = len(CALLS)
+    assert main([target, "--data", str(tmp_path), "--model", str(file / "sub")]) == 1
+    assert len(CALLS) == calls  # not called
+    assert f"cannot make the folder of output 'model' at {file / 'sub'}: Not a directory" in capsys.readouterr().err
