@@ -79,13 +79,17 @@ def test_calling_it_runs_the_plain_function_once_here() -> None:
     assert made.__name__ == "probe" and made.__doc__ is not None and made.__doc__.startswith("Train the probe.")
 
 
-def test_any_spec_taker_takes_it(tmp_path: Path) -> None:
+def test_any_spec_taker_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     made = distcomp.component(probe)
     loaded = distcomp.load(made)  # the spec, from its file in the cache: what a target reads or ships
     assert loaded.source is not None and loaded.source.parent.parent == functions_cache()
+    assert functions_cache() == tmp_path / "cache" / "distcomp" / "functions"
     assert loaded == dataclasses.replace(made.spec, source=loaded.source)
     assert distcomp.load(str(loaded.source)) == loaded  # the file holds it, its code folder the project's
+    loaded.source.write_text("name: changed\n")  # a file changed in the cache is written again
     assert distcomp.load(made).source == loaded.source  # the same file each time
+    assert distcomp.load(str(loaded.source)) == loaded
     report = distcomp.validate(made)
     assert report.ok and report.files[0].summary() == "probe (torch.distributed, 1 node x 1 process)"
     line = distcomp.render(made, inputs={"data": str(tmp_path), "tag": "it's $(x)"}).line
