@@ -214,3 +214,11 @@ def test_the_runner_makes_each_output_folder_as_a_local_run_does(tmp_path: Path,
     assert main([target, "--data", str(tmp_path), "--model", str(file / "sub")]) == 1
     assert len(CALLS) == calls  # not called
     assert f"cannot make the folder of output 'model' at {file / 'sub'}: Not a directory" in capsys.readouterr().err
+
+
+def test_a_cache_it_cannot_write_is_one_line_naming_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cache").write_text("a file, not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(FunctionError) as e:
+        distcomp.compile(distcomp.component(probe), "kfp")
+    assert "cannot write its spec file" in _one_line(e) and "set XDG_CACHE_HOME to a folder you may write" in str(e.value)
