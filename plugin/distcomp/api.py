@@ -46,19 +46,20 @@ def load(ref: "SpecRef", *, registry: str | None = None,
     """The spec at ``ref``: a spec file (any dialect), a folder holding component.yaml, a
     registry reference (``name@1.2.0``, ``name@latest``, ``name@^1.2``; ``registry`` or
     ``$DISTCOMP_REGISTRY``, else the user's registry), its hash checked, or a Python-function
-    component (``@distcomp.component``, or ``FILE.py:FUNCTION``: the file is imported). A
-    ComponentSpec is returned as it is. Every problem raises a UsageError (SpecError: one
+    component (``@distcomp.component``, or ``FILE.py:FUNCTION``: the file is imported; its spec
+    is read from its file in the user's cache, ``distcomp.function._filed``, its code folder
+    the function's project). A ComponentSpec is returned as it is. Every problem raises a UsageError (SpecError: one
     diagnostic per line)."""
     from .spec import ComponentSpec
     from .spec import load as load_file
 
     if isinstance(ref, ComponentSpec):
         return ref
-    from .function._resolve import as_component
+    from .function._resolve import function_spec
 
-    function = as_component(ref)
+    function = function_spec(ref)
     if function is not None:
-        return function.spec
+        return function
     if not isinstance(ref, (str, os.PathLike)):
         raise UsageError(f"expected a ComponentSpec, a @distcomp.component, a spec path or a registry reference, got "
                          f"{type(ref).__name__}")

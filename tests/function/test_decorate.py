@@ -4,7 +4,7 @@ the refusals (each one line, at decoration), and the runner's conversions back t
 from __future__ import annotations
 
 import dataclasses
-
+import sys
 from pathlib import Path
 from typing import Callable, Literal, Optional
 
@@ -13,6 +13,7 @@ import pytest
 import distcomp
 from distcomp.function import FunctionError, Param
 from distcomp.function._convert import from_text
+from distcomp.function._filed import functions_cache
 
 from .conftest import distcomp as cli, explain
 
@@ -79,9 +80,17 @@ def test_calling_it_runs_the_plain_function_once_here() -> None:
     assert made.__name__ == "probe" and made.__doc__ is not None and made.__doc__.startswith("Train the probe.")
 
 
-def test_any_spec_taker_takes_it(tmp_path: Path) -> None:
+def test_any_spec_taker_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     made = distcomp.component(probe)
-    assert distcomp.load(made) == made.spec
+    loaded = distcomp.load(made)  # the spec, from its file in the cache: what a target reads or ships
+    assert loaded.source is not None and loaded.source.parent.parent == functions_cache()
+    assert functions_cache() == tmp_path / "cache" / "distcomp" / "functions"
+    assert loaded == dataclasses.replace(made.spec, source=loaded.source)
+    assert distcomp.load(str(loaded.source)) == loaded  # the file holds it, its code folder the project's
+    loaded.source.write_text("name: changed\n")  # a file changed in the cache is written again
+    assert distcomp.load(made).source == loaded.source  # the same file each time
+    assert distcomp.load(str(loaded.source)) == loaded
     report = distcomp.validate(made)
     assert report.ok and report.files[0].summary() == "probe (torch.distributed, 1 node x 1 process)"
     line = distcomp.render(made, inputs={"data": str(tmp_path), "tag": "it's $(x)"}).line
@@ -185,3 +194,32 @@ def test_values_come_back_with_their_types(param: Param, text: str, value: objec
 def test_ports_arrive_as_str_paths() -> None:
     got = from_text(Param("d", "input", "path"), "/data dir")
     assert isinstance(got, distcomp.Input) and isinstance(got, str) and got == "/data dir"
+
+
+def test_the_runner_makes_each_output_folder_as_a_local_run_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """On a target that makes no output folder (a Kubeflow pod's volume) the function still gets
+    one; an existing file is left as it is; a folder that cannot be made fails the rank, said."""
+    from distcomp.function.run import main
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the runner puts its code folder first
+    target = f"{__name__}:probe"
+    made = tmp_path / "a" / "model"
+    assert main([target, "--data", str(tmp_path), "--model", str(made), "--epochs", "5"]) == 0
+    assert made.is_dir() and CALLS[-1] == (5, "x")
+    file = tmp_path / "model.pt"
+    file.write_text("kept")
+    assert main([target, "--data", str(tmp_path), "--model", str(file)]) == 0
+    assert file.read_text() == "kept"
+    calls = len(CALLS)
+    assert main([target, "--data", str(tmp_path), "--model", str(file / "sub")]) == 1
+    assert len(CALLS) == calls  # not called
+    assert f"cannot make the folder of output 'model' at {file / 'sub'}: Not a directory" in capsys.readouterr().err
+
+
+def test_a_cache_it_cannot_write_is_one_line_naming_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cache").write_text("a file, not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(FunctionError) as e:
+        distcomp.compile(distcomp.component(probe), "kfp")
+    assert "cannot write its spec file" in _one_line(e) and "set XDG_CACHE_HOME to a folder you may write" in str(e.value)

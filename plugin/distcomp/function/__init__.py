@@ -15,6 +15,8 @@ The modules, one job each:
 - ``_text``: the DistributedComponent YAML text of a component (what ``export`` writes);
 - ``_component``: ``@component`` and ``FunctionComponent`` (``.spec``, ``.spec_text()``);
 - ``_export``: ``export`` (the spec file and a copy of the code folder, written atomically);
+- ``_filed``: the spec in a file of the user's cache, its code folder the project (what
+  ``distcomp.load`` and every target's loader give);
 - ``_reference``: ``FILE.py:FUNCTION`` references, as the CLI takes them;
 - ``run``: the runner each rank executes (``python -m distcomp.function.run MODULE:QUALNAME ...``).
 

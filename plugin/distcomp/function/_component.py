@@ -33,7 +33,10 @@ class FunctionComponent:
     stands for its spec. What a target needs:
 
     - ``spec``: the ComponentSpec (loaded from ``spec_text()`` by the normal loader; its
-      ``code`` is the code folder, ``source`` None: nothing is written);
+      ``code`` is the code folder, ``source`` None: nothing is written). ``distcomp.load``
+      and the targets' loaders give the same spec read from a file (``_filed``: in the
+      user's cache, its ``code:`` this code folder), so a target that reads, embeds or ships
+      the spec file takes a function's as any other;
     - ``code``: the code folder that travels (``origin``: module, qualified name, file);
     - ``spec_text(code)``: the DistributedComponent YAML, with ``code:`` as given;
     - ``distcomp.export(self, folder)``: ``folder/component.yaml`` and ``folder/code/``, for a

@@ -18,6 +18,6 @@ class Input(str):
 
 class Output(str):
     """A path the step writes: a folder or a file (the spec's ``path`` output type; a folder
-    is made for it before the ranks start)."""
+    is made for it before the function is called, on every target, unless a file is there)."""
 
     __slots__ = ()

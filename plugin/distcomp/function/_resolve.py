@@ -7,9 +7,10 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..spec import ComponentSpec
     from ._component import FunctionComponent
 
-__all__ = ["as_component"]
+__all__ = ["as_component", "function_spec"]
 
 
 def as_component(ref: object) -> "FunctionComponent | None":
@@ -31,3 +32,16 @@ def as_component(ref: object) -> "FunctionComponent | None":
 
         check(f"{found.origin.file.name}:{found.origin.qualname}")
     return found
+
+
+def function_spec(ref: object) -> "ComponentSpec | None":
+    """The spec of the function component ``ref`` is or names (else None), as every target
+    gets it: loaded from its spec file (``_filed``), its code folder the function's project.
+    A target then reads, embeds or ships it as it does a spec written by hand: none asks
+    whether a spec came from a function."""
+    found = as_component(ref)
+    if found is None:
+        return None
+    from ._filed import filed_spec
+
+    return filed_spec(found)

@@ -43,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Usage as exc:
         print(f"distcomp.function.run: {exc}", file=sys.stderr)
         return 2
+    problem = _make_outputs(values)
+    if problem:
+        print(f"distcomp.function.run: {problem}", file=sys.stderr)
+        return 1
     try:
         result = function(**values)
     except (KeyboardInterrupt, SystemExit):
@@ -133,6 +137,21 @@ def _values(params: tuple[Any, ...], pairs: list[tuple[str, str]], target: str) 
     if missing:
         raise _Usage(f"{target}: no value for {', '.join(missing)}")
     return values
+
+
+def _make_outputs(values: dict[str, Any]) -> str | None:
+    """Make each Output's folder, as a local run does before the ranks start, where the target
+    did not (a Kubeflow pod's volume, a node of a cluster): an Output is a folder to write in on
+    every target. An existing file is left as it is. Returns what could not be made."""
+    from ._ports import Output
+
+    for name, value in values.items():
+        if isinstance(value, Output) and not os.path.isfile(value):
+            try:
+                os.makedirs(value, exist_ok=True)
+            except OSError as exc:
+                return f"cannot make the folder of output {name!r} at {value}: {exc.strerror or exc}"
+    return None
 
 
 def _report(exc: BaseException, target: str, what: str | None = None) -> None:

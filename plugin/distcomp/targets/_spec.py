@@ -29,12 +29,12 @@ def resolve_spec(spec_or_path: SpecLike, error: type[Exception],
     if isinstance(spec_or_path, ComponentSpec):
         return spec_or_path, launchers
     from ..errors import UsageError
-    from ..function._resolve import as_component
+    from ..function._resolve import function_spec
 
     try:
-        function = as_component(spec_or_path)
+        function = function_spec(spec_or_path)
         if function is not None:
-            return function.spec, launchers
+            return function, launchers
     except UsageError as exc:
         raise error(str(exc)) from None
     if not isinstance(spec_or_path, (str, os.PathLike)):

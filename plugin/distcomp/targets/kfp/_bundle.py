@@ -1,7 +1,9 @@
 """What a KFP step carries: the spec and its code folder as one reproducible archive.
 
 A lightweight KFP component ships only its function's source, so the spec and the code are
-embedded in that source as a base64 tar.gz, unpacked inside the container. The archive is
+embedded in that source as a base64 tar.gz, unpacked inside the container. The code is what
+every other delivery ships (``distcomp.delivery.code``: no .git, .venv, caches, .env, what a
+run writes, nor what ``.gitignore`` and ``.distcompignore`` leave out). The archive is
 byte-for-byte reproducible (sorted entries, zero times and owners, gzip without a
 timestamp): compiling the same spec twice gives the same pipeline YAML.
 """
@@ -11,20 +13,16 @@ from __future__ import annotations
 import base64
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 import yaml
 
-from ..._files import code_file_problem, targz
+from ..._files import targz
 from ...spec import BUILTIN_LAUNCHERS, ComponentSpec, check_text
 from ._errors import KfpTargetError
 
 SPEC_FILE = "component.yaml"
 CODE_DIR = "code"
-# Never code: caches and version-control or virtualenv folders.
-SKIP = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-                  ".ipynb_checkpoints", ".DS_Store"})
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ def pack(spec: ComponentSpec, code_path: str | None = None,
                              "one (load it with distcomp.spec.load(PATH))")
     entries: list[tuple[str, bytes, int]] = [(SPEC_FILE, _bundled_spec(spec, code_path or CODE_DIR, launchers), 0o644)]
     if code_path is None:
-        entries += _code_files(spec.code)
+        entries += _code_files(spec)
     return Bundle(_archive(entries), tuple((name, len(data)) for name, data, _ in entries))
 
 
@@ -68,24 +66,16 @@ def _bundled_spec(spec: ComponentSpec, code: str, launchers: Mapping[str, str]) 
     return text.encode("utf-8")
 
 
-def _code_files(folder: Path) -> list[tuple[str, bytes, int]]:
-    if not folder.is_dir():
-        raise KfpTargetError(f"the code folder {folder} does not exist: the step embeds it (create it, or pass "
+def _code_files(spec: ComponentSpec) -> list[tuple[str, bytes, int]]:
+    from ...delivery.code import code_files
+
+    if not spec.code.is_dir():
+        raise KfpTargetError(f"the code folder {spec.code} does not exist: the step embeds it (create it, or pass "
                              "code_path= for code already inside the image)")
     out = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP)
-        for name in sorted(files):
-            path = Path(root) / name
-            if name in SKIP or name.endswith(".pyc"):
-                continue
-            why = code_file_problem(path)
-            if why:
-                raise KfpTargetError(why)
-            if not path.is_file():  # gone meanwhile
-                continue
-            mode = 0o755 if os.access(path, os.X_OK) else 0o644
-            out.append((f"{CODE_DIR}/{path.relative_to(folder).as_posix()}", path.read_bytes(), mode))
+    for rel, path in sorted(code_files(spec, KfpTargetError).items()):
+        mode = 0o755 if os.access(path, os.X_OK) else 0o644
+        out.append((f"{CODE_DIR}/{rel}", path.read_bytes(), mode))
     return out
 
 
