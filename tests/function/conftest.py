@@ -73,14 +73,19 @@ def project(tmp_path: Path) -> Path:
     return proj
 
 
+def _env(cwd: Path, uri: str | None) -> dict[str, str]:
+    """A user's shell, with distcomp's cache (function spec files) in the test's folder."""
+    return clean_env(XDG_CACHE_HOME=str(cwd / ".cache"), **({"MLFLOW_TRACKING_URI": uri} if uri else {}))
+
+
 def distcomp(cwd: Path, *args: str, uri: str | None = None, timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
-    env = clean_env(**({"MLFLOW_TRACKING_URI": uri} if uri else {}))
+    env = _env(cwd, uri)
     return subprocess.run([sys.executable, "-m", "distcomp", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=timeout)
 
 
 def python(cwd: Path, code: str, uri: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = clean_env(**({"MLFLOW_TRACKING_URI": uri} if uri else {}))
+    env = _env(cwd, uri)
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, env=env,
                           timeout=WAIT)
 

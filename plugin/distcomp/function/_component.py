@@ -6,7 +6,6 @@ importing a module of components (as each rank does) costs no spec loading."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 from pathlib import Path
@@ -92,7 +91,6 @@ class FunctionComponent:
                 cached = loads(self.spec_text(), f"{self.origin.file}:{self.origin.qualname}", self.code)
             except SpecError as exc:  # a setting the decorator passed on (a launcher name, a version...)
                 raise FunctionError(f"{self.origin.file}:{self.origin.qualname}: {exc}".replace("\n", "; ")) from None
-            cached = dataclasses.replace(cached, locator=f"{self.origin.file}:{self.origin.qualname}")
             self.__dict__["_spec"] = cached
         return cached
 

@@ -105,14 +105,6 @@ class ComponentSpec:
     successful_return_code: Literal["Zero", "ZeroOrGreater"] = "Zero"
     is_deterministic: bool | None = None
     source: Path | None = None  # the spec file, when loaded from one
-    # what loads it again in another process when no file holds it (a function's FILE.py:QUALNAME)
-    locator: str | None = None
-
-    @property
-    def reference(self) -> str | None:
-        """What any loader of distcomp takes to load this spec again (a background job's
-        worker, a record): its file, else its locator; None when neither exists."""
-        return str(self.source) if self.source is not None else self.locator
 
     @property
     def ref(self) -> str:

@@ -76,7 +76,7 @@ class LocalTarget:
         from ...jobs import default_run_dir, make_job
         from ._job import check_tracking_uri
 
-        again = spec.reference  # what the background process loads: the spec's file, or its function
+        again = str(spec.source) if spec.source is not None else None  # what the background process loads
         if again is None:
             raise UsageError(f"{spec.ref}: a spec that is not in a file cannot run in the background; save it "
                              "as component.yaml beside its code")
