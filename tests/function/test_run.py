@@ -150,18 +150,23 @@ sys.stdout.write(train.spec_text("code"))
 """)
     assert again.stdout == (exported / "component.yaml").read_text(encoding="utf-8")
     # a second export into the folder is refused, nothing changed; force replaces it
-    refused = python(tmp_path, f"""
+    refused = _export(tmp_path, project, "train", exported)
+    assert "the folder is not empty" in refused.stdout and "force=True" in refused.stdout
+
+
+def _export(tmp_path: Path, project: Path, module: str, exported: Path) -> Any:
+    """``distcomp.export`` of the function ``module`` of the project's module ``module``, in a fresh process; a refusal is printed."""
+    return python(tmp_path, f"""
 import sys
 sys.path.insert(0, {str(project)!r})
 import distcomp
 from distcomp.errors import UsageError
-from train import train
+from {module} import {module}
 try:
-    distcomp.export(train, {str(exported)!r})
+    distcomp.export({module}, {str(exported)!r})
 except UsageError as exc:
     print(exc)
 """)
-    assert "the folder is not empty" in refused.stdout and "force=True" in refused.stdout
 
 
 def test_a_refused_export_writes_nothing(project: Path, tmp_path: Path) -> None:
@@ -170,17 +175,7 @@ def test_a_refused_export_writes_nothing(project: Path, tmp_path: Path) -> None:
     (project / "odd.py").write_text("import distcomp\n\n\n@distcomp.component(launcher='no-such-launcher')\n"
                                     "def odd(epochs: int = 1):\n    pass\n", encoding="utf-8")
     exported = tmp_path / "out" / "exported"
-    proc = python(tmp_path, f"""
-import sys
-sys.path.insert(0, {str(project)!r})
-import distcomp
-from distcomp.errors import UsageError
-from odd import odd
-try:
-    distcomp.export(odd, {str(exported)!r})
-except UsageError as exc:
-    print(exc)
-""")
+    proc = _export(tmp_path, project, "odd", exported)
     assert proc.returncode == 0, explain(proc)
     assert "export of odd:odd" in proc.stdout and "no-such-launcher" in proc.stdout
     assert len(proc.stdout.strip().splitlines()) == 1
