@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -100,25 +101,32 @@ def walk(code: Path, spec_file: Path, skip: frozenset[Path],
                                     "registry stores plain files: put the folder itself there, or remove the link")
             else:
                 rules[path] = ignores.enter(path)
+        prefix = "" if top else here.relative_to(code).as_posix() + "/"
         for name in names:
             path = here / name
             if (name in EXCLUDED or name.endswith(".pyc") or (top and name in EXCLUDED_AT_TOP)
                     or ignores.ignored(path, is_dir=False)):
                 continue
-            rel = path.relative_to(code).as_posix()
+            rel = prefix + name
             if not safe_path(rel):
                 raise CodeFolderError(f"{spec_file}: cannot publish {str(path)!r}: control characters in its name")
-            target = check_link(path, code, spec_file, skip, allow_external) if path.is_symlink() else None
-            special = code_file_problem(path)
-            if special:
-                raise CodeFolderError(f"{spec_file}: {special}")
-            if not path.is_file():
-                raise CodeFolderError(f"{spec_file}: {path} in the code folder is not a regular file; remove it to "
-                                    "publish")
-            if target is not None:
-                external[str(path)] = target
+            try:
+                st = os.lstat(path)
+            except OSError:
+                st = None
+            if st is None or not stat.S_ISREG(st.st_mode):  # a link, a special file, gone: the checks say which
+                target = check_link(path, code, spec_file, skip, allow_external) if path.is_symlink() else None
+                special = code_file_problem(path)
+                if special:
+                    raise CodeFolderError(f"{spec_file}: {special}")
+                if not path.is_file():
+                    raise CodeFolderError(f"{spec_file}: {path} in the code folder is not a regular file; remove it "
+                                          "to publish")
+                if target is not None:
+                    external[str(path)] = target
+                st = path.stat()
             out[rel] = path
-            size += path.stat().st_size
+            size += st.st_size
             if len(out) > MAX_FILES or size > MAX_BYTES:
                 raise CodeFolderError(f"{spec_file}: the code folder {code} holds more than {MAX_FILES} files or "
                                     f"{MAX_BYTES >> 20} MiB; the registry stores code, not data: point code: at "

@@ -19,7 +19,7 @@ from ._text import Settings, spec_text
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
 
-__all__ = ["FunctionComponent", "component"]
+__all__ = ["DEFAULTS", "FunctionComponent", "component", "settings_of"]
 
 _COMPONENT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -46,11 +46,31 @@ class FunctionComponent:
     params: tuple[Param, ...]
     settings: Settings
 
-    def __init__(self, fn: Callable[..., Any], settings: Settings, origin: Origin, params: tuple[Param, ...]):
-        self.__dict__.update(fn=fn, settings=settings, origin=origin, params=params, __wrapped__=fn)
+    def __init__(self, fn: Callable[..., Any] | None, settings: Settings, origin: Origin, params: tuple[Param, ...],
+                 doc: str | None = None, load: Callable[[], Callable[..., Any]] | None = None):
+        """``fn`` None: read from its file without importing it (``_static``): ``load`` imports
+        it, on first use of ``fn`` (a call); ``doc`` is its docstring meanwhile."""
+        self.__dict__.update(settings=settings, origin=origin, params=params)
+        if fn is None:
+            name = origin.qualname.rpartition(".")[2]
+            self.__dict__.update(__module__=origin.module, __name__=name, __qualname__=origin.qualname, __doc__=doc,
+                                 _load=load)
+        else:
+            self._bind(fn)
+
+    def _bind(self, fn: Callable[..., Any]) -> None:
+        self.__dict__.update(fn=fn, __wrapped__=fn)
         for name in functools.WRAPPER_ASSIGNMENTS:  # it reads as the function: name, docstring, signature
             if hasattr(fn, name):
                 self.__dict__[name] = getattr(fn, name)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a component read without importing its module: import it now
+        load = self.__dict__.get("_load")
+        if name not in ("fn", "__wrapped__") or load is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._bind(load())
+        return self.__dict__[name]
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a FunctionComponent is read-only (setting {name!r})")
@@ -95,6 +115,13 @@ class FunctionComponent:
         return cached
 
 
+# the decorator's keyword defaults (the static reading of a file starts from them; a test holds
+# them equal to component()'s signature)
+DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(
+    name=None, version=None, launcher="torch.distributed", nodes=1, nproc_per_node=1, image=None, packages=(), env=None,
+    description=None, code=None))
+
+
 @overload
 def component(fn: Callable[..., Any], /) -> FunctionComponent: ...
 @overload
@@ -121,24 +148,31 @@ def component(fn: Callable[..., Any] | None = None, /, *, name: str | None = Non
 
     The function runs on every rank with each value converted back to its annotated type
     (see ``distcomp.function``); it is imported there by module and qualified name."""
-    settings: dict[str, Any] = dict(name=name, version=version, launcher=launcher, nodes=nodes, nproc_per_node=nproc_per_node,
-                    image=image, packages=packages, env=env, description=description, code=code)
+    settings: dict[str, Any] = dict(name=name, version=version, launcher=launcher, nodes=nodes,
+                                    nproc_per_node=nproc_per_node, image=image, packages=packages, env=env,
+                                    description=description, code=code)
     if fn is not None:
         return _make(fn, **settings)
     return lambda f: _make(f, **settings)
 
 
-def _make(fn: Callable[..., Any], *, name: str | None, version: str | None, launcher: str, nodes: int,
-          nproc_per_node: int, image: str | None, packages: Iterable[str], env: Mapping[str, str] | None,
-          description: str | None, code: "str | os.PathLike[str] | None") -> FunctionComponent:
+def _make(fn: Callable[..., Any], *, code: "str | os.PathLike[str] | None", **given: Any) -> FunctionComponent:
     if isinstance(fn, FunctionComponent):
         raise FunctionError(f"{fn.origin.target} is a component already: decorate it once")
     where = f"@distcomp.component {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
     origin = locate(fn, code, where)
     where = f"@distcomp.component {origin.file.name}:{origin.qualname}"
     params = parameters(fn, where)
-    final = name if name is not None else fn.__name__.replace("_", "-")
-    if not final or not final[0].isalnum() or not set(final) <= _COMPONENT_NAME_CHARS:
+    return FunctionComponent(fn, settings_of(fn.__name__, fn.__doc__, where, **given), origin, params)
+
+
+def settings_of(fn_name: str, doc: str | None, where: str, *, name: str | None, version: str | None, launcher: str,
+                nodes: int, nproc_per_node: int, image: str | None, packages: Iterable[str],
+                env: Mapping[str, str] | None, description: str | None) -> Settings:
+    """The decorator's settings, checked (``fn_name`` and ``doc``: the function's name and
+    docstring, for the defaults); shared by the decorator and the static reading of a file."""
+    final = name if name is not None else fn_name.replace("_", "-")
+    if not isinstance(final, str) or not final or not final[0].isalnum() or not set(final) <= _COMPONENT_NAME_CHARS:
         raise FunctionError(f"{where}: name {final!r}: use letters, digits, '.', '_' or '-', starting with a letter "
                             "or digit")
     for what, count in (("nodes", nodes), ("nproc_per_node", nproc_per_node)):
@@ -153,8 +187,7 @@ def _make(fn: Callable[..., Any], *, name: str | None, version: str | None, laun
         if not isinstance(key, str) or not isinstance(value, (str, int, float, bool)):
             raise FunctionError(f"{where}: env takes NAME: text pairs (got {key!r}: {value!r})")
         variables[key] = str(value)
-    doc = (fn.__doc__ or "").strip().splitlines()
-    settings = Settings(final, None if version is None else str(version), launcher.strip(), nodes, nproc_per_node,
-                        image, tuple(str(p) for p in packages), MappingProxyType(variables),
-                        description if description is not None else (doc[0].strip() if doc else None))
-    return FunctionComponent(fn, settings, origin, params)
+    lines = (doc or "").strip().splitlines()
+    return Settings(final, None if version is None else str(version), launcher.strip(), nodes, nproc_per_node,
+                    image, tuple(str(p) for p in packages), MappingProxyType(variables),
+                    description if description is not None else (lines[0].strip() if lines else None))

@@ -9,6 +9,7 @@ is copied, the export is made in a sibling folder, then renamed into place."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -41,7 +42,7 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
     """``export``, with folders of the project left out besides the export's own (``skip``: a
     registry that lies in the project, when publishing)."""
     from .._codefolder import CodeFolderError, folder_files
-    from ..spec import check_file, check_text
+    from ..spec import check_text
     from ._component import FunctionComponent, component
 
     made = fn if isinstance(fn, FunctionComponent) else component(fn)
@@ -72,13 +73,12 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    written = check_file(dest / SPEC_FILE)
-    assert written.spec is not None
-    return written.spec
+    # what was checked is what was written (its code folder there now): no second reading
+    return dataclasses.replace(result.spec, source=dest / SPEC_FILE)
 
 
 def _copy(files: Mapping[str, Path], code: Path) -> None:
-    """Each file to ``code/REL`` with its mode and times; each folder made once (not once a file)."""
+    """Each file to ``code/REL`` with its mode; each folder made once (not once a file)."""
     code.mkdir()
     made = {code}
     for rel, source in files.items():
@@ -86,4 +86,4 @@ def _copy(files: Mapping[str, Path], code: Path) -> None:
         if target.parent not in made:
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
-        shutil.copy2(source, target)
+        shutil.copy(source, target)  # content and mode: what the code delivery and its hash read

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ._signature import FunctionError
 
-__all__ = ["Origin", "locate"]
+__all__ = ["Origin", "locate", "place"]
 
 
 @dataclass(frozen=True)
@@ -49,14 +49,20 @@ def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where:
     if not file:
         raise FunctionError(f"{where} is defined in {module} with no file behind it (a notebook or a REPL): ranks "
                             "import a function from its module's file; put it in a .py file and import it from there")
-    path = Path(file).resolve()
+    return place(Path(file).resolve(), module, fn.__qualname__, code, where)
+
+
+def place(path: Path, module: str, qualname: str, code: "str | os.PathLike[str] | None", where: str) -> Origin:
+    """The Origin of ``qualname`` in the module ``module`` whose file is ``path`` (resolved),
+    ``code`` as the decorator was given it: what ``locate`` finds for an imported function, and
+    what the static reading of a file (``_static``) finds without importing it."""
     natural, name = _natural_root(path, module)
     if code is None:
         if any(part in ("site-packages", "dist-packages") for part in natural.parts):
             raise FunctionError(f"{where} is in an installed package ({natural}); give code= the project folder to "
                                 "ship, or define the component in your project")
         _refuse_shadow(natural, where)
-        return Origin(name, fn.__qualname__, natural, path)
+        return Origin(name, qualname, natural, path)
     root = Path(code).expanduser().resolve()
     if not root.is_dir():
         raise FunctionError(f"{where}: code={os.fspath(code)!r} is not a folder")
@@ -65,7 +71,7 @@ def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where:
                             "code= must hold the function's module")
     _refuse_shadow(root, where)
     _refuse_shadow(natural, where)
-    return Origin(name, fn.__qualname__, root, path, natural.relative_to(root).as_posix().strip("."))
+    return Origin(name, qualname, root, path, natural.relative_to(root).as_posix().strip("."))
 
 
 def _refuse_shadow(folder: Path, where: str) -> None:

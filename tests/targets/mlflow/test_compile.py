@@ -138,17 +138,29 @@ def test_nodes_and_processes_are_baked_in_when_given(tmp_path: Path) -> None:
     assert dict(read_record(tmp_path / "out" / "distcomp-job.json").options) == {"nodes": 2, "nproc_per_node": 3}
 
 
-def test_a_code_subfolder_keeps_its_place_and_code_outside_is_refused(tmp_path: Path) -> None:
+def test_a_code_subfolder_keeps_its_place_and_code_outside_moves_in(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job", code="src")
     proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", "out", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     assert files(tmp_path / "out") == {"MLproject", "distcomp-job.json", "component.yaml", "src/train.py",
                                        "src/pkg/util.py", "src/vocab.txt"}
+    # a DistributedComponent spec whose code lies outside its folder: the project carries it as code/
     outside = write_job(tmp_path / "other", code="../shared")
     proc = distcomp("compile", "--target", "mlflow", str(outside), "-o", "out2", cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    assert files(tmp_path / "out2") == {"MLproject", "distcomp-job.json", "component.yaml", "code/train.py",
+                                        "code/pkg/util.py", "code/vocab.txt"}
+    moved = yaml.safe_load((tmp_path / "out2" / "component.yaml").read_text())
+    assert moved["code"] == "code" and moved["launcher"] == yaml.safe_load(SPEC)["launcher"]
+    assert load_project(str(tmp_path / "out2")).name == "typed-job"
+    # another dialect's layout is not rewritten: refused with the hint, nothing written
+    v2 = tmp_path / "v2" / "component.yaml"
+    v2.parent.mkdir()
+    v2.write_text(V2_SPEC + "code: ../shared\n")
+    proc = distcomp("compile", "--target", "mlflow", str(v2), "-o", "out4", cwd=tmp_path)
     assert proc.returncode == 2, explain(proc)
     assert "is outside the spec's folder" in proc.stderr and "hint:" in proc.stderr
-    assert "Traceback" not in proc.stderr and not (tmp_path / "out2").exists()
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out4").exists()
     missing = tmp_path / "nocode" / "component.yaml"
     missing.parent.mkdir()
     missing.write_text(SPEC + "code: src\n")

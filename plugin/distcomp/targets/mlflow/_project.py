@@ -15,15 +15,13 @@ import tempfile
 from pathlib import Path
 
 from ..._files import checked_copy
+from ...delivery.code import code_files
 from ...jobrecord import write_record
 from .._spec import SpecLike
 from ._errors import MlflowTargetError
 from ._mlproject import MLPROJECT, RECORD, is_ours, mlproject_text, record
 
-# Never code: caches, version control, virtualenvs; at the top only, what a run leaves behind.
-SKIP = frozenset({".git", ".hg", ".svn", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-                  ".ipynb_checkpoints"})
-SKIP_TOP = frozenset({"runs", "mlruns", "mlflow.db", "mlflow.db-journal"})
+CODE = "code"  # where a code folder from outside the spec's folder goes in the project
 
 
 def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
@@ -40,12 +38,16 @@ def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
     source = spec.source.resolve()
     home, code = source.parent, spec.code.resolve()
     out = Path(out_dir).absolute().resolve()
+    moved: str | None = None  # the spec's text with its code folder moved into the project
     try:
         code_rel = code.relative_to(home)
     except ValueError:
-        raise MlflowTargetError(
-            f"{source}: the code folder {code} is outside the spec's folder {home}; an MLflow project is one "
-            "folder (hint: move the code under the spec's folder, or the spec next to its code)") from None
+        moved = _with_code_here(source)
+        if moved is None:
+            raise MlflowTargetError(
+                f"{source}: the code folder {code} is outside the spec's folder {home}; an MLflow project is one "
+                "folder (hint: move the code under the spec's folder, or the spec next to its code)") from None
+        code_rel = Path(CODE)
     if not code.is_dir():
         raise MlflowTargetError(f"{source}: the code folder {code} does not exist; the project carries it "
                                 "(hint: create it, or fix `code:` in the spec)")
@@ -62,8 +64,11 @@ def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
     except OSError as exc:
         raise MlflowTargetError(f"cannot write {out}: {exc.strerror or exc}") from None
     try:
-        _copy_code(code, tmp / code_rel, avoid={out, tmp})
-        shutil.copyfile(source, tmp / source.name)
+        _copy_code(code_files(spec, MlflowTargetError), tmp / code_rel, avoid=(out, tmp))
+        if moved is None:
+            shutil.copyfile(source, tmp / source.name)
+        else:
+            (tmp / source.name).write_text(moved, encoding="utf-8")
         (tmp / MLPROJECT).write_text(text, encoding="utf-8")
         # (a code file of either name is replaced, as before). The record holds no input value:
         # readable as the project's other files are.
@@ -76,6 +81,23 @@ def compile_project(spec_path: "SpecLike", out_dir: str | os.PathLike[str], *,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _with_code_here(source: Path) -> str | None:
+    """The text of a DistributedComponent spec whose ``code:`` lies outside its folder (a
+    function component's spec in distcomp's cache names the project's absolute path; a user's
+    may say ``../src``), with ``code: code``: the project then carries the code as ``code/``.
+    None for another dialect, whose layout distcomp does not rewrite."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict) or doc.get("type") != "DistributedComponent" or not isinstance(doc.get("code"), str):
+        return None
+    doc["code"] = CODE
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 16)
 
 
 def _check_target(out: Path) -> None:
@@ -97,19 +119,22 @@ def _check_target(out: Path) -> None:
                                 "empty folder")
 
 
-def _copy_code(code: Path, dst: Path, avoid: set[Path]) -> None:
-    """The code folder's files, less caches and run leftovers, and less the project being
-    written when it lies inside the code folder."""
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        here = Path(folder)
-        skip = {n for n in names if n in SKIP or here / n in avoid}
-        return skip | (SKIP_TOP.intersection(names) if here == code else set())
-
-    shutil.copytree(code, dst, ignore=ignore, dirs_exist_ok=True, copy_function=checked_copy(MlflowTargetError))
-    # a registry keeps its snapshots read-only; the project is the user's to edit and replace
-    for folder, _dirs, files in os.walk(dst):
-        for path in (Path(folder), *(Path(folder) / f for f in files)):
-            path.chmod(path.stat().st_mode | stat.S_IWUSR)
+def _copy_code(files: "dict[str, Path]", dst: Path, avoid: "tuple[Path, ...]") -> None:
+    """The code folder's files as every delivery ships them (``distcomp.delivery.code``: less
+    caches, run leftovers and what .gitignore/.distcompignore leave out), less the project
+    being written when it lies inside the code folder. Writable: a registry keeps its
+    snapshots read-only, and the project is the user's to edit and replace."""
+    copy = checked_copy(MlflowTargetError)
+    made: set[Path] = set()
+    for rel, source in files.items():
+        if any(source.is_relative_to(a) for a in avoid):
+            continue
+        target = dst / rel
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        copy(str(source), str(target))
+        target.chmod(target.stat().st_mode | stat.S_IWUSR)
 
 
 def _move_into_place(tmp: Path, out: Path) -> None:
