@@ -290,6 +290,10 @@ def test_lightnings_mlflowlogger_logs_into_the_jobs_run(sqlite_uri: str, tmp_pat
     # 64 samples, batch 8, 2 ranks: 4 steps an epoch, 2 epochs, logged by rank 0 alone
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 8
     assert "distcomp.extra_runs" not in run.data.tags and "more MLflow run" not in proc.stderr
+    # one line, from rank 0 alone, says where Lightning's metrics went
+    said = f"logs into the job's MLflow run {run.info.run_id} (experiment {run.info.experiment_id})"
+    logs = {p.stem: p.read_text() for p in (tmp_path / "run" / "logs").glob("rank*.log")}
+    assert [name for name, text in sorted(logs.items()) if said in text] == ["rank0"], logs
 
 
 @pytest.mark.slow

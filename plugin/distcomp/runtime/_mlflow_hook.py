@@ -256,6 +256,12 @@ def _patch_lightning(logger: type) -> None:
                                   if "tracking_uri" in signature.parameters else None)
         if not bound.arguments.get("run_id") and not _elsewhere(uri):
             bound.arguments["run_id"] = job_run_id()  # its default makes a run in its own experiment
+            if _rank()[1]:  # its experiment_name and run_name now name nothing: say where the metrics go
+                asked = ", ".join(f"{k}={bound.arguments[k]!r}" for k in ("experiment_name", "run_name")
+                                  if bound.arguments.get(k))
+                print(f"distcomp: MLFlowLogger({asked}) logs into the job's MLflow run {job_run_id()} (experiment "
+                      f"{os.environ.get('MLFLOW_EXPERIMENT_ID', '?')}), not a run of its own", file=sys.stderr,
+                      flush=True)
         original(*bound.args, **bound.kwargs)
 
     logger.__init__ = __init__  # type: ignore[misc]
