@@ -415,24 +415,24 @@ def test_mpi_one_node_one_slot(tmp_path: Path) -> None:
     assert dict(t.local_env) == {}
 
 
-def test_tensorflow_parameter_servers_add_a_chief(tmp_path: Path) -> None:
+def test_tensorflow_parameter_servers_as_azure_ml_lays_them_out(tmp_path: Path) -> None:
+    """Azure ML's tensorflow distribution: worker_count workers and parameter_server_count ps,
+    no chief (worker 0 leads), on every target alike."""
     spec = sdk(tmp_path, "tf", "  node_count: 2\n  worker_count: 4\n  parameter_server_count: 1\n")
     assert spec.distribution.launcher == "tensorflow.distributed"
     t = tf_topology(spec)
     # 4 workers over 2 nodes: 2 processes per node
-    assert (t.launcher, t.nodes, t.processes_per_node, t.world_size) == ("tensorflow.distributed", 2, 2, 5)
-    assert t.roles() == {"chief": 1, "worker": 4, "ps": 1}
+    assert (t.launcher, t.nodes, t.processes_per_node, t.world_size) == ("tensorflow.distributed", 2, 2, 4)
+    assert t.roles() == {"worker": 4, "ps": 1}
     assert [(r.role, r.index, r.node, r.rank, r.service) for r in t.replicas] == [
-        ("chief", 0, 0, 0, False),
-        ("worker", 0, 0, 1, False), ("worker", 1, 0, 2, False), ("worker", 2, 1, 3, False), ("worker", 3, 1, 4, False),
+        ("worker", 0, 0, 0, False), ("worker", 1, 0, 1, False), ("worker", 2, 1, 2, False), ("worker", 3, 1, 3, False),
         ("ps", 0, 0, None, True)]
-    assert [r.name for r in t.replicas] == ["rank0", "rank1", "rank2", "rank3", "rank4", "ps0"]
-    assert t.ports == ("chief-0", "worker-0", "worker-1", "worker-2", "worker-3", "ps-0")
+    assert [r.name for r in t.replicas] == ["rank0", "rank1", "rank2", "rank3", "ps0"]
+    assert t.ports == ("worker-0", "worker-1", "worker-2", "worker-3", "ps-0")
     values = all_values(t)
     configs = [json.loads(bind(r.env["TF_CONFIG"], values)) for r in t.replicas]
-    cluster = {"chief": ["10.0.0.1:20000"],
-               "worker": ["10.0.0.1:20001", "10.0.0.1:20002", "10.0.0.2:20003", "10.0.0.2:20004"],
-               "ps": ["10.0.0.1:20005"]}
+    cluster = {"worker": ["10.0.0.1:20000", "10.0.0.1:20001", "10.0.0.2:20002", "10.0.0.2:20003"],
+               "ps": ["10.0.0.1:20004"]}
     assert configs == [{"cluster": cluster, "task": {"type": r.role, "index": r.index}} for r in t.replicas]
     assert all(set(r.env) == {"TF_CONFIG"} and r.argv == (COMMAND,) for r in t.replicas)
 

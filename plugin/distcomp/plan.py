@@ -9,6 +9,13 @@ A replica that is one rank (``rank`` set, ``ranks`` 1) and whose env carries no 
 contract (``RANK``, ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``TF_CONFIG``: a third-party
 launcher's, such as the hookspec's ``mine``) gets distcomp's own (``RANK_ENV``), so that
 ``distcomp.runtime`` logs from its rank 0 only, on every target.
+
+A role's own settings (seed 003's draft: ``parameter_server: {environment_variables,
+environment, resources}``) are laid out here too, once: its variables go into the env of that
+role's replicas (under the launcher's own, so TF_CONFIG stays the launcher's), and
+``Topology.settings`` carries its variables, image and resources by replica role for the
+targets that place pods. Variables that cannot reach their role alone (the role has no
+process of its own, or one process such as ``mpirun`` starts it with others) are refused.
 """
 
 from __future__ import annotations
@@ -84,7 +91,63 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
         topology = own.topology(spec, found, topology)
         warnings += own.problems(spec, found)
     warnings += _advice.advice(spec, env=env, gpu=gpu)
-    return Plan(spec, _with_rank_env(topology), launcher.type.name, launcher.provider, found, tuple(warnings))
+    topology = _with_role_settings(spec, _with_rank_env(topology))
+    return Plan(spec, topology, launcher.type.name, launcher.provider, found, tuple(warnings))
+
+
+# a spec's role name -> the role its replicas carry (TF_CONFIG's "ps"); others are the same
+REPLICA_ROLE = {"parameter_server": "ps"}
+
+
+def replica_role(role: str) -> str:
+    """The role of the replicas that play the spec's role ``role``."""
+    return REPLICA_ROLE.get(role, role)
+
+
+def _with_role_settings(spec: "ComponentSpec", topology: "Topology") -> "Topology":
+    """``topology`` with each spec role's own variables in its replicas' env, and its settings
+    in ``Topology.settings``; a UsageError where a role's variables would reach other roles or none."""
+    from dataclasses import replace
+
+    from .records import RoleSettings
+
+    settings: dict[str, RoleSettings] = {}
+    env_of: dict[str, dict[str, str]] = {}
+    for role in spec.distribution.roles:
+        image = role.environment.image if role.environment is not None else None
+        if not (role.environment_variables or image or role.resources):
+            continue
+        name = replica_role(role.name)
+        where = f"distributed.{_framework(spec)}.{role.name}"
+        settings[name] = RoleSettings(role.environment_variables, image, role.resources, where)
+        if role.environment_variables:
+            _check_env_reaches(topology, name, where)
+            env_of[name] = dict(role.environment_variables)
+    if not settings:
+        return topology
+    replicas = tuple(replace(r, env={**env_of[r.role], **r.env}) if r.role in env_of else r
+                     for r in topology.replicas)
+    return replace(topology, replicas=replicas, settings=settings)
+
+
+def _framework(spec: "ComponentSpec") -> str:
+    """How the draft names the launcher (``distributed: tensorflow:``), for messages."""
+    return {"tensorflow.distributed": "tensorflow", "torch.distributed": "pytorch"}.get(
+        spec.distribution.launcher, spec.distribution.launcher)
+
+
+def _check_env_reaches(topology: "Topology", role: str, where: str) -> None:
+    """A role's variables need processes of that role alone: refuse them where none exists, or
+    where a process of the role also starts other ranks (``mpirun``: they inherit its env)."""
+    mine = [r for r in topology.replicas if r.role == role]
+    wrappers = [r for r in topology.replicas if r.rank is None and not r.service]  # mpirun, the user's launcher
+    if not mine or any(any(r is w for w in wrappers) for r in mine):
+        starters = sorted({w.role for w in wrappers})
+        how = (f"its ranks are started by the {' and '.join(starters)} process(es), which pass their env to every "
+               "rank they start" if starters else f"the job has no {role} process (it has: "
+               f"{', '.join(topology.roles())})")
+        raise UsageError(f"{where}.environment_variables: the {topology.launcher} job cannot give the {role} role "
+                         f"variables of its own: {how}; move them to the job's environment_variables")
 
 
 def _with_rank_env(topology: "Topology") -> "Topology":

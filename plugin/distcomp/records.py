@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "PlaceholderError",
-    "RESTART", "RankFailure", "RegistryStoreType", "Replica", "Topology", "bind", "host", "node_name", "port", "placeholders",
+    "RESTART", "RankFailure", "RegistryStoreType", "Replica", "RoleSettings", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
 # \Z, not $: "$" would also accept a name that ends in a newline
@@ -164,6 +164,23 @@ class Replica:
 
 
 @dataclass(frozen=True)
+class RoleSettings:
+    """What a spec gives one role of its own (seed 003's draft: ``parameter_server:
+    {environment_variables, environment, resources}``), keyed in ``Topology.settings`` by the
+    replicas' role (``ps``). ``env`` is already in those replicas' env (under the launcher's);
+    a target reads ``image`` and ``resources`` here, never from the spec's roles."""
+
+    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    image: str | None = None
+    resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    source: str = ""  # where the spec says it, for messages: "distributed.tensorflow.parameter_server"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env", _frozen(self.env, f"RoleSettings {self.source} env"))
+        object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
+
+
+@dataclass(frozen=True)
 class Topology:
     """What a launcher factory makes of a ComponentSpec: the replicas and what they need."""
 
@@ -175,6 +192,8 @@ class Topology:
     files: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # job-dir file -> content
     ports: tuple[str, ...] = ()  # names the target allocates, used as {{port:NAME}}
     local_env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # only when all nodes share one machine
+    # replica role -> what the spec gives that role of its own (the Plan fills it in)
+    settings: Mapping[str, RoleSettings] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.processes_per_node < 1 or self.world_size < 1:
@@ -192,6 +211,7 @@ class Topology:
             if not re.match(r"^[A-Za-z0-9_.-]+\Z", name) or name in (".", ".."):
                 raise ValueError(f"Topology.files: {name!r} must be a plain file name")
         object.__setattr__(self, "files", MappingProxyType(dict(self.files)))
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
         used = {arg for r in replicas for text in (*r.argv, *r.env.values()) for kind, arg in placeholders(text)
                 if kind == "port"}
         used |= {arg for text in self.files.values() for kind, arg in placeholders(text) if kind == "port"}

@@ -290,6 +290,10 @@ def test_lightnings_mlflowlogger_logs_into_the_jobs_run(sqlite_uri: str, tmp_pat
     # 64 samples, batch 8, 2 ranks: 4 steps an epoch, 2 epochs, logged by rank 0 alone
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 8
     assert "distcomp.extra_runs" not in run.data.tags and "more MLflow run" not in proc.stderr
+    # one line, from rank 0 alone, says where Lightning's metrics went
+    said = f"logs into the job's MLflow run {run.info.run_id} (experiment {run.info.experiment_id})"
+    logs = {p.stem: p.read_text() for p in (tmp_path / "run" / "logs").glob("rank*.log")}
+    assert [name for name, text in sorted(logs.items()) if said in text] == ["rank0"], logs
 
 
 @pytest.mark.slow
@@ -304,3 +308,20 @@ def test_keras_autolog_logs_into_the_jobs_run(sqlite_uri: str, tmp_path: Path) -
     losses = MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "loss")
     assert sorted(m.step for m in losses) == [0, 1] and all(m.value < 50 for m in losses), losses  # rank 1's ~100
     assert run.data.params["epochs"] == "2" and run.data.params["optimizer_name"] == "sgd"
+
+
+TF_KERAS = SPEC.parent.parent / "tfkeras" / "component.yaml"
+
+
+@pytest.mark.slow
+def test_tensorflow_autolog_under_two_workers_logs_one_model(sqlite_uri: str, tmp_path: Path) -> None:
+    """Real TensorFlow: 2 MultiWorkerMirroredStrategy workers fit under ``mlflow.tensorflow.autolog()``,
+    which logs a model on every worker; the job's run holds rank 0's alone (one model named ``model``)."""
+    proc = _framework_job(tmp_path, sqlite_uri, TF_KERAS)
+    assert proc.returncode == 0, explain(proc)
+    runs = runs_of(sqlite_uri, "tf-keras-autolog")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    client = MlflowClient(sqlite_uri)
+    models = client.search_logged_models([runs[0].info.experiment_id])
+    assert [(m.name, m.source_run_id) for m in models] == [("model", runs[0].info.run_id)], models
+    assert len(client.get_metric_history(runs[0].info.run_id, "loss")) == 2  # rank 0's epochs alone

@@ -1,9 +1,11 @@
 """tensorflow.distributed: one process per task, each with its TF_CONFIG.
 
-Workers are nodes x processes per node (or the spec's worker_count). Parameter servers make
-it a ParameterServerStrategy job, which adds the chief that coordinates it; a declared
-``chief`` or ``evaluator`` role adds those tasks. Parameter servers and the evaluator serve
-the others: the job ends when the chief and workers are done, as a TFJob's default policy.
+Workers are nodes x processes per node (or the spec's worker_count), and parameter servers
+are the spec's parameter_server_count: the layout Azure ML documents for its tensorflow
+distribution (``worker_count`` workers, ``parameter_server_count`` ps, and no chief: worker 0 is
+the chief), so a job has the same tasks on every target. Only a declared ``chief`` or
+``evaluator`` role (the draft dialect) adds those tasks. Parameter servers and the evaluator
+serve the others: the job ends when the chief and workers are done, as a TFJob's default policy.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def tf_topology(spec: "ComponentSpec") -> Topology:
     per_node = d.processes_per_node or 1
     workers = d.worker_count or d.nodes * per_node
     ps = d.parameter_server_count
-    chief = 1 if ps > 0 else _declared(spec, "chief")
+    chief = _declared(spec, "chief")  # none for parameter servers: Azure ML's layout, worker 0 leads
     evaluator = _declared(spec, "evaluator")
     # (role, index, node); the chief, parameter servers and evaluator sit on the first node
     tasks = ([("chief", 0, 0)] * chief + [("worker", i, min(i // per_node, d.nodes - 1)) for i in range(workers)]

@@ -16,7 +16,11 @@ new run, and every rank makes its own. Patched here:
   by ``start_run``: MLflow's convention under DDP is that rank 0 logs (as ``distcomp.runtime``
   does); N copies of each metric in one run would interleave, and a param logged with another
   value by another rank (its rank, its seed) would fail that rank;
-- Lightning's ``MLFlowLogger`` without a ``run_id`` logs into the job's run;
+- an autolog (``mlflow.tensorflow.autolog()``, ``mlflow.autolog()``) logs its model on the main
+  rank only: on the others its ``log_models`` is off, so the run holds one ``model`` (a
+  LoggedModel is made before ``fit`` and linked to the run, which the write guard cannot stop);
+- Lightning's ``MLFlowLogger`` without a ``run_id`` logs into the job's run (its
+  ``experiment_name`` and ``run_name`` then name nothing; the main rank says where it went);
 - a run rank code still makes itself (``MlflowClient().create_run``) is tagged with the job's
   run and recorded for the launcher, which tells the user at the end (``_made_runs``).
 """
@@ -43,7 +47,8 @@ WRITES = ("log_metric", "log_param", "set_tag", "delete_tag", "update_run", "log
           "log_outputs", "log_artifact", "log_artifacts", "log_text", "log_dict", "log_stream", "log_figure",
           "log_image", "log_table")
 LIGHTNING = ("lightning.pytorch.loggers.mlflow", "pytorch_lightning.loggers.mlflow")
-MODULES = ("mlflow.tracking.client", "mlflow.tracking.fluent", *LIGHTNING)
+AUTOLOGGING = "mlflow.utils.autologging_utils"
+MODULES = ("mlflow.tracking.client", "mlflow.tracking.fluent", AUTOLOGGING, *LIGHTNING)
 
 
 def job_run_id() -> str | None:
@@ -88,6 +93,8 @@ def patch(module: ModuleType) -> None:
         _patch_client(module.MlflowClient)
     elif name == "mlflow.tracking.fluent":
         _patch_fluent(module)
+    elif name == AUTOLOGGING:
+        _patch_autologging(module)
     elif name in LIGHTNING:
         _patch_lightning(module.MLFlowLogger)
     setattr(module, PATCHED, True)
@@ -202,6 +209,34 @@ def _patch_fluent(fluent: ModuleType) -> None:
     fluent.start_run = start_run  # type: ignore[attr-defined]
 
 
+def _patch_autologging(module: ModuleType) -> None:
+    """Every flavor's ``autolog`` is made by ``autologging_integration(name)``: wrap what it
+    makes, so that on ranks other than the main one it runs with ``log_models=False``."""
+    original = module.autologging_integration
+
+    @functools.wraps(original)
+    def autologging_integration(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        decorate = original(name)
+
+        def wrap(autolog: Callable[..., Any]) -> Callable[..., Any]:
+            made = decorate(autolog)
+            if "log_models" not in inspect.signature(autolog).parameters:
+                return made
+            signature = inspect.signature(made)
+
+            @functools.wraps(made)
+            def main_rank_models(*args: Any, **kwargs: Any) -> Any:
+                if job_run_id() is not None and not _rank()[1]:
+                    bound = signature.bind(*args, **kwargs)
+                    bound.arguments["log_models"] = False
+                    return made(*bound.args, **bound.kwargs)
+                return made(*args, **kwargs)
+            return main_rank_models
+        return wrap
+
+    module.autologging_integration = autologging_integration  # type: ignore[attr-defined]
+
+
 def _tracking_uri() -> str:
     import mlflow.tracking
 
@@ -221,6 +256,12 @@ def _patch_lightning(logger: type) -> None:
                                   if "tracking_uri" in signature.parameters else None)
         if not bound.arguments.get("run_id") and not _elsewhere(uri):
             bound.arguments["run_id"] = job_run_id()  # its default makes a run in its own experiment
+            if _rank()[1]:  # its experiment_name and run_name now name nothing: say where the metrics go
+                asked = ", ".join(f"{k}={bound.arguments[k]!r}" for k in ("experiment_name", "run_name")
+                                  if bound.arguments.get(k))
+                print(f"distcomp: MLFlowLogger({asked}) logs into the job's MLflow run {job_run_id()} (experiment "
+                      f"{os.environ.get('MLFLOW_EXPERIMENT_ID', '?')}), not a run of its own", file=sys.stderr,
+                      flush=True)
         original(*bound.args, **bound.kwargs)
 
     logger.__init__ = __init__  # type: ignore[misc]

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     import types
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_WATCHED = frozenset({"mlflow.tracking.client", "mlflow.tracking.fluent", "lightning.pytorch.loggers.mlflow",
-                      "pytorch_lightning.loggers.mlflow"})  # _mlflow_hook.MODULES
+_WATCHED = frozenset({"mlflow.tracking.client", "mlflow.tracking.fluent", "mlflow.utils.autologging_utils",
+                      "lightning.pytorch.loggers.mlflow", "pytorch_lightning.loggers.mlflow"})  # _mlflow_hook.MODULES
 
 
 def _patch(module: types.ModuleType) -> None:

@@ -95,8 +95,16 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         doc["command"] = boot_line(agent, doc["command"])
     spec_dir = spec.source.parent if spec.source is not None else spec.code
     doc["environment"] = _environment(spec.environment, environment, image, base_dir, spec_dir, notes)
-    if spec.environment_variables:
-        doc["environment_variables"] = dict(spec.environment_variables)
+    variables = dict(spec.environment_variables)
+    if agent is None:  # (the node agent's record already gives each replica its role's variables)
+        from ._roles import role_settings
+
+        job_image = doc["environment"].get("image") if isinstance(doc["environment"], dict) else None
+        prelude, everyone, more = role_settings(plan, distribution, job_image)
+        doc["command"], variables = prelude + doc["command"], {**variables, **everyone}
+        notes += more
+    if variables:
+        doc["environment_variables"] = variables
     doc["distribution"] = distribution
     own = plan.own  # the launcher the command starts itself, if any
     if own is not None and own.once and distribution["type"] == "mpi":

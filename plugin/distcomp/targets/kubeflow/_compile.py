@@ -61,7 +61,7 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
                          nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
                          volumes=dict(volumes or {}), topology=plan.topology, job=job, own=plan.own)
-    return apply(dict(builder(job)(spec, options)), spec, settings or JobSettings())
+    return apply(dict(builder(job)(spec, options)), spec, settings or JobSettings(), plan.topology)
 
 
 def job_type(pm: "PluginManager", launcher: str, trainer_v2: bool = False) -> KubeflowJobType:

@@ -18,6 +18,7 @@ from ._podtemplate import merge_metadata, merge_pod, merge_trainjob
 from ._resources import NOT_NODES, SHM_MOUNT, ResourceOptions, replica_resources, shm_size, shm_volume
 
 if TYPE_CHECKING:
+    from ...records import Topology
     from ...spec import ComponentSpec
 
 
@@ -46,8 +47,26 @@ def _resources(target: dict[str, Any], key: str, more: dict[str, dict[str, Any]]
         current.setdefault(part, {}).update(values)
 
 
-def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings) -> dict[str, Any]:
-    """``manifest`` with ``settings`` applied (changed in place, and returned)."""
+def _role(main: dict[str, Any], replica_type: str, topology: "Topology | None") -> None:
+    """The container of a ``replica_type`` pod with its role's own image and variables (the
+    Plan's ``Topology.settings``: seed 003's ``parameter_server: {environment, environment_variables}``)."""
+    from ...plan import replica_role
+    from ._resources import ROLE_OF
+
+    own = topology.settings.get(replica_role(ROLE_OF.get(replica_type, replica_type.lower()))) if topology else None
+    if own is None:
+        return
+    if own.image:
+        main["image"] = own.image
+    if own.env:
+        env = [e for e in main.get("env") or [] if e.get("name") not in own.env]
+        main["env"] = [*env, *({"name": k, "value": v} for k, v in own.env.items())]
+
+
+def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings,
+          topology: "Topology | None" = None) -> dict[str, Any]:
+    """``manifest`` with ``settings`` applied (changed in place, and returned); ``topology``: the
+    Plan's, whose per-role settings reach the pods of that role."""
     kind = manifest.get("kind", "")
     shm, size = shm_size(spec, kind, settings.resources)
     if settings.runtime and kind != "TrainJob":
@@ -70,6 +89,7 @@ def apply(manifest: dict[str, Any], spec: "ComponentSpec", settings: JobSettings
     for replica_type, replica in replica_specs(manifest).items():
         pod = replica["template"]["spec"]
         main = pod["containers"][0]  # the builders put the training container first
+        _role(main, replica_type, topology)
         _resources(main, "resources", replica_resources(spec, replica_type, settings.resources))
         if shm and replica_type not in NOT_NODES:
             pod.setdefault("volumes", []).append(shm_volume(size))
