@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from distcomp.launchers.deepspeed import deepspeed_topology
-from distcomp.launchers.mpi import NODE_AGENT, mpi_topology
+from distcomp.launchers.mpi import NODE_AGENT, mpi_topology, prterun_shim
 from distcomp.launchers.tensorflow import tf_topology
 from distcomp.launchers.torch import rank_topology
 from distcomp.records import (
@@ -396,12 +396,17 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
     assert r.output is not None and r.output(b"[1,3]<stdout>: loss 0.5") == (3, b"loss 0.5")
     assert r.argv == ("mpirun", "--allow-run-as-root", "--hostfile", "{{job_dir}}/hostfile", "-np", "4",
                       "--map-by", "slot", "--output", "tag",
-                      "-x", "AZUREML_MPI_HOSTFILE", "-x", "AZ_BATCH_MASTER_NODE", "-x", "NCCL_DEBUG", COMMAND)
-    assert dict(r.env) == {"AZUREML_MPI_HOSTFILE": "{{job_dir}}/hostfile", "AZ_BATCH_MASTER_NODE": "{{host:0}}:{{port:master}}"}
+                      "-x", "AZUREML_MPI_HOSTFILE", "-x", "AZ_BATCHAI_MPI_MASTER_NODE", "-x", "AZ_BATCH_MASTER_NODE",
+                      "-x", "NCCL_DEBUG", COMMAND)
+    assert dict(r.env) == {"AZUREML_MPI_HOSTFILE": "{{job_dir}}/hostfile", "AZ_BATCH_MASTER_NODE": "{{host:0}}:{{port:master}}",
+                           "AZ_BATCHAI_MPI_MASTER_NODE": "{{host:0}}"}
     assert dict(t.files) == {"hostfile": "{{node:0}} slots=2\n{{node:1}} slots=2\n"}
     assert t.ports == ("master",)
+    shim = prterun_shim()  # distcomp-prterun: every mpirun line here passes mpiline.rewrite
+    assert shim is not None and Path(shim).name == "distcomp-prterun"
     assert dict(t.local_env) == {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}", "OMP_NUM_THREADS": "1",
-                                 "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_coll": "^han"}
+                                 "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_coll": "^han", "OMPI_PRTERUN": shim,
+                                 "DISTCOMP_MPI_NODES_SHARE_HOST": "1", "NCCL_SOCKET_IFNAME": "lo"}
     assert NODE_AGENT.is_file()
     assert bind(t.files["hostfile"], all_values(t)) == "node0 slots=2\nnode1 slots=2\n"
     assert bind(r.env["AZ_BATCH_MASTER_NODE"], all_values(t)) == "10.0.0.1:20000"
@@ -412,7 +417,7 @@ def test_mpi_one_node_one_slot(tmp_path: Path) -> None:
     assert t.world_size == 1
     assert t.replicas[0].argv[4:6] == ("-np", "1")
     assert dict(t.files) == {"hostfile": "{{node:0}} slots=1\n"}
-    assert dict(t.local_env) == {}
+    assert dict(t.local_env) == {"OMPI_PRTERUN": prterun_shim(), "NCCL_SOCKET_IFNAME": "lo"}  # one node: no sharing
 
 
 def test_tensorflow_parameter_servers_as_azure_ml_lays_them_out(tmp_path: Path) -> None:

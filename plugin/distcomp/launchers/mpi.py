@@ -1,18 +1,26 @@
 """MPI (and Horovod): ``mpirun`` once, over a hostfile of ``host slots=N`` lines.
 
 The ranks get Open MPI's own ``OMPI_COMM_WORLD_*`` env from mpirun; distcomp adds Azure ML's
-``AZUREML_MPI_HOSTFILE`` and ``AZ_BATCH_MASTER_NODE`` and forwards them with ``-x``. When
-several nodes are simulated on one machine, Open MPI's ssh agent is replaced by
-``node_agent.sh`` so each node still gets its own daemon and local rank layout.
+``AZUREML_MPI_HOSTFILE``, ``AZ_BATCH_MASTER_NODE`` and ``AZ_BATCHAI_MPI_MASTER_NODE`` and forwards
+them with ``-x``. When several nodes are simulated on one machine, Open MPI's ssh agent is
+replaced by ``node_agent.sh`` so each node still gets its own daemon and local rank layout. On
+this machine every mpirun line passes ``mpiline.rewrite`` (through ``OMPI_PRTERUN``, see
+``mpishim``): Open MPI 4's single-dash options are read as Open MPI 5 spells them, and simulated
+nodes never share memory, whatever btl the user names.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
+import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
+from .mpiline import SHARE_HOST
 from ..records import (COMMAND, JOB_DIR, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
 
@@ -51,6 +59,16 @@ def openmpi_failure(text: str) -> RankFailure | None:
     return None
 
 
+def prterun_shim() -> str | None:
+    """The ``distcomp-prterun`` script of this installation (None if it was not installed)."""
+    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        path = Path(folder) / "distcomp-prterun"
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    found = shutil.which("distcomp-prterun")
+    return str(Path(found).resolve()) if found else None
+
+
 def mpi_topology(spec: "ComponentSpec") -> Topology:
     d = spec.distribution
     nodes, per_node = d.nodes, d.processes_per_node or 1
@@ -58,6 +76,7 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     env = {
         "AZUREML_MPI_HOSTFILE": f"{JOB_DIR}/{HOSTFILE}",
         "AZ_BATCH_MASTER_NODE": f"{host(0)}:{port('master')}",
+        "AZ_BATCHAI_MPI_MASTER_NODE": host(0),  # Azure's first node, as seed 004's single-node branch reads it
     }
     forward = sorted({*env, *spec.environment_variables})
     argv = ["mpirun", "--allow-run-as-root", "--hostfile", f"{JOB_DIR}/{HOSTFILE}", "-np", str(world),
@@ -67,16 +86,23 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     launcher = Replica(role="launcher", index=0, node=0, argv=(*argv, COMMAND), env=env, ranks=world,
                        output=openmpi_rank_line, failure=openmpi_failure, rank_prefix=RANK_PREFIX)
     hostfile = "".join(f"{node_name(n)} slots={per_node}\n" for n in range(nodes))
-    local_env: dict[str, str] = {}
+    # NCCL's socket interface: Azure sets its GPU VMs' NIC (eth0); on one machine every simulated
+    # node is reached over loopback, so "lo" is what is right here (seed 004's snippet prints it)
+    local_env: dict[str, str] = {"NCCL_SOCKET_IFNAME": "lo"}
+    shim = prterun_shim()
+    if shim is not None:  # every mpirun line of the job, ours or the user's, passes mpiline.rewrite
+        local_env["OMPI_PRTERUN"] = shim
     if nodes > 1:
         local_env.update({
             "PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}",
             # Simulated nodes share one host: btl/sm names its segments by host name and local
             # rank, so node0's and node1's local rank 0 would map one segment (SIGSEGV), and
             # coll/han splits by a locality that disagrees with the hostfile (MPI_Barrier hangs).
-            # Between simulated nodes, talk TCP, as between real ones.
+            # Between simulated nodes, talk TCP, as between real ones. A btl or coll the user
+            # names replaces these: the shim (mpiline.apart) keeps sm and han out of it then.
             "OMPI_MCA_btl": "self,tcp",
             "OMPI_MCA_coll": "^han",
+            SHARE_HOST: "1",
         })
     if per_node > 1 or nodes > 1:
         local_env["OMP_NUM_THREADS"] = "1"

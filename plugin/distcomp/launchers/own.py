@@ -53,9 +53,24 @@ def _segments(words: Sequence[str]) -> Iterator[list[str]]:
     yield segment
 
 
-def _launcher(words: list[str]) -> OwnLauncher | None:
+def mpirun_line(spec: "ComponentSpec") -> list[str] | None:
+    """The words of the ``mpirun``/``mpiexec`` line ``spec``'s command starts with, if any."""
+    words = spec.command.render(lambda ref: "VALUE")
+    for segment in _segments(words):
+        found = _launcher(segment)
+        if found is not None:
+            return _from_program(segment) if found.once and found.program != "horovodrun" else None
+    return None
+
+
+def _from_program(words: list[str]) -> list[str]:
     while words and (words[0] in _SKIP or re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[0])):
         words = words[1:]
+    return words
+
+
+def _launcher(words: list[str]) -> OwnLauncher | None:
+    words = _from_program(words)
     if not words:
         return None
     program, rest = words[0].rsplit("/", 1)[-1], words[1:]
@@ -143,6 +158,11 @@ def problems(spec: "ComponentSpec", own: OwnLauncher) -> list[str]:
             out.append(f"{own.program} asks for {own.processes} processes, but the spec's {nodes} node(s) x "
                        f"{per_node or 1} give {slots} slots in AZUREML_MPI_HOSTFILE; raise the process count "
                        "per node or lower -np")
+        line = mpirun_line(spec)
+        if line is not None:
+            from .mpiline import advice
+
+            out += advice(line)
         return out
     if own.nodes is not None and own.nodes != nodes:
         out.append(f"{own.program} says {own.nodes} node(s) (--nnodes), the spec {nodes}: it runs once on each "
