@@ -98,7 +98,7 @@ class FunctionComponent:
     def spec_text(self, code: str = ".") -> str:
         """The spec as DistributedComponent YAML, its ``code:`` being ``code`` (relative to the
         file's folder); ``export`` writes it with ``code: code``."""
-        return spec_text(self.settings, self.params, self.origin.target, code, self.origin.path)
+        return spec_text(self.settings, self.params, self.origin.target, code, self.origin.path, self.origin.source)
 
     @property
     def spec(self) -> "ComponentSpec":

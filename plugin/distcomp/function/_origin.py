@@ -27,13 +27,15 @@ class Origin:
     """``module`` (dotted, importable with ``path`` under ``root`` on sys.path) and ``qualname``
     of the function; ``root``: the code folder; ``path``: where the module's top folder lies
     inside it, POSIX, ``""`` for ``root`` itself (only ``code=`` makes it another); ``file``:
-    the module's file."""
+    the module's file (``<__main__>`` where there is none); ``source``: the function's own
+    source where it has no file (it travels inline: ``_inline``), else None."""
 
     module: str
     qualname: str
     root: Path
     file: Path
     path: str = ""
+    source: str | None = None
 
     @property
     def target(self) -> str:
@@ -47,8 +49,15 @@ def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where:
     module = fn.__module__
     file = getattr(sys.modules.get(module), "__file__", None)
     if not file:
-        raise FunctionError(f"{where} is defined in {module} with no file behind it (a notebook or a REPL): ranks "
-                            "import a function from its module's file; put it in a .py file and import it from there")
+        if code is None:
+            raise FunctionError(f"{where} is defined in {module} with no file behind it (a notebook or a REPL): ranks "
+                                "import a function from its module's file; put it in a .py file and import it from "
+                                "there, or give code= the folder its ranks run in (its source then travels inline)")
+        from ._inline import source_of
+
+        source = source_of(fn, where)
+        root = _code_folder(code, where)
+        return Origin(module, fn.__qualname__, root, Path(f"<{module}>"), "", source)
     return place(Path(file).resolve(), module, fn.__qualname__, code, where)
 
 
@@ -63,15 +72,20 @@ def place(path: Path, module: str, qualname: str, code: "str | os.PathLike[str] 
                                 "ship, or define the component in your project")
         _refuse_shadow(natural, where)
         return Origin(name, qualname, natural, path)
-    root = Path(code).expanduser().resolve()
-    if not root.is_dir():
-        raise FunctionError(f"{where}: code={os.fspath(code)!r} is not a folder")
+    root = _code_folder(code, where)
     if not natural.is_relative_to(root):
         raise FunctionError(f"{where}: its module's file {path} is not inside code={os.fspath(code)!r} ({root}); "
                             "code= must hold the function's module")
-    _refuse_shadow(root, where)
     _refuse_shadow(natural, where)
     return Origin(name, qualname, root, path, natural.relative_to(root).as_posix().strip("."))
+
+
+def _code_folder(code: "str | os.PathLike[str]", where: str) -> Path:
+    root = Path(code).expanduser().resolve()
+    if not root.is_dir():
+        raise FunctionError(f"{where}: code={os.fspath(code)!r} is not a folder")
+    _refuse_shadow(root, where)
+    return root
 
 
 def _refuse_shadow(folder: Path, where: str) -> None:

@@ -34,16 +34,23 @@ class Settings:
     description: str | None
 
 
-def command(target: str, params: tuple[Param, ...], path: str = "") -> str:
-    """The runner's command line, as a template (``path``: the module's folder in the code folder)."""
-    words = ["python", "-m", RUNNER, *(("--path", path) if path else ()), target]
+def command(target: str, params: tuple[Param, ...], path: str = "", source: str | None = None) -> str:
+    """The runner's command line, as a template (``path``: the module's folder in the code
+    folder; ``source``: the function's, for one with no file, sent inline)."""
+    inline: tuple[str, ...] = ()
+    if source is not None:
+        from ._inline import encode
+
+        inline = ("--inline", encode(source, params))
+    words = ["python", "-m", RUNNER, *(("--path", path) if path else ()), *inline, target]
     for p in params:
         pair = f"--{p.name} {{{'outputs' if p.kind == 'output' else 'inputs'}.{p.name}}}"
         words.append(f"[{pair}]" if p.optional else pair)
     return " ".join(words)
 
 
-def spec_text(settings: Settings, params: tuple[Param, ...], target: str, code: str, path: str = "") -> str:
+def spec_text(settings: Settings, params: tuple[Param, ...], target: str, code: str, path: str = "",
+              source: str | None = None) -> str:
     """The YAML text; ``code``: the code folder, relative to the file's folder."""
     import yaml
 
@@ -62,7 +69,7 @@ def spec_text(settings: Settings, params: tuple[Param, ...], target: str, code: 
         doc["outputs"] = outputs
     doc["launcher"] = {"type": settings.launcher, "node_count": settings.nodes,
                        "process_count_per_node": settings.nproc_per_node,
-                       "additional_arguments": command(target, params, path)}
+                       "additional_arguments": command(target, params, path, source)}
     environment: dict[str, Any] = {}
     if settings.image:
         environment["docker"] = {"image": settings.image}

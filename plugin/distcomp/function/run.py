@@ -1,9 +1,10 @@
 """The runner every rank of a function component executes (stdlib and distcomp only):
 
-    python -m distcomp.function.run [--path FOLDER] MODULE:QUALNAME [--NAME VALUE]...
+    python -m distcomp.function.run [--path FOLDER] [--inline PAYLOAD] MODULE:QUALNAME [--NAME VALUE]...
 
 It imports MODULE with the current folder (the code folder; ``--path``: that folder inside it)
-first on sys.path, never unpickling anything, converts each value back to the parameter's type
+first on sys.path (or, with ``--inline``, defines the function from the source the payload
+holds: a notebook's function, see ``_inline``), never unpickling anything, converts each value back to the parameter's type
 and calls the function. A function that raises fails the rank (exit 1) with its traceback on
 stderr, which the rank's log tail makes the job's root cause; where the launcher gives a
 ``TORCHELASTIC_ERROR_FILE``, the exception is also written there as torch's ``@record`` does.
@@ -16,7 +17,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-USAGE = "usage: python -m distcomp.function.run [--path FOLDER] MODULE:QUALNAME [--NAME VALUE]..."
+USAGE = "usage: python -m distcomp.function.run [--path FOLDER] [--inline PAYLOAD] MODULE:QUALNAME [--NAME VALUE]..."
 
 
 class _Usage(Exception):
@@ -26,7 +27,7 @@ class _Usage(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        path, target, pairs = _parse(args)
+        path, inline, target, pairs = _parse(args)
     except _Usage as exc:
         print(f"distcomp.function.run: {exc}\n{USAGE}", file=sys.stderr)
         return 2
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.path[:1] != [folder]:
         sys.path.insert(0, folder)
     module, _, qualname = target.partition(":")
-    fn = _import(module, qualname)
+    fn = _import(module, qualname) if inline is None else _define(inline, qualname)
     if isinstance(fn, int):
         return fn
     function, params = fn
@@ -60,12 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _parse(args: list[str]) -> tuple[str, str, list[tuple[str, str]]]:
-    path = "."
-    if args[:1] == ["--path"]:
+def _parse(args: list[str]) -> tuple[str, str | None, str, list[tuple[str, str]]]:
+    given: dict[str, str] = {}
+    while args[:1] in (["--path"], ["--inline"]):
         if len(args) < 2:
-            raise _Usage("--path needs a folder")
-        path, args = args[1], args[2:]
+            raise _Usage(f"{args[0]} needs a value")
+        given[args[0][2:]] = args[1]
+        args = args[2:]
+    path, inline = given.get("path", "."), given.get("inline")
     if not args or ":" not in args[0] or args[0].startswith("-"):
         raise _Usage("expected MODULE:QUALNAME first")
     target, rest = args[0], args[1:]
@@ -76,7 +79,23 @@ def _parse(args: list[str]) -> tuple[str, str, list[tuple[str, str]]]:
         if not flag.startswith("--") or len(flag) < 3:
             raise _Usage(f"expected --NAME before a value, got {flag!r}")
         pairs.append((flag[2:], value))
-    return path, target, pairs
+    return path, inline, target, pairs
+
+
+def _define(payload: str, qualname: str) -> "tuple[Callable[..., Any], tuple[Any, ...]] | int":
+    """The function sent inline (a notebook's) and its parameters, or the exit code of a
+    failure (reported): a payload that does not decode is a runner called wrongly."""
+    from ._inline import define
+
+    try:
+        return define(payload, qualname)
+    except (ValueError, KeyError, TypeError) as exc:  # zlib.error and binascii.Error are ValueErrors
+        print(f"distcomp.function.run: --inline holds no function {qualname} ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
+        return 2
+    except Exception as exc:  # its definition raised (a default, a decorator): the rank's root cause
+        _report(exc, qualname, f"cannot define {qualname} from its source")
+        return 1
 
 
 def _import(module: str, qualname: str) -> "tuple[Callable[..., Any], tuple[Any, ...]] | int":

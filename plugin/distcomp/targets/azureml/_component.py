@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import UsageError
 from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec, is_uri
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
+from ._errors import AzureMLTargetError
 
 if TYPE_CHECKING:
     from ...plugins import PluginManager
     from ...records import Topology
+
 
 SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json"
 # Azure ML's base image for inline environments that only give a conda file
@@ -28,10 +29,6 @@ BASE_IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
 # what a command component's resources may hold besides instance_count
 _RESOURCES = ("instance_type", "shm_size", "docker_args", "properties", "locations")
 _NAME_OK = re.compile(r"^[a-z][a-z0-9_]*\Z")
-
-
-class AzureMLTargetError(UsageError, ValueError):
-    """The spec cannot become an Azure ML component; the message says what to change."""
 
 
 @dataclass(frozen=True)

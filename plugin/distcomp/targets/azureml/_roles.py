@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from ._component import AzureMLTargetError
+from ._errors import AzureMLTargetError
 
 if TYPE_CHECKING:
     from ...plan import Plan
