@@ -50,6 +50,14 @@ def _distribution(launchers: Mapping[str, str]) -> Tagged:
     return Tagged("type", variants, "How the ranks are started.", what="distribution type")
 
 
+def _compute_hint(value: Any) -> str:
+    """Seed 002 writes ``compute: {node_count: 2}``; azure-ai-ml takes the compute's name there."""
+    count = value.get("node_count", value.get("instance_count")) if isinstance(value, dict) else None
+    nodes = count if isinstance(count, int) and not isinstance(count, bool) else "N"
+    return (f"compute names the compute target (compute: azureml:NAME); give the node count as "
+            f"resources: {{instance_count: {nodes}}}")
+
+
 def schema(launchers: Mapping[str, str]) -> Obj:
     outputs = Union((Obj(ports(V2_PORT_NAMES, {"mode": Str(), "path": Str(), "description": TEXT, "name": Str(),
                                                "version": VERSION, "display_name": TEXT})), Scalar()),
@@ -65,7 +73,7 @@ def schema(launchers: Mapping[str, str]) -> Obj:
         "command": Str("The command, with ${{inputs.x}}, ${{outputs.y}} and $[[optional blocks]]."),
         "code": CODE, "environment": ENVIRONMENT, "environment_variables": ENV_VARS,
         "distribution": _distribution(launchers), "resources": resources,
-        "compute": Str(), "experiment_name": Str(), "limits": Anything(), "services": Anything(),
+        "compute": Str("The compute target's name.", type_hint=_compute_hint), "experiment_name": Str(), "limits": Anything(), "services": Anything(),
         "identity": Anything(), "properties": Anything(), "queue_settings": Anything(),
         "additional_includes": ListOf(Str()),
     }, required=("command",), description="An azure-ai-ml command component or job.")
