@@ -16,6 +16,10 @@ role's replicas (under the launcher's own, so TF_CONFIG stays the launcher's), a
 ``Topology.settings`` carries its variables, image and resources by replica role for the
 targets that place pods. Variables that cannot reach their role alone (the role has no
 process of its own, or one process such as ``mpirun`` starts it with others) are refused.
+
+A spec without a launcher (``Distribution.plain``: a v2 command without ``distribution``) is
+laid out here, not by a plugin: one process, the bare command (``plain_topology``), which each
+target runs as its plainest job (``Topology.plain``), so none of them asks which launcher it is.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
     from .records import OwnLauncher, Topology
     from .spec import ComponentSpec
 
-__all__ = ["Plan", "RANK_ENV", "make_plan"]
+__all__ = ["Plan", "RANK_ENV", "make_plan", "plain_env", "plain_topology"]
 
 # distcomp's rank contract, read by distcomp.runtime where no launcher's is present
 RANK_ENV = ("DISTCOMP_RANK", "DISTCOMP_WORLD_SIZE", "DISTCOMP_LOCAL_RANK", "DISTCOMP_LOCAL_WORLD_SIZE",
@@ -76,15 +80,20 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise UsageError(f"{name} must be an integer >= 1 (got {value!r})")
     spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
-    try:
-        launcher = (pm or get_plugin_manager()).launcher(spec.distribution.launcher)
-    except PluginError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        topology = launcher.type.factory(spec)
-    except Exception as exc:  # a plugin's factory: name it, do not crash
-        raise JobError(f"launcher {launcher.type.name!r} from {launcher.provider} could not lay out the job: "
-                       f"{type(exc).__name__}: {exc}") from None
+    name, provider = spec.distribution.launcher, "distcomp"
+    if spec.distribution.plain:  # no launcher: the core lays out its one process, as for every target
+        topology = plain_topology(spec)
+    else:
+        try:
+            launcher = (pm or get_plugin_manager()).launcher(spec.distribution.launcher)
+        except PluginError as exc:
+            raise UsageError(str(exc)) from None
+        name, provider = launcher.type.name, launcher.provider
+        try:
+            topology = launcher.type.factory(spec)
+        except Exception as exc:  # a plugin's factory: name it, do not crash
+            raise JobError(f"launcher {name!r} from {provider} could not lay out the job: "
+                           f"{type(exc).__name__}: {exc}") from None
     warnings: list[str] = []
     found = own.find(spec)
     if found is not None:  # the command starts its own launcher: it takes the place of the spec's
@@ -92,7 +101,7 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
         warnings += own.problems(spec, found)
     warnings += _advice.advice(spec, env=env, gpu=gpu)
     topology = _with_role_settings(spec, _with_rank_env(topology))
-    return Plan(spec, topology, launcher.type.name, launcher.provider, found, tuple(warnings))
+    return Plan(spec, topology, name, provider, found, tuple(warnings))
 
 
 # a spec's role name -> the role its replicas carry (TF_CONFIG's "ps"); others are the same
@@ -148,6 +157,21 @@ def _check_env_reaches(topology: "Topology", role: str, where: str) -> None:
                f"{', '.join(topology.roles())})")
         raise UsageError(f"{where}.environment_variables: the {topology.launcher} job cannot give the {role} role "
                          f"variables of its own: {how}; move them to the job's environment_variables")
+
+
+def plain_topology(spec: "ComponentSpec") -> "Topology":
+    """The layout of a step without a launcher: its command, once, as rank 0 of 1 on node 0."""
+    from .records import Replica, Topology
+
+    return Topology(launcher=spec.distribution.launcher, nodes=1, processes_per_node=1, world_size=1,
+                    replicas=(Replica(role="worker", index=0, node=0, rank=0),))
+
+
+def plain_env(topology: "Topology") -> dict[str, str]:
+    """What the one process of a plain topology needs beyond distcomp's rank 0 of 1, which
+    ``distcomp.runtime`` reads where no variable says otherwise: a platform's plainest job
+    (Azure ML's command job, a one-pod Kubeflow job) sets only these."""
+    return {k: v for k, v in topology.replicas[0].env.items() if k not in RANK_ENV}
 
 
 def _with_rank_env(topology: "Topology") -> "Topology":

@@ -219,6 +219,15 @@ class Topology:
         if missing:
             raise ValueError(f"Topology: ports used but not declared in Topology.ports: {', '.join(missing)}")
 
+    @property
+    def plain(self) -> bool:
+        """One process running the bare command on one node, with nothing to wire (no port, no
+        file, no other replica): a target runs it as its plainest job (Azure ML: a command job
+        without distribution; Kubeflow: a one-pod job running the command itself)."""
+        (first, *rest) = self.replicas
+        return (self.nodes == 1 and not rest and first.argv == (COMMAND,) and first.ranks == 1 and not self.ports
+                and not self.files)
+
     def roles(self) -> dict[str, int]:
         """Replica count per role, in order of first appearance."""
         out: dict[str, int] = {}

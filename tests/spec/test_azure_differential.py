@@ -65,8 +65,6 @@ DISAGREEMENTS: dict[str, tuple[str, str, str]] = {
                       "or command; a NUL byte in one can never reach the program (exec refuses it)"),
     "pipeline.yml": ("valid", "invalid", "a pipeline job (type: pipeline, jobs:) is valid for azure's load_job; "
                      "distcomp loads one component, and names the pipeline's distributed steps to point at instead"),
-    "v2-no-distribution.yml": ("valid", "invalid", "distribution: is optional in azure's CommandComponentSchema "
-                               "(a single-node command); distcomp requires it, as it loads distributed components"),
     # azure is stricter for reasons distcomp does not share
     "sdk-launcher-alias.yaml": ("invalid", "valid", "`type: distributedcomponent`: azure's get_type_from_spec "
                                 "lowercases only v2 types (command, ...), internal v1 types are matched "

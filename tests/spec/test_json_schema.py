@@ -15,7 +15,8 @@ SHIPPED = REPO / "plugin" / "distcomp" / "spec" / "distributed-component.schema.
 # Invalid specs whose problem is structural (a key, a type, an enum, a minimum): a JSON
 # Schema can see it. The others (template references, default vs type, min > max) cannot.
 STRUCTURAL = {"unknown-launcher.yaml", "nonpositive-counts.yaml", "misspelt-keys.yaml", "unknown-input-type.yaml",
-              "bad-name.yaml", "many-errors.yaml", "v2-nonpositive-counts.yml", "v2-no-distribution.yml"}
+              "bad-name.yaml", "many-errors.yaml", "v2-nonpositive-counts.yml",
+              "v2-compute-node-count.yml"}
 
 
 def _validator(dialect: str) -> jsonschema.Draft202012Validator:
@@ -58,12 +59,7 @@ INVALID = _docs([CORPUS / "invalid" / name for name in sorted(STRUCTURAL)])
 def test_structural_errors_fail_the_json_schema_too(path: Path, data: dict, dialect: str) -> None:
     assert check_file(path).spec is None
     errors = list(_validator(dialect).iter_errors(data))
-    if path.name == "v2-no-distribution.yml":
-        # A v2 command without distribution is a valid azure command, so the v2 JSON
-        # Schema (which describes azure's format) accepts it; distcomp requires it.
-        assert errors == []
-    else:
-        assert errors, f"{path.name} passes the JSON Schema but distcomp rejects it"
+    assert errors, f"{path.name} passes the JSON Schema but distcomp rejects it"
 
 
 def test_launcher_type_is_case_insensitive_in_the_schema() -> None:

@@ -15,12 +15,12 @@ from ._loader import DIALECTS, LoadResult, check_file, check_text, detect, load,
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec
 from ._paths import SymlinkLoop, resolve as resolve_path
 from ._template import CommandTemplate, RenderError
-from ._types import builtin_launchers, canonical_launcher, installed_launchers
+from ._types import NO_LAUNCHER, builtin_launchers, canonical_launcher, installed_launchers
 from ._values import InputError, bind_inputs, is_uri, parse_value, render_value
 
 __all__ = [
     "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
-    "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "OutputSpec", "RenderError",
+    "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "NO_LAUNCHER", "OutputSpec", "RenderError",
     "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "builtin_launchers", "canonical_launcher",
     "check_file", "check_text", "command_problems", "detect", "installed_launchers", "is_uri", "json_schema", "load",
     "loads", "parse_value", "render_value", "resolve_path",

@@ -1,7 +1,8 @@
 """Dialect 2: azure-ai-ml v2 ``type: command`` components and command jobs (seed 002).
 
 ``distribution: {type, process_count_per_instance | worker_count, parameter_server_count}``
-and ``resources.instance_count`` give the topology. A job's ``inputs: {epochs: 1}`` are
+and ``resources.instance_count`` give the topology; without ``distribution`` (a pipeline's
+plain step) the command runs as one process on one node (``NO_LAUNCHER``). A job's ``inputs: {epochs: 1}`` are
 literal values: each declares an input whose default is that value.
 """
 
@@ -13,7 +14,7 @@ from ._build import Context, as_count, as_map, assemble, default_name, read_part
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
 from ._model import ComponentSpec, frozen_map
 from ._schema import NAME_RE, Anything, Bool, Int, ListOf, MapOf, Num, Obj, Scalar, Str, Tagged, Union
-from ._types import TENSORFLOW, V2_PARAMETER_NAMES, V2_PORT_NAMES, canonical_launcher
+from ._types import NO_LAUNCHER, TENSORFLOW, V2_PARAMETER_NAMES, V2_PORT_NAMES, canonical_launcher
 
 _PARAM = {"description": TEXT, "optional": Bool(), "default": Scalar(), "value": Scalar(), "enum": ListOf(Scalar()),
           "display_name": TEXT}
@@ -50,6 +51,14 @@ def _distribution(launchers: Mapping[str, str]) -> Tagged:
     return Tagged("type", variants, "How the ranks are started.", what="distribution type")
 
 
+def _compute_hint(value: Any) -> str:
+    """Seed 002 writes ``compute: {node_count: 2}``; azure-ai-ml takes the compute's name there."""
+    count = value.get("node_count", value.get("instance_count")) if isinstance(value, dict) else None
+    nodes = count if isinstance(count, int) and not isinstance(count, bool) else "N"
+    return (f"compute names the compute target (compute: azureml:NAME); give the node count as "
+            f"resources: {{instance_count: {nodes}}}")
+
+
 def schema(launchers: Mapping[str, str]) -> Obj:
     outputs = Union((Obj(ports(V2_PORT_NAMES, {"mode": Str(), "path": Str(), "description": TEXT, "name": Str(),
                                                "version": VERSION, "display_name": TEXT})), Scalar()),
@@ -65,7 +74,7 @@ def schema(launchers: Mapping[str, str]) -> Obj:
         "command": Str("The command, with ${{inputs.x}}, ${{outputs.y}} and $[[optional blocks]]."),
         "code": CODE, "environment": ENVIRONMENT, "environment_variables": ENV_VARS,
         "distribution": _distribution(launchers), "resources": resources,
-        "compute": Str(), "experiment_name": Str(), "limits": Anything(), "services": Anything(),
+        "compute": Str("The compute target's name.", type_hint=_compute_hint), "experiment_name": Str(), "limits": Anything(), "services": Anything(),
         "identity": Anything(), "properties": Anything(), "queue_settings": Anything(),
         "additional_includes": ListOf(Str()),
     }, required=("command",), description="An azure-ai-ml command component or job.")
@@ -74,14 +83,19 @@ def schema(launchers: Mapping[str, str]) -> Obj:
 def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     parts = read_parts(ctx, data, dialect="v2", command_path=("command",), output_type="uri_folder")
     dist = as_map(data.get("distribution"))
-    if "distribution" not in data:
-        ctx.problems.add((), "missing required key 'distribution'",
-                         expected="distribution: {type: pytorch | mpi | tensorflow, ...}",
-                         hint="a distributed component must say how its ranks start")
-    kind = canonical_launcher(dist["type"], ctx.launchers) if isinstance(dist.get("type"), str) else None
+    resources = as_map(data.get("resources"))
+    if "distribution" not in data:  # a plain command (a pipeline's data-prep step): one process, one node
+        kind: str | None = NO_LAUNCHER
+        nodes = as_count(resources.get("instance_count"))
+        if nodes is not None and nodes > 1:
+            ctx.problems.add(("resources", "instance_count"), f"{nodes} nodes without a distribution",
+                             expected="distribution: {type: pytorch | mpi | tensorflow, ...}",
+                             hint="a command without distribution runs as one process on one node; say how the "
+                                  "ranks start, or drop instance_count")
+    else:
+        kind = canonical_launcher(dist["type"], ctx.launchers) if isinstance(dist.get("type"), str) else None
     if parts.command is None or kind is None or ctx.problems.errors:
         return None
-    resources = as_map(data.get("resources"))
     ps = dist.get("parameter_server_count")
     topo = topology(kind, as_count(resources.get("instance_count")) or 1, as_count(dist.get("process_count_per_instance")),
                     as_count(dist.get("worker_count")), ps if isinstance(ps, int) else 0)

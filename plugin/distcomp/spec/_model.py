@@ -8,7 +8,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Literal, Mapping
 
+from ..errors import UsageError
 from ._template import CommandTemplate, Ref
+from ._types import NO_LAUNCHER
 from ._values import render_value
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -86,6 +88,11 @@ class Distribution:
     def role(self, name: str) -> RoleSpec | None:
         return next((r for r in self.roles if r.name == name), None)
 
+    @property
+    def plain(self) -> bool:
+        """No launcher: the command runs as one process on one node (``NO_LAUNCHER``)."""
+        return self.launcher == NO_LAUNCHER
+
 
 @dataclass(frozen=True)
 class ComponentSpec:
@@ -113,8 +120,14 @@ class ComponentSpec:
     def with_overrides(self, *, nodes: int | None = None, processes_per_node: int | None = None) -> "ComponentSpec":
         """A copy with the node count / processes per node replaced (run/compile flags).
 
-        Either one drops a TensorFlow worker count, so nodes x processes per node is the new one."""
+        Either one drops a TensorFlow worker count, so nodes x processes per node is the new one.
+        A step without a launcher takes neither above 1 (UsageError): nothing would start the others."""
         dist = self.distribution
+        if dist.plain and ((nodes or 1) > 1 or (processes_per_node or 1) > 1):
+            asked = f"{nodes} nodes" if (nodes or 1) > 1 else f"{processes_per_node} processes per node"
+            raise UsageError(f"{self.ref} has no distribution: it runs as one process on one node, and {asked} would "
+                             "each run the whole step alone; give the spec a distribution (distribution: {type: "
+                             "pytorch | mpi | tensorflow}) to run it on several, or drop the override")
         if nodes is not None or processes_per_node is not None:
             dist = dataclasses.replace(dist, worker_count=None)
         if nodes is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ._diagnostics import DocPath, Problems, did_you_mean, one_of, show
 
@@ -51,13 +51,16 @@ class Str(Node):
     pattern_hint: str = ""
     what: str = "value"  # noun used in messages: "launcher", "input type", ...
     expected: str = ""  # overrides the generated "one of: ..." clause
+    # what to write instead of a value that is no string (e.g. a mapping written where another key belongs)
+    type_hint: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, str)
 
     def check(self, value: Any, path: DocPath, problems: Problems) -> bool:
         if not isinstance(value, str):
-            problems.add(path, "wrong type", expected="a string", got=show(value))
+            problems.add(path, "wrong type", expected="a string", got=show(value),
+                         hint=self.type_hint(value) if self.type_hint else None)
             return False
         if self.enum is not None:
             pool = {e.lower(): e for e in self.enum} if self.case_insensitive else {e: e for e in self.enum}

@@ -48,6 +48,9 @@ TORCH = "torch.distributed"
 MPI = "mpi"
 TENSORFLOW = "tensorflow.distributed"
 DEEPSPEED = "deepspeed"
+# a step with no launcher (a v2 command without distribution: a pipeline's data-prep step): its
+# command runs as one process on one node, laid out by the core (``distcomp.plan``), no plugin's
+NO_LAUNCHER = "none"
 
 
 # Launcher names and aliases are not kept here: the plugin manager is their one source of

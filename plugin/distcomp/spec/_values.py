@@ -79,7 +79,8 @@ def _constraints(spec: "InputSpec", value: Any) -> tuple[str | None, str | None]
 
 
 def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
-    """Parse a command-line value; raises ValueError with a message naming the input."""
+    """Parse a command-line value; raises ValueError with a message naming the input. A relative
+    port path is taken from ``base`` (default: this process's working folder)."""
     unpassable = arg_problem(text)
     if unpassable:
         raise ValueError(f"input '{spec.name}': the value {unpassable[0]}; {unpassable[1]}")
@@ -92,7 +93,8 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
             path = path.expanduser()
         except RuntimeError:  # '~nosuchuser': keep it as written
             pass
-        return (base / path if base and not path.is_absolute() else path).absolute()
+        # against ``base`` when given (a relative base keeps it relative: a pod's own working folder)
+        return base / path if base is not None and not path.is_absolute() else path.absolute()
     value: Any
     if t == "integer":
         if not _INT.fullmatch(text.strip()):

@@ -176,6 +176,9 @@ KFP = TargetType(
         IMAGE,
         TargetOption("volume", metavar="CLAIM:PATH",
                      help="the PersistentVolumeClaim the step shares with the pods of a multi-node job"),
+        TargetOption("code_path", path="there", metavar="PATH",
+                     help="the code folder inside the image: the step embeds no code (for a code folder over "
+                          "the 128 KiB a step may embed)"),
         JobOptionsOption("job_options", "list", flag="--job-option", metavar="NAME=VALUE",
                          help="an option of the kubeflow target for a multi-node job's pods, by its Python name "
                               "(repeatable; a list or pairs option repeats too), e.g. --job-option gpus_per_node=1"),

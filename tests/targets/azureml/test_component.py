@@ -283,9 +283,14 @@ def test_a_plugin_launcher_brings_its_own_distribution(tmp_path: Path) -> None:
     spec = loads("name: m\ntype: DistributedComponent\nenvironment: azureml:e:1\n"
                  "launcher: {type: mine, additional_arguments: python x.py}\n", base_dir=tmp_path,
                  launchers=pm.alias_table())
-    agent = component_mapping(spec, tmp_path, pm)  # none of its own: each instance runs distcomp's node agent
+    # none of its own: each instance runs distcomp's node agent
+    agent = component_mapping(spec.with_overrides(nodes=2), tmp_path, pm)
     assert agent.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
     assert "node agent" in " ".join(agent.notes) and "distcomp.agent" in agent.component["command"]
+    # on one node its layout is one bare process (Topology.plain): a command job, its variables its own
+    plain = component_mapping(spec, tmp_path, pm)
+    assert "distribution" not in plain.component and plain.component["command"] == "python x.py"
+    assert plain.component["environment_variables"] == {"MY_RANK": "0", "MY_WORLD": "1"}
     pm.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
     native = component_mapping(spec, tmp_path, pm)
     assert native.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}

@@ -89,3 +89,25 @@ def test_importing_distcomp_kfp_imports_no_kfp() -> None:
     code = "import sys, distcomp, distcomp.kfp; assert 'kfp' not in sys.modules, 'kfp was imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_compile_takes_code_path_as_python_does(tmp_path: Path) -> None:
+    """The message names the CLI option as well as the keyword, and the CLI takes it."""
+    path = spec_with(tmp_path, x="Integer")
+    (tmp_path / "weights.bin").write_bytes(os.urandom(150_000))
+    raises(lambda: load_component(path), "--code-path PATH (distcomp compile --target kfp)", "code_path=PATH (Python)")
+
+    def cli(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "kfp", str(path),
+                               "-o", str(tmp_path / "step.yaml"), *extra],
+                              capture_output=True, text=True, timeout=300)
+
+    over = cli()
+    assert over.returncode == 2 and "--code-path PATH" in over.stderr and "Traceback" not in over.stderr
+    relative = cli("--code-path", "app")
+    assert relative.returncode == 2 and "absolute path inside the image" in relative.stderr
+    assert not (tmp_path / "step.yaml").exists()  # nothing half-written
+    done = cli("--code-path", "/app")
+    assert done.returncode == 0, done.stderr
+    # the step embeds the spec alone (its code: /app), not the 146 KiB of the code folder
+    assert (tmp_path / "step.yaml").stat().st_size < 100_000

@@ -1,8 +1,9 @@
 """A ComponentSpec as an azure-ai-ml v2 command component (a YAML mapping).
 
 Pure: nothing here imports azure-ai-ml. The launcher's native mapping on platform ``azureml``
-says how its ranks start (``distribution``; without one, distcomp's node agent starts them); the
-node count becomes ``resources.instance_count``.
+says how its ranks start (``distribution``; without one, distcomp's node agent starts them; a
+plan of one bare process, ``Topology.plain``, is a command job without distribution); the node
+count becomes ``resources.instance_count``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
     spec's environment."""
     from ...kinds import AZUREML
-    from ...plan import make_plan
+    from ...plan import make_plan, plain_env
     from ._distribution import distribution as native_distribution
 
     notes: list[str] = []
@@ -60,9 +61,13 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         notes.append(f"name {spec.name!r} is {name!r} on Azure ML (lowercase letters, digits and '_')")
     plan = make_plan(spec, gpu=False, pm=pm)  # the job's plan, made once
     agent: dict[str, Any] | None = None  # the node record, for a launcher with no distribution of its own
+    distribution: dict[str, Any] | None = None  # none: a plain command job, one process on one instance
+    plain: dict[str, str] = {}  # that process's own variables
     mapping = pm.native_mapping(AZUREML, plan.launcher)
     if mapping is not None:
         distribution = native_distribution(mapping, plan)
+    elif plan.topology.plain:  # one bare process: what Azure ML runs without a distribution
+        plain = plain_env(plan.topology)
     else:
         distribution, agent = _agent_distribution(spec, plan.topology, name)
         notes.append(f"launcher {plan.launcher!r} has no Azure ML distribution of its own: each of the "
@@ -92,8 +97,8 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         doc["command"] = boot_line(agent, doc["command"])
     spec_dir = spec.source.parent if spec.source is not None else spec.code
     doc["environment"] = _environment(spec.environment, environment, image, base_dir, spec_dir, notes)
-    variables = dict(spec.environment_variables)
-    if agent is None:  # (the node agent's record already gives each replica its role's variables)
+    variables = {**plain, **spec.environment_variables}
+    if agent is None and distribution is not None:  # (the node agent's record gives each replica its role's)
         from ._roles import role_settings
 
         job_image = doc["environment"].get("image") if isinstance(doc["environment"], dict) else None
@@ -102,9 +107,10 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         notes += more
     if variables:
         doc["environment_variables"] = variables
-    doc["distribution"] = distribution
+    if distribution is not None:
+        doc["distribution"] = distribution
     own = plan.own  # the launcher the command starts itself, if any
-    if own is not None and own.once and distribution["type"] == "mpi":
+    if own is not None and own.once and distribution is not None and distribution["type"] == "mpi":
         # Azure ML's MPI distribution starts its own mpirun around the command (its documentation:
         # a head-node launcher such as mpirun cannot be given): the user's would run inside it
         notes.append(f"the command starts its own {own.program}, and Azure ML's mpi distribution runs the "

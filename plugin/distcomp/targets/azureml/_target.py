@@ -26,6 +26,7 @@ class AzureMLTarget:
         def write(out: Path) -> None:  # code paths relative to the file's folder; checked by azure-ai-ml
             compile_component(spec, out, environment=environment, image=image)
 
-        return Compiled(kind=f"Azure ML command component {c['name']} ({c['distribution']['type']} distribution, "
+        how = f"{c['distribution']['type']} distribution" if "distribution" in c else "no distribution: one process"
+        return Compiled(kind=f"Azure ML command component {c['name']} ({how}, "
                              f"{c['resources']['instance_count']} instance(s))",
                         text=to_yaml(c), writer=write, notes=tuple(compiled.notes), data=c)

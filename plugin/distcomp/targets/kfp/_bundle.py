@@ -70,8 +70,8 @@ def _code_files(spec: ComponentSpec) -> list[tuple[str, bytes, int]]:
     from ...delivery.code import code_files
 
     if not spec.code.is_dir():
-        raise KfpTargetError(f"the code folder {spec.code} does not exist: the step embeds it (create it, or pass "
-                             "code_path= for code already inside the image)")
+        raise KfpTargetError(f"the code folder {spec.code} does not exist: the step embeds it (create it, or, for code "
+                             "already inside the image, give its folder there: --code-path PATH, code_path=PATH in Python)")
     out = []
     for rel, path in sorted(code_files(spec, KfpTargetError).items()):
         mode = 0o755 if os.access(path, os.X_OK) else 0o644

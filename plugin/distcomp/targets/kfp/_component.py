@@ -104,7 +104,8 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
         raise KfpTargetError(
             f"{spec.ref}: the step's program with the embedded code is {len(program) / 1024:.0f} KiB, over the "
             f"128 KiB a container command argument may have (largest files from {spec.code}: {bundle.largest()}); "
-            "give data as an input rather than in the code folder, or put the code in the image and pass code_path=")
+            "give data as an input rather than in the code folder, or put the code in the image and give its folder there: "
+            "--code-path PATH (distcomp compile --target kfp), code_path=PATH (Python)")
     return component
 
 

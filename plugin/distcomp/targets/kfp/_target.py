@@ -24,6 +24,10 @@ class KfpTarget:
                                  "and its mount path)")
             volume = (claim, path)
         job_options, notes = _job_options(options.get("job_options"))
+        code_path = options.get("code_path")
+        if code_path is not None and not str(code_path).startswith("/"):
+            raise UsageError(f"--code-path {code_path!r}: give the code folder's absolute path inside the image "
+                             "(e.g. /app), where the step runs")
 
         def write(out: Path) -> None:
             from ._component import compile_component
@@ -32,7 +36,7 @@ class KfpTarget:
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 compile_component(spec, out, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
-                                  image=options.get("image"), shared_volume=volume,
+                                  image=options.get("image"), shared_volume=volume, code_path=code_path,
                                   job_options=job_options)
             except OSError as exc:
                 raise KfpTargetError(f"{out}: cannot write the component: {exc.strerror or exc}") from None

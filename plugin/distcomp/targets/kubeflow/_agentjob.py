@@ -7,6 +7,10 @@ pod's command (``distcomp.agentboot``), so the image needs only Python. The oper
 pod which node it is (``RANK``: the Master 0, Worker i is i+1) and the first node's address
 (``MASTER_ADDR``); node N's address is its pod's service, ``JOB-worker-(N-1)``. Pods have a
 network each, so the Topology's ports are fixed numbers.
+
+A plan of one bare process (``Topology.plain``: a step without a launcher, a pipeline's data
+prep) is the plainest such job: one Master pod that runs the command itself, no agent, so the
+image needs nothing but what the command does.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ def agentjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     topology = options.topology
     if topology is None:
         raise CompileError(f"{options.name}: the target passed no Topology (JobOptions.topology)")
+    env = {**spec.environment_variables, **options.env}
+    if topology.plain:
+        from ...plan import plain_env
+
+        # the operator reads the master port from the container named "pytorch", port "pytorchjob-port"
+        c = container("pytorch", options, escape(options.command), {**plain_env(topology), **env},
+                      [("pytorchjob-port", PORT)])
+        return _job(spec, options, {"Master": replica(1, c, options=options)})
     # node 0 is MASTER_ADDR (from the operator); node N >= 1 the service of pod JOB-worker-(N-1)
     values = {f"{kind}:{n}": f"{options.name}-worker-{n - 1}" for n in range(1, topology.nodes) for kind in ("host", "node")}
     values |= {f"port:{p}": str(PORT + i) for i, p in enumerate(topology.ports)}
@@ -42,12 +54,14 @@ def agentjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
                              zero_or_greater=spec.successful_return_code != "Zero")
     except ValueError as exc:
         raise CompileError(f"{options.name}: {exc}") from None
-    env = {**spec.environment_variables, **options.env}
-    # the operator reads the master port from the container named "pytorch", port "pytorchjob-port"
     c = container("pytorch", options, escape(boot_argv(record)), env, [("pytorchjob-port", PORT)])
     replicas = {"Master": replica(1, c, options=options)}
     if topology.nodes > 1:
         replicas["Worker"] = replica(topology.nodes - 1, c, options=options)
+    return _job(spec, options, replicas)
+
+
+def _job(spec: "ComponentSpec", options: JobOptions, replicas: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata(options, spec.name),
             "spec": {"runPolicy": dict(RUN_POLICY), "pytorchReplicaSpecs": replicas}}
 

@@ -70,15 +70,20 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
     unknown = [n for n in outs if n not in spec.outputs]
     if unknown:
         raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
-    # the pod's paths, not this machine's: port inputs are given as they are seen in the pod
     given = dict(options.get("inputs") or {})
-    values = bind_inputs(spec, given, Path("/"))
+    try:
+        code = code or plan_code(spec, options, os.environ)
+    except UsageError as exc:
+        raise type(exc)(str(exc).replace("\n", "\n  ")) from None
+    # the pod's paths, not this machine's: a relative port path (a spec's `path: ./data`) is in the
+    # pod's working folder, where the command runs (the code's, or --workdir; the image's own when
+    # neither is known: then it stays relative)
+    values = bind_inputs(spec, given, Path(options.get("workdir") or code.workdir or "."))
     check_pod_paths(spec, values, given, outs)  # an azureml:/https:// value is no path in a pod
     try:
         volumes = dict(options.get("volumes") or {})
         name = job_name(options.get("name"), spec)
         settings = settings_of(options)
-        code = code or plan_code(spec, options, os.environ)
         outputs = plan_outputs(list(spec.outputs), outs, volumes, name, code.store, list(options.get("scratch") or ()))
         manifest = compile_job(spec, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
                                name=name, namespace=options.get("namespace"),
