@@ -31,3 +31,23 @@ def _job_records(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("XDG_STATE_HOME", None)
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _function_cache(tmp_path_factory: pytest.TempPathFactory):
+    """distcomp's cache (``$XDG_CACHE_HOME/distcomp``: function components' spec files, the
+    registry's bytecode) in the session's own folder, not the user's ~/.cache."""
+    import os
+
+    before = os.environ.get("XDG_CACHE_HOME")
+    extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
+    # DeepSpeed's compiled CPU ops stay in torch's usual cache (a minute to build, valid across runs)
+    os.environ["TORCH_EXTENSIONS_DIR"] = extensions or os.path.join(
+        before or os.path.join(os.path.expanduser("~"), ".cache"), "torch_extensions")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    for name, value in (("XDG_CACHE_HOME", before), ("TORCH_EXTENSIONS_DIR", extensions)):
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

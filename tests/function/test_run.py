@@ -78,6 +78,7 @@ def test_from_the_cli_same_values(project: Path, sqlite_uri: str, tmp_path: Path
         _typed(got[r], NASTY, 3, False)
     run = _only_run(sqlite_uri, "fn-cli")
     assert run.info.status == "FINISHED" and run.data.params["epochs"] == "3"
+    assert len(run.data.tags["distcomp.spec_sha256"]) == 64  # the hash of the spec file the job ran
     assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "loss")) == 3
 
 

@@ -202,3 +202,22 @@ def test_a_reference_to_a_missing_function_still_says_what_the_file_has(tmp_path
         load_reference(f"{tmp_path}/has_one.py:other")
     sys.modules.pop("has_one", None)
     sys.path.remove(str(tmp_path))
+
+
+def test_a_module_inside_a_package_reads_as_it_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "proj" / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for folder in (pkg, pkg / "sub"):
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "sub" / "helpers.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    file = _write(pkg / "sub", "train", '''
+        from .helpers import f  # a relative import: the module runs only as pkg.sub.train
+        import distcomp
+
+        @distcomp.component(nproc_per_node=2)
+        def train(epochs: int = 1):
+            f()
+    ''')
+    found = read(file, "train")
+    assert found is not None and found.origin.module == "pkg.sub.train" and found.code == tmp_path / "proj"
+    assert found.spec_text(str(found.code)) == _imported_text(file, tmp_path)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hookspec import hookimpl
-from .mpiline import SHARE_HOST
 from ..records import (COMMAND, JOB_DIR, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
 
@@ -93,6 +92,8 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     if shim is not None:  # every mpirun line of the job, ours or the user's, passes mpiline.rewrite
         local_env["OMPI_PRTERUN"] = shim
     if nodes > 1:
+        from .mpiline import SHARE_HOST  # here: loading the plugins imports the launcher modules alone
+
         local_env.update({
             "PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}",
             # Simulated nodes share one host: btl/sm names its segments by host name and local
