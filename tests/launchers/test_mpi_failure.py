@@ -128,4 +128,4 @@ def test_a_users_own_exec_agent_wins() -> None:
     assert rankwatch.hook_env(rankwatch.EXEC_AGENT, "/x", {"PRTE_MCA_odls_base_exec_agent": "valgrind"}) == {}
     env = rankwatch.hook_env(rankwatch.EXEC_AGENT, "/x", {})
     assert env[rankwatch.ENV] == "/x" and env["PRTE_MCA_odls_base_exec_agent"].split() == [
-        sys.executable, rankwatch.__file__]
+        sys.executable, "-I", "-S", rankwatch.__file__]
