@@ -54,8 +54,9 @@ def _chain() -> None:
     """Run the sitecustomize this module hides (distcomp's MLflow hook, a virtualenv's): as
     distcomp.runtime's own does; a copy, as each is loaded alone, under the name sitecustomize."""
     finder = next((f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"), None)
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    spec = finder.find_spec("sitecustomize", rest) if finder is not None else None
+    # off the path (it holds only this module), so the one chained to cannot find this one again
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = finder.find_spec("sitecustomize", sys.path) if finder is not None else None
     if spec is None or spec.loader is None:
         return
     import importlib.util

@@ -203,6 +203,8 @@ class Supervisor:
                     p.ended = now
                     if failed is None and _failed(p.popen.returncode, self.zero_or_greater):
                         failed = (p, p.popen.returncode, now - t0)
+                        if p.rank_exits:  # its watchers reported before it ended: the rank, not the wrapper
+                            p.report = rankwatch.first_failure(p.rank_exits, self.zero_or_greater)
             for p in watched:  # a rank that failed by itself, before its wrapper (mpirun) ends the job
                 if failed is None and p.ended is None:
                     p.report = rankwatch.first_failure(p.rank_exits, self.zero_or_greater)
