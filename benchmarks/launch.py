@@ -10,6 +10,9 @@ over the rounds are printed with their ratio to the raw tool. The jobs are in be
   failure-to-end     distcomp run torch_fail        vs  torchrun on the same script: seconds from
                      rank 1's os._exit(1) (it writes time.time() to $BENCH_FAIL_STAMP first) to
                      the launcher's own exit, while rank 0 sleeps 60 s and must be stopped
+  mpi failure-to-end distcomp run mpi_fail       vs  mpirun on the same script: the same seconds,
+                     rank 1's sys.exit(1) (mpi4py's MPI_Finalize then waits for rank 0) while
+                     rank 0 sleeps 10 s: mpirun alone ends the job only when rank 0 does
   torch 2x2          distcomp run torch_allreduce --nodes 2 --nproc-per-node 2
                                                     vs  TorchX, a peer: torchx run -s local_cwd dist.ddp -j 2x2
                      (needs torchx: pip install --no-deps torchx==0.7.0 pyre-extensions typing-inspect;
@@ -44,7 +47,7 @@ in /proc, and a process left behind is reported (and killed). Exit 0 whatever th
 (2 if a run broke); with --check, 1 when a goal is missed. Other work on the machine skews
 the numbers: the load average is printed with them.
 
-    python benchmarks/launch.py [--rounds N] [--tf-rounds N] [--skip-tf] [--only torch,mpi,tf,fail,torchx,start,cgroup,fnstart,fnwall,fntorch,fntop]
+    python benchmarks/launch.py [--rounds N] [--tf-rounds N] [--skip-tf] [--only torch,mpi,tf,fail,mpifail,torchx,start,cgroup,fnstart,fnwall,fntorch,fntop]
                                 [--warmup N] [--timeout S] [--pycache] [--check]
 """
 
@@ -354,6 +357,10 @@ def benches(rounds: int, tf_rounds: int, skip_tf: bool) -> list[Bench]:
     out.append(Bench("fail", "failure-to-end (rank 1 exits 1)",
                      failure(_distcomp("torch_fail", 1), "distcomp torch_fail"),
                      failure(_raw(torchrun, "torch_fail", 1), "torchrun torch_fail"), "torchrun", seconds_at_most(0.1), rounds))
+    # issue 26: the first failing MPI rank ends the job within a second (distcomp's rank watcher)
+    out.append(Bench("mpifail", "mpi failure-to-end (rank 1 sys.exit(1))",
+                     failure(_distcomp("mpi_fail", 1), "distcomp mpi_fail"),
+                     failure(_raw(mpirun, "mpi_fail", 1), "mpirun mpi_fail"), "mpirun", seconds_at_most(1.0), rounds))
     if (BIN / "torchx").exists():
         torchx = ["torchx", "run", "-s", "local_cwd", "dist.ddp", "-j", "2x2", "--script", "script.py"]
         out.append(Bench("torchx", "torch all-reduce, 2 nodes x 2",
@@ -421,7 +428,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
     ap.add_argument("--tf-rounds", type=int, default=3, help="rounds for TensorFlow, ~10-17 s a run (default 3)")
     ap.add_argument("--skip-tf", action="store_true", help="leave the TensorFlow pair out")
-    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,torchx,start,cgroup,fnstart,fnwall "
+    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,mpifail,torchx,start,cgroup,fnstart,fnwall "
                                                 ",fntorch,fntop (default all)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds before one run is stopped (default 180)")
@@ -436,7 +443,7 @@ def main() -> int:
     todo = benches(args.rounds, args.tf_rounds, args.skip_tf)
     if args.only:
         keys = {k.strip() for k in args.only.split(",") if k.strip()}
-        known = {"torch", "mpi", "tf", "fail", "torchx", "start", "cgroup", "fnstart", "fnwall", "fntorch", "fntop"}
+        known = {"torch", "mpi", "tf", "fail", "mpifail", "torchx", "start", "cgroup", "fnstart", "fnwall", "fntorch", "fntop"}
         unknown = keys - known
         if unknown:
             ap.error(f"--only: unknown {', '.join(sorted(unknown))} (expected {', '.join(sorted(known))})")

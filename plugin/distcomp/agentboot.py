@@ -41,12 +41,14 @@ BOOT = ("import base64,io,json,os,runpy,sys,tempfile,zipfile;"
 
 @functools.cache
 def agent_payload() -> str:
-    """The agent's files as a base64 zip: ``distcomp/__init__.py`` (empty) and ``distcomp/agent/*.py``.
+    """The agent's files as a base64 zip: ``distcomp/__init__.py`` (empty) and ``distcomp/agent/**.py``
+    (its rank watcher's ``_ranksite`` too).
     Made reproducibly (fixed times, sorted names), so one distcomp always compiles the same text."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         files = [("distcomp/__init__.py", b"")]
-        files += [(f"distcomp/agent/{p.name}", p.read_bytes()) for p in sorted(AGENT.glob("*.py"))]
+        files += [(f"distcomp/agent/{p.relative_to(AGENT).as_posix()}", p.read_bytes())
+                  for p in sorted(AGENT.rglob("*.py")) if "__pycache__" not in p.parts]
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED

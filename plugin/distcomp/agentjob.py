@@ -97,7 +97,8 @@ def node_record(topology: "Topology", command: Sequence[str], env: Mapping[str, 
         "defaults": {"OMP_NUM_THREADS": "1"} if topology.processes_per_node > 1 else {},
         "replicas": [{"name": r.name, "role": r.role, "index": r.index, "node": r.node, "rank": r.rank,
                       "ranks": r.ranks, "service": r.service, "argv": list(r.argv), "env": dict(r.env),
-                      **({"rank_prefix": r.rank_prefix} if r.rank_prefix else {})}
+                      **({"rank_prefix": r.rank_prefix} if r.rank_prefix else {}),
+                      **({"rank_hooks": list(r.rank_hooks)} if r.rank_hooks else {})}
                      for r in topology.replicas],
         "files": dict(topology.files), "ports": list(topology.ports),
         "values": dict(platform.values), "bind_env": {**names, **platform.bind_env},

@@ -34,12 +34,16 @@ if TYPE_CHECKING:
     from .records import OwnLauncher, Topology
     from .spec import ComponentSpec
 
-__all__ = ["Plan", "RANK_ENV", "make_plan", "plain_env", "plain_topology"]
+__all__ = ["Plan", "RANK_DEFAULTS", "RANK_ENV", "make_plan", "plain_env", "plain_topology"]
 
 # distcomp's rank contract, read by distcomp.runtime where no launcher's is present
 RANK_ENV = ("DISTCOMP_RANK", "DISTCOMP_WORLD_SIZE", "DISTCOMP_LOCAL_RANK", "DISTCOMP_LOCAL_WORLD_SIZE",
             "DISTCOMP_NODE_RANK")
 _CONTRACTS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "TF_CONFIG")
+# what every rank gets unless the user sets it (the spec, --env, or the shell of a local run):
+# MLflow's telemetry thread deadlocks with mlflow.autolog()'s import hooks in a DDP rank, which
+# then hangs for ever (under plain torchrun too); distcomp's ranks must not hang on it
+RANK_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,9 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
         topology = own.topology(spec, found, topology)
         warnings += own.problems(spec, found)
     warnings += _advice.advice(spec, env=env, gpu=gpu)
-    topology = _with_role_settings(spec, _with_rank_env(topology))
+    user = {**spec.environment_variables, **(env or {})}
+    topology = _with_defaults(_with_role_settings(spec, _with_rank_env(topology)),
+                              {k: v for k, v in RANK_DEFAULTS.items() if k not in user})
     return Plan(spec, topology, name, provider, found, tuple(warnings))
 
 
@@ -172,6 +178,16 @@ def plain_env(topology: "Topology") -> dict[str, str]:
     ``distcomp.runtime`` reads where no variable says otherwise: a platform's plainest job
     (Azure ML's command job, a one-pod Kubeflow job) sets only these."""
     return {k: v for k, v in topology.replicas[0].env.items() if k not in RANK_ENV}
+
+
+def _with_defaults(topology: "Topology", defaults: Mapping[str, str]) -> "Topology":
+    """``topology`` with ``defaults`` in every replica's env (where the replica sets none of them):
+    the replicas' env reaches the ranks on every target."""
+    from dataclasses import replace
+
+    if not defaults:
+        return topology
+    return replace(topology, replicas=tuple(replace(r, env={**defaults, **r.env}) for r in topology.replicas))
 
 
 def _with_rank_env(topology: "Topology") -> "Topology":

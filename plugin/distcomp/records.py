@@ -130,6 +130,11 @@ class Replica:
     # line's tag, its group ``rank`` the rank (``^\[\d+,(?P<rank>\d+)\]<stdout>: ?``); with no
     # ``output``, it is ``output`` too
     rank_prefix: str | None = None
+    # a wrapper that starts ranks itself (mpirun) and can put a program in front of each, named
+    # in these variables (Open MPI's exec agent): a target that supervises its ranks sets them to
+    # distcomp's rank watcher (``distcomp.agent.rankwatch``), so the first rank to fail ends the
+    # job at once, and not only when the wrapper ends it
+    rank_hooks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _ROLE.match(self.role):
@@ -143,6 +148,10 @@ class Replica:
             raise ValueError(f"Replica {self.role}{self.index}: argv must hold {COMMAND} exactly once, as a whole item")
         object.__setattr__(self, "argv", argv)
         object.__setattr__(self, "env", _frozen(self.env, f"Replica {self.role}{self.index} env"))
+        hooks = (self.rank_hooks,) if isinstance(self.rank_hooks, str) else tuple(self.rank_hooks)
+        if not all(isinstance(h, str) and _ENV.match(h) for h in hooks):
+            raise ValueError(f"Replica {self.role}{self.index}: rank_hooks must be environment variable names")
+        object.__setattr__(self, "rank_hooks", hooks)
         if self.rank_prefix is not None:
             try:
                 tag = re.compile(self.rank_prefix.encode("ascii"))

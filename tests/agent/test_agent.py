@@ -347,3 +347,37 @@ def test_the_writer_names_a_variable_for_every_placeholder() -> None:
                                 "host:1": "DISTCOMP_HOST_1", "node:1": "DISTCOMP_NODE_1",
                                 "port:master": "DISTCOMP_PORT_0", "port:w-0": "DISTCOMP_PORT_1"}
     assert schema.check(json.loads(json.dumps(data)), "x") == data
+
+
+# a wrapper of two ranks as mpirun is one: each rank started behind the program its exec agent
+# variable names (distcomp's rank watcher), with OMPI_COMM_WORLD_RANK; rank 1 fails at once, rank 0
+# sleeps; the wrapper itself waits for both, as mpirun does
+WRAPPER = ("import os, subprocess, sys, time\n"
+           "agent = os.environ['FAKE_EXEC_AGENT'].split()\n"
+           "ranks = [subprocess.Popen(agent + [sys.executable, '-c', code], env={**os.environ,"
+           " 'OMPI_COMM_WORLD_RANK': str(r)}) for r, code in enumerate(["
+           "\"import time; print('rank 0 works', flush=True); time.sleep(60)\","
+           "\"print('rank 1: shard 7 is corrupt', flush=True); raise SystemExit(3)\"])]\n"
+           "print('[1,1]<stdout>: tagged line of rank 1', flush=True)\n"
+           "for p in ranks: p.wait()\n")
+
+
+def test_a_rank_that_fails_behind_a_wrapper_ends_the_job_at_once(tmp_path: Path) -> None:
+    """``rank_hooks``: the agent names its rank watcher in the wrapper's variable; the first rank
+    that fails is reported in exits/rankN.json (the root cause Slurm and Ray show), the wrapper
+    is stopped with everything it started, and the agent fails, long before rank 0's 60 s."""
+    mark = uuid.uuid4().hex
+    wrapper = {**_replica("launcher0", AGENT_TEST_MARK=mark), "ranks": 2, "rank_hooks": ["FAKE_EXEC_AGENT"],
+               "rank_prefix": r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"}
+    path = _record(tmp_path, [wrapper], command=[PY, "-c", WRAPPER], nodes=1, world_size=2)
+    start = time.monotonic()
+    proc = _agent(path, 0)
+    assert proc.returncode == 1, proc.stderr
+    assert time.monotonic() - start < 20, proc.stderr  # not a timing: 60 s without the watcher
+    rank1 = _exit(path, "rank1")
+    assert (rank1["failed"], rank1["stopped"], rank1["exit_code"], rank1["rank"]) == (True, False, 3, 1)
+    assert rank1["tail"] == ["tagged line of rank 1"]  # its own lines (the wrapper tags them)
+    launcher = _exit(path, "launcher0")
+    assert launcher["stopped"] and not launcher["failed"]
+    assert "rank 1 exited with code 3" in proc.stderr
+    assert _marked(mark) == []

@@ -43,8 +43,18 @@ def test_a_recorded_exception_is_the_root_cause(tmp_path: Path) -> None:
     assert "[rank0]: rank 0 env from-cli" in proc.stdout  # --env reaches every rank, over the spec's
 
 
-def test_a_silent_mpirun_shows_the_rank_logs_that_hold_the_error(tmp_path: Path) -> None:
+def test_a_failed_mpi_rank_is_the_root_cause_with_its_own_lines(tmp_path: Path) -> None:
+    """distcomp's rank watcher names the rank that failed, whoever ends first (it or mpirun)."""
     proc, status = run("mpi-silent.yaml", tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    cause = status["root_cause"]
+    assert (cause["name"], cause["returncode"], cause["tail"]) == ("rank0", 3, ["the shard is missing"]), cause
+    assert "the shard is missing" in failure_tag(tmp_path)
+
+
+def test_a_silent_mpirun_shows_the_rank_logs_that_hold_the_error(tmp_path: Path) -> None:
+    """Without the watcher (an exec agent of the user's own): mpirun's failure, its ranks' lines."""
+    proc, status = run("mpi-silent.yaml", tmp_path, "--env", "PRTE_MCA_odls_base_exec_agent=env")
     assert proc.returncode == 1, proc.stderr
     assert "it printed nothing" not in proc.stderr
     assert f"last lines of its ranks' logs in {tmp_path / 'run' / 'logs'}:" in proc.stderr

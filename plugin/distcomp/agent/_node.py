@@ -22,9 +22,11 @@ import time
 from collections import deque
 from typing import IO, Any, Callable, Mapping, Sequence
 
+from . import rankwatch
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
 
 TAIL = 15  # lines of a replica's output kept for its report
+RANK_EXITS = "rank-exits"  # in the job folder: the rank watchers' reports (rankwatch)
 _MIN_LEN = 3  # as distcomp.redact: shorter secrets are masked only as words of their own
 
 
@@ -54,6 +56,9 @@ class _Replica:
         self.tag = re.compile(prefix.encode("ascii")) if prefix else None
         self.opener = opener
         self.rank_logs: dict[int, IO[bytes]] = {}
+        self.rank_tails: dict[int, deque[str]] = {}  # each tagged rank's last lines
+        self.rank_exits = ""  # where its rank watchers report, if they do (``Replica.rank_hooks``)
+        self.report: dict[str, Any] | None = None  # the first of its ranks that failed by itself
         self.name: str = spec["name"]
         self.service = bool(spec.get("service"))
         self.argv, self.env, self.log = argv, env, log
@@ -79,6 +84,8 @@ class _Replica:
                 line, name = self._route(line)
             decoded = line.decode("utf-8", "replace")
             self.tail.append(decoded)
+            if name != self.name and name.startswith("rank"):
+                self.rank_tails.setdefault(int(name[4:]), deque(maxlen=TAIL)).append(decoded)
             if console:
                 sys.stdout.write(f"[{name}] {decoded}\n")
         if console and lines:
@@ -214,6 +221,7 @@ class Agent:
             for r in self.mine:
                 base = single if r.get("ranks", 1) == 1 else common
                 env = {**base, **{k: bind(v, self.values) for k, v in r["env"].items()}}
+                env.update(rankwatch.hook_env(r.get("rank_hooks") or (), self._path(RANK_EXITS), env))
                 argv: list[str] = []
                 for item in r["argv"]:
                     if item == COMMAND:
@@ -235,6 +243,9 @@ class Agent:
     def _start(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], cwd: str) -> _Replica:
         rep = _Replica(spec, argv, env, self._open_log(spec["name"]), self._open_log)
         self.replicas.append(rep)
+        rep.rank_exits = env.get(rankwatch.ENV, "")
+        if rep.rank_exits:  # this attempt's reports only
+            rankwatch.clear(rep.rank_exits)
         try:
             rep.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, process_group=self.pgid)
@@ -277,13 +288,18 @@ class Agent:
             for rep in self.replicas:
                 rep.close()
                 self._report(rep)
+                if rep.report is not None:
+                    self._report_rank(rep, rep.report)
         failed = [r for r in self.replicas if self._failed(r)]
+        blamed = [r.report for r in self.replicas if r.report is not None]
+        for report in blamed:
+            print(f"distcomp agent: node {self.node}: {rankwatch.describe(report)}", file=sys.stderr, flush=True)
         for rep in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here
             code = rep.code if rep.code is not None and rep.code >= 0 else None
             how = f"exited with code {code}" if code is not None else f"was killed by signal {-(rep.code or 0)}"
             print(f"distcomp agent: node {self.node}: {rep.name} {how}"
                   + (f" ({self.mask(rep.error)})" if rep.error else ""), file=sys.stderr, flush=True)
-        if failed:
+        if failed or blamed:
             return 1
         return 128 + self.signals[0] if self.signals else 0
 
@@ -297,11 +313,17 @@ class Agent:
         return rep.code < 0 if self.zero_or_greater else rep.code != 0
 
     def _watch(self) -> None:
+        watched = [r for r in self.replicas if r.rank_exits]
         while True:
-            self._pump(1.0)
+            self._pump(0.1 if watched else 1.0)  # a rank watcher's report is a file: looked for often
             for rep in self.replicas:
                 if rep.ended is None and rep.popen is not None and rep.popen.poll() is not None:
                     rep.code, rep.ended = rep.popen.returncode, time.time()
+            for rep in watched:  # a rank that failed by itself: the job ends now, not when mpirun does
+                if rep.ended is None and not self.signals:
+                    rep.report = rankwatch.first_failure(rep.rank_exits, self.zero_or_greater)
+                    if rep.report is not None:
+                        return
             if self.signals:  # what the same signal ended (srun signals the whole step) was stopped
                 for rep in self.replicas:
                     if rep.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL):
@@ -401,6 +423,22 @@ class Agent:
         exits = self._path(self.record.get("exits", "exits"))
         os.makedirs(exits, exist_ok=True)
         _write_atomic(os.path.join(exits, f"{rep.name}.json"), json.dumps(data, indent=1) + "\n")
+
+
+    def _report_rank(self, rep: _Replica, report: Mapping[str, Any]) -> None:
+        """``exits/rankN.json`` for the rank ``rep`` hosts that failed by itself (its watcher's
+        report): the job's root cause, as a rank of its own would be; ``rep`` itself was stopped."""
+        rank = int(report["rank"])
+        per_node = max(1, int(self.record.get("world_size") or 1) // int(self.record["nodes"]))
+        tail = rep.rank_tails.get(rank) or rep.tail  # a wrapper that does not tag its lines: its own
+        data = {"name": f"rank{rank}", "role": "rank", "index": rank, "rank": rank,
+                "node": min(rank // per_node, int(self.record["nodes"]) - 1), "host": report.get("host") or self.host,
+                "exit_code": report.get("exit_code"), "signal": report.get("signal"), "failed": True,
+                "stopped": False, "service": False, "ended": report.get("ended"), "pid": report.get("pid"),
+                "error": rankwatch.describe(report), "tail": [self.mask(line) for line in tail]}
+        exits = self._path(self.record.get("exits", "exits"))
+        os.makedirs(exits, exist_ok=True)
+        _write_atomic(os.path.join(exits, f"rank{rank}.json"), json.dumps(data, indent=1) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

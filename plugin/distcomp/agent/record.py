@@ -15,6 +15,9 @@ A record (``VERSION`` 1)::
                    "service": false, "argv": ["{{command}}"], "env": {"NAME": "VALUE"},
                    "rank_prefix": "^\\[\\d+,(?P<rank>\\d+)\\]<stdout>: ?"}],   # optional: a line
                                             # it matches goes to logs/rankN.log, its tag removed
+                   # optional, "rank_hooks": ["PRTE_MCA_odls_base_exec_agent"]: the variables through
+                   # which the replica (mpirun) starts each rank behind a program: the agent's rank
+                   # watcher (rankwatch), whose reports in rank-exits/ end the job at once
      "files": {"hostfile": "{{node:0}} slots=1\n"},   # written into the job folder, bound
      "ports": ["master"],
      "values": {"job_id": "7", "restart": "0"},       # placeholder values known when it was written
@@ -159,6 +162,9 @@ def check(data: Any, where: str) -> dict[str, Any]:
                 ok = False
             if not ok:
                 raise bad(f"replica {r['name']}: 'rank_prefix' must be an ASCII regular expression with a group 'rank'")
+        hooks = r.setdefault("rank_hooks", [])
+        if not isinstance(hooks, list) or not all(isinstance(h, str) and _ENV_NAME.match(h) for h in hooks):
+            raise bad(f"replica {r['name']}: 'rank_hooks' must be a list of variable names")
     if not isinstance(data.setdefault("cwd", "."), str):
         raise bad("'cwd' must be a path")
     if data.setdefault("secrets", None) is not None and not isinstance(data["secrets"], str):

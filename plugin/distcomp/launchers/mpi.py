@@ -19,6 +19,7 @@ import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..agent.rankwatch import EXEC_AGENT
 from ..hookspec import hookimpl
 from ..records import (COMMAND, JOB_DIR, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
@@ -83,7 +84,8 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     for name in forward:
         argv += ["-x", name]
     launcher = Replica(role="launcher", index=0, node=0, argv=(*argv, COMMAND), env=env, ranks=world,
-                       output=openmpi_rank_line, failure=openmpi_failure, rank_prefix=RANK_PREFIX)
+                       output=openmpi_rank_line, failure=openmpi_failure, rank_prefix=RANK_PREFIX,
+                       rank_hooks=EXEC_AGENT)  # each rank watched: the first to fail ends the job
     hostfile = "".join(f"{node_name(n)} slots={per_node}\n" for n in range(nodes))
     # NCCL's socket interface: Azure sets its GPU VMs' NIC (eth0); on one machine every simulated
     # node is reached over loopback, so "lo" is what is right here (seed 004's snippet prints it)

@@ -132,8 +132,10 @@ def topology(spec: "ComponentSpec", own: OwnLauncher, base: Topology) -> Topolog
                # an mpirun without --hostfile still finds every node, as in the MPI Operator's pods
                "PRTE_MCA_prte_default_hostfile": f"{JOB_DIR}/{HOSTFILE}",
                "OMPI_MCA_orte_default_hostfile": f"{JOB_DIR}/{HOSTFILE}"}
+        # the user's mpirun reports a failed rank as ours does, and its ranks are watched as ours
+        # are (Open MPI's exec agent comes from the env: the user's line stays as written)
         launcher = Replica(role="launcher", index=0, node=0, argv=(COMMAND,), env=env, ranks=world,
-                           failure=openmpi_failure)  # the user's mpirun reports a failed rank as ours does
+                           failure=openmpi_failure, rank_hooks=mpi.replicas[0].rank_hooks)
         return replace(mpi, launcher=base.launcher, world_size=world, replicas=(launcher,),
                        processes_per_node=max(1, world // nodes))
     procs = own.processes_per_node or per_node

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ...agent import rankwatch
 from ...records import COMMAND, Replica, Topology, bind
 from ...registry import stored_code_env
 from ...spec import ComponentSpec
@@ -18,6 +19,9 @@ def node_address(node: int) -> str:
     """A loopback address per simulated node (127.0.0.1, 127.0.0.2, ...: Linux routes all of
     127/8 here), so each node is told apart by its address as in a cluster."""
     return f"127.0.{node // 250}.{node % 250 + 1}"
+
+
+RANK_EXITS = "rank-exits"  # in the run folder: the rank watcher's reports (``distcomp.agent.rankwatch``)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ def prepare(spec: ComponentSpec, topology: Topology, values: Mapping[str, Any], 
     command = spec.render(values, outputs)  # the same for every rank: a shell, when used, fills $NAME from its env
     for replica in topology.replicas:
         env = {**common, **{k: bind(v, binding) for k, v in replica.env.items()}}
+        env.update(rankwatch.hook_env(replica.rank_hooks, str(job_dir / RANK_EXITS), env))
         argv: list[str] = []
         for item in replica.argv:
             if item == COMMAND:

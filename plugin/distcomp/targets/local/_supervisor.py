@@ -22,9 +22,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from ...agent import rankwatch
 from ...errors import JobError
+from ...records import RankFailure
 from . import _cgroup, _procs
 from ._output import Logs, Stream
 from ._prepare import Launch
@@ -49,6 +51,8 @@ class _Proc:
     started: float
     log_offset: int
     ended: float | None = None
+    rank_exits: str = ""  # where its rank watchers report (a wrapper of ranks: mpirun), if anywhere
+    report: dict[str, Any] | None = None  # the first rank it hosts that failed by itself
 
 
 @dataclass
@@ -135,6 +139,8 @@ class Supervisor:
                     self.logs.open(name, f"=== attempt {attempt + 1}{note}: {r.role} {r.index} on node {r.node}: "
                                          f"{' '.join(launch.argv)}")
                 offset = self.logs.path(r.name).stat().st_size
+                if launch.env.get(rankwatch.ENV):  # this attempt's reports only
+                    rankwatch.clear(launch.env[rankwatch.ENV])
                 try:
                     with _cgroup.inside(self.cgroup):
                         popen = subprocess.Popen(
@@ -145,7 +151,8 @@ class Supervisor:
                 pgid = pgid or popen.pid
                 assert popen.stdout is not None
                 os.set_blocking(popen.stdout.fileno(), False)
-                proc = _Proc(launch, popen, Stream(r, self.logs), time.monotonic(), offset)
+                proc = _Proc(launch, popen, Stream(r, self.logs), time.monotonic(), offset,
+                             rank_exits=launch.env.get(rankwatch.ENV, ""))
                 self._selector.register(popen.stdout, selectors.EVENT_READ, proc)
                 procs.append(proc)
         except BaseException:
@@ -183,8 +190,10 @@ class Supervisor:
                t0: float) -> tuple[Outcome, tuple[_Proc, int, float] | None]:
         """Wait until every required process is done, one fails, a signal comes or time is up."""
         failed: tuple[_Proc, int, float] | None = None
+        watched = [p for p in procs if p.rank_exits]
         while True:
-            timeout = 0.05 if signals.read_fd < 0 else 1.0
+            # a rank watcher's report comes as a file: looked for 10 times a second (a listdir)
+            timeout = 0.05 if signals.read_fd < 0 else 0.1 if watched else 1.0
             if deadline is not None:
                 timeout = max(0.0, min(timeout, deadline - time.monotonic()))
             self._pump(timeout, signals)
@@ -194,6 +203,13 @@ class Supervisor:
                     p.ended = now
                     if failed is None and _failed(p.popen.returncode, self.zero_or_greater):
                         failed = (p, p.popen.returncode, now - t0)
+                        if p.rank_exits:  # its watchers reported before it ended: the rank, not the wrapper
+                            p.report = rankwatch.first_failure(p.rank_exits, self.zero_or_greater)
+            for p in watched:  # a rank that failed by itself, before its wrapper (mpirun) ends the job
+                if failed is None and p.ended is None:
+                    p.report = rankwatch.first_failure(p.rank_exits, self.zero_or_greater)
+                    if p.report is not None:
+                        failed = (p, 1, now - t0)
             if signals.received:
                 return "cancelled", failed
             if failed is not None:
@@ -299,14 +315,17 @@ class Supervisor:
         name, detail, pid = r.name, "", p.popen.pid
         # a process hosting several ranks (mpirun) says which of them ended the job: its launcher parses it
         blamed = r.failure(" ".join(self._log_text(p).split())) if r.failure is not None else None
+        if p.report is not None:  # its rank watcher saw the rank fail: the job was stopped at once
+            blamed = RankFailure(*rankwatch.blame(p.report))
         if blamed is not None:
             name, detail = f"rank{blamed.rank}", blamed.detail
             rc = blamed.exit_code if blamed.exit_code is not None else rc
             pid = blamed.pid if blamed.pid is not None else pid
         tail = tuple(self.logs.tails.get(name) or ())
-        if name != r.name and not tail:
-            tail = tuple(self.logs.tails.get(r.name) or ())
         log = self.logs.path(name)
+        if name != r.name and not tail:  # a wrapper that does not tag its ranks' lines: its own log
+            tail = tuple(self.logs.tails.get(r.name) or ())
+            log = self.logs.path(r.name)
         if not tail and r.output is not None:  # a silent wrapper (mpirun): its ranks' logs hold the error
             tail = tuple(f"[{rank}] {line}" for rank, lines in sorted(self.logs.tails.items())
                          if rank.startswith("rank") for line in list(lines)[-8:])
