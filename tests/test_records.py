@@ -394,7 +394,7 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
     r = t.replicas[0]
     assert (r.role, r.index, r.node, r.rank, r.ranks, r.name) == ("launcher", 0, 0, None, 4, "launcher0")
     assert r.output is not None and r.output(b"[1,3]<stdout>: loss 0.5") == (3, b"loss 0.5")
-    assert r.argv == ("mpirun", "--allow-run-as-root", "--hostfile", "{{job_dir}}/hostfile", "-np", "4",
+    assert r.argv == ("mpirun", "--allow-run-as-root", "--hostfile", "{{job_dir}}/hostfile", "--np", "4",
                       "--map-by", "slot", "--output", "tag",
                       "-x", "AZUREML_MPI_HOSTFILE", "-x", "AZ_BATCHAI_MPI_MASTER_NODE", "-x", "AZ_BATCH_MASTER_NODE",
                       "-x", "NCCL_DEBUG", COMMAND)
@@ -415,7 +415,7 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
 def test_mpi_one_node_one_slot(tmp_path: Path) -> None:
     t = mpi_topology(sdk(tmp_path, "mpi"))
     assert t.world_size == 1
-    assert t.replicas[0].argv[4:6] == ("-np", "1")
+    assert t.replicas[0].argv[4:6] == ("--np", "1")
     assert dict(t.files) == {"hostfile": "{{node:0}} slots=1\n"}
     assert dict(t.local_env) == {"OMPI_PRTERUN": prterun_shim(), "NCCL_SOCKET_IFNAME": "lo"}  # one node: no sharing
 

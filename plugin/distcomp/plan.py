@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .records import OwnLauncher, Topology
     from .spec import ComponentSpec
 
-__all__ = ["Plan", "RANK_DEFAULTS", "RANK_ENV", "make_plan", "plain_env", "plain_topology"]
+__all__ = ["Plan", "RANK_DEFAULTS", "RANK_ENV", "job_env", "make_plan", "plain_env", "plain_topology"]
 
 # distcomp's rank contract, read by distcomp.runtime where no launcher's is present
 RANK_ENV = ("DISTCOMP_RANK", "DISTCOMP_WORLD_SIZE", "DISTCOMP_LOCAL_RANK", "DISTCOMP_LOCAL_WORLD_SIZE",
@@ -178,6 +178,14 @@ def plain_env(topology: "Topology") -> dict[str, str]:
     ``distcomp.runtime`` reads where no variable says otherwise: a platform's plainest job
     (Azure ML's command job, a one-pod Kubeflow job) sets only these."""
     return {k: v for k, v in topology.replicas[0].env.items() if k not in RANK_ENV}
+
+
+def job_env(spec: "ComponentSpec", extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of a platform that gives all of a job's processes one env (a Kubeflow
+    operator's replicas, an Azure ML job): the spec's, ``extra`` over them, and distcomp's rank
+    defaults (``RANK_DEFAULTS``) where neither sets one, as ``make_plan`` gives every replica."""
+    given = {**spec.environment_variables, **(extra or {})}
+    return {**{k: v for k, v in RANK_DEFAULTS.items() if k not in given}, **given}
 
 
 def _with_defaults(topology: "Topology", defaults: Mapping[str, str]) -> "Topology":

@@ -103,7 +103,8 @@ def test_azureml_gets_a_command_job_without_distribution(tmp_path: Path) -> None
     proc = distcomp_cli("compile", "--target", "azureml", "job.yml", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = yaml.safe_load(out.read_text())
-    assert "distribution" not in doc and doc["resources"] == {"instance_count": 1} and "environment_variables" not in doc
+    assert "distribution" not in doc and doc["resources"] == {"instance_count": 1}
+    assert doc["environment_variables"] == {"MLFLOW_DISABLE_TELEMETRY": "true"}  # distcomp's rank default, no more
     assert doc["command"] == "python prep.py --data ${{inputs.data}} --out ${{outputs.prepared}}"
     assert load_component(out)._validate().passed
 

@@ -79,7 +79,7 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
         "AZ_BATCHAI_MPI_MASTER_NODE": host(0),  # Azure's first node, as seed 004's single-node branch reads it
     }
     forward = sorted({*env, *spec.environment_variables})
-    argv = ["mpirun", "--allow-run-as-root", "--hostfile", f"{JOB_DIR}/{HOSTFILE}", "-np", str(world),
+    argv = ["mpirun", "--allow-run-as-root", "--hostfile", f"{JOB_DIR}/{HOSTFILE}", "--np", str(world),
             "--map-by", "slot", "--output", "tag"]
     for name in forward:
         argv += ["-x", name]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from distcomp.plan import job_env
 from distcomp import azureml
 from distcomp.plugins import PluginManager, get_plugin_manager
 from distcomp.spec import ComponentSpec, load, loads
@@ -108,7 +109,8 @@ def test_spec_compiles_to_a_component_azure_validates(path: Path, tmp_path: Path
         assert (tmp_path / "out" / component.code).resolve() == spec.code.resolve()
     else:
         assert component.code is None
-    assert dict(component.environment_variables or {}) == dict(spec.environment_variables)
+    # the spec's variables, and distcomp's rank defaults (MLFLOW_DISABLE_TELEMETRY) where it sets none
+    assert dict(component.environment_variables or {}) == job_env(spec)
 
 
 @pytest.mark.parametrize("path", [p for p in PEER_SPECS + OWN_SPECS if load(p).inputs], ids=lambda p: p.name)
@@ -237,7 +239,7 @@ def test_every_field_maps(tmp_path: Path) -> None:
     assert {n: o.type for n, o in c.outputs.items()} == {"model": "uri_folder", "report": "uri_file"}
     assert c.environment == "my-env:7"  # azure-ai-ml keeps a registered environment's name without azureml:
     assert yaml.safe_load((tmp_path / "azure" / "component.yml").read_text())["environment"] == "azureml:my-env:7"
-    assert c.environment_variables == {"OMP_NUM_THREADS": "1", "NCCL_DEBUG": "INFO"}
+    assert c.environment_variables == {"MLFLOW_DISABLE_TELEMETRY": "true", "OMP_NUM_THREADS": "1", "NCCL_DEBUG": "INFO"}
     assert type(c.distribution).__name__ == "MpiDistribution" and c.distribution.process_count_per_instance == 4
     assert (tmp_path / "azure" / c.code).resolve() == tmp_path.resolve()
     assert "$[[--note ${{inputs.note}}]]" in c.command and "--lr=${{inputs.lr}}" in c.command
@@ -290,7 +292,7 @@ def test_a_plugin_launcher_brings_its_own_distribution(tmp_path: Path) -> None:
     # on one node its layout is one bare process (Topology.plain): a command job, its variables its own
     plain = component_mapping(spec, tmp_path, pm)
     assert "distribution" not in plain.component and plain.component["command"] == "python x.py"
-    assert plain.component["environment_variables"] == {"MY_RANK": "0", "MY_WORLD": "1"}
+    assert plain.component["environment_variables"] == {"MY_RANK": "0", "MY_WORLD": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     pm.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
     native = component_mapping(spec, tmp_path, pm)
     assert native.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}

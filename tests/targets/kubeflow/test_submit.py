@@ -471,7 +471,7 @@ def test_what_compile_printed_is_what_runs(tmp_path: Path, mlflow_server: str,  
         (created,) = [body for method, path, body in api.requests if method == "POST" and path == JOB]
         run_env = {e["name"]: e["value"] for e in
                    created["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]
-                   if e["name"].startswith(("MLFLOW_", "DISTCOMP_MLFLOW_"))}
+                   if e["name"].startswith(("MLFLOW_", "DISTCOMP_MLFLOW_")) and e["name"] != "MLFLOW_DISABLE_TELEMETRY"}
         assert run_env["MLFLOW_RUN_ID"] == outcome.tracking.run_id
         assert run_env["MLFLOW_TRACKING_URI"] == mlflow_server
         assert created["metadata"]["annotations"]["distcomp.io/mlflow-run-id"] == outcome.tracking.run_id

@@ -52,7 +52,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
     spec's environment."""
     from ...kinds import AZUREML
-    from ...plan import make_plan, plain_env
+    from ...plan import job_env, make_plan, plain_env
     from ._distribution import distribution as native_distribution
 
     notes: list[str] = []
@@ -97,7 +97,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         doc["command"] = boot_line(agent, doc["command"])
     spec_dir = spec.source.parent if spec.source is not None else spec.code
     doc["environment"] = _environment(spec.environment, environment, image, base_dir, spec_dir, notes)
-    variables = {**plain, **spec.environment_variables}
+    variables = {**plain, **job_env(spec)}  # with distcomp's rank defaults, as every target's ranks
     if agent is None and distribution is not None:  # (the node agent's record gives each replica its role's)
         from ._roles import role_settings
 

@@ -26,7 +26,9 @@ def mpirun(world: int, forward: list[str], hostfile: str = HOSTFILE) -> list[str
 
 
 def mpijob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    env = {**spec.environment_variables, **options.env}
+    from ...plan import job_env
+
+    env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     world = options.nodes * options.processes_per_node
     own = options.own
     if own is not None and own.once:  # the user's mpirun (or horovodrun): it runs once, as on Azure ML

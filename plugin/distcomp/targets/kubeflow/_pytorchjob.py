@@ -24,7 +24,9 @@ TORCHRUN = ("torchrun", "--nnodes", "$(PET_NNODES)", "--nproc-per-node", "$(PET_
 def pytorchjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     from ...spec._template import SHELL, as_shell_line
 
-    env = {**spec.environment_variables, **options.env}
+    from ...plan import job_env
+
+    env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     own = options.own
     per_node = options.processes_per_node
     if own is not None and not own.once:  # the user's torchrun (or launch, ...) once per pod, as on Azure ML:

@@ -19,7 +19,9 @@ TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluat
 
 
 def tfjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    env = {**spec.environment_variables, **options.env}
+    from ...plan import job_env
+
+    env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     c = container("tensorflow", options, escape(options.command), env, [("tfjob-port", PORT)])
     if options.topology is None:
         raise CompileError(f"TFJob {options.name}: the target passed no Topology (JobOptions.topology)")
