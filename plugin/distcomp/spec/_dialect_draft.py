@@ -3,7 +3,7 @@
 ``distributed: {mpi|pytorch|tensorflow: {worker: {count, slots_per, resources},
 launcher: {resources}, parameter_server: {count, environment, environment_variables}}}``.
 Worker count is the node count (TensorFlow: the worker count); ``slots_per`` is processes per
-node. Per-role settings are kept as RoleSpecs for the targets that can use them.
+node, and an MPI worker's default is one per GPU (seed 003: "workers have defaults"). Per-role settings are kept as RoleSpecs for the targets that can use them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ ROLES = ("worker", "launcher", "parameter_server", "chief", "evaluator")
 def _role() -> Obj:
     return Obj({
         "count": Int("Replicas of this role.", minimum=0),
-        "slots_per": Int("Processes per replica (MPI slots).", minimum=1),
+        "slots_per": Int("Processes per replica (MPI slots; an MPI worker's default: its GPUs, from its resources or "
+                          "the instance_type).", minimum=1),
         "resources": Anything("Resource requests/limits, e.g. {limits: {cpu: 1}}."),
         "resource_limits": Anything("Resource limits, e.g. {gpu: 4, memory: 2Gi}."),
         "environment": ENVIRONMENT,
