@@ -397,7 +397,9 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
     assert r.argv == ("mpirun", "--allow-run-as-root", "--hostfile", "{{job_dir}}/hostfile", "-np", "4",
                       "--map-by", "slot", "--output", "tag",
                       "-x", "AZUREML_MPI_HOSTFILE", "-x", "AZ_BATCH_MASTER_NODE", "-x", "NCCL_DEBUG", COMMAND)
-    assert dict(r.env) == {"AZUREML_MPI_HOSTFILE": "{{job_dir}}/hostfile", "AZ_BATCH_MASTER_NODE": "{{host:0}}:{{port:master}}"}
+    # PRTE_MCA_ras: mpirun's slots are the hostfile's, not a Slurm step's (mpirun's own, not forwarded)
+    assert dict(r.env) == {"AZUREML_MPI_HOSTFILE": "{{job_dir}}/hostfile", "AZ_BATCH_MASTER_NODE": "{{host:0}}:{{port:master}}",
+                           "PRTE_MCA_ras": "^slurm"}
     assert dict(t.files) == {"hostfile": "{{node:0}} slots=2\n{{node:1}} slots=2\n"}
     assert t.ports == ("master",)
     assert dict(t.local_env) == {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}", "OMP_NUM_THREADS": "1",
