@@ -161,3 +161,17 @@ def test_slots_from_the_workers_gpu_limit_or_slots_per_form_a_world_of_16(name: 
     """The K8s seed's ``worker: resources: limits: gpu: 4`` (its mpirun names no hostfile: Open
     MPI's default is AZUREML_MPI_HOSTFILE), and the seed's explicit ``slots_per: 4``."""
     one_world_of_16(run_seed(name, tmp_path))
+
+
+@pytest.mark.slow
+def test_distcomps_own_mpirun_starts_a_rank_per_gpu_slot(tmp_path: Path) -> None:
+    """No mpirun in the command: distcomp's own starts nodes x slots ranks, 4 x 4 from Standard_NC24."""
+    spec = tmp_path / "c.yaml"
+    spec.write_text(f"command: python mpi_rank.py --out ${{{{outputs.out}}}}\ncode: {{path: {OWN}}}\n"
+                    "outputs: {out: {type: uri_folder}}\ndistributed: {mpi: {worker: {count: 4}}}\n"
+                    "compute: {instance_type: Standard_NC24}\n")
+    proc = distcomp_cli("run", str(spec), "--run-dir", str(tmp_path / "run"), "-o", f"out={tmp_path / 'out'}",
+                        "--no-tracking", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    one_world_of_16([json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("rank*.json"),
+                                                                key=lambda p: int(p.stem[4:]))])
