@@ -398,8 +398,9 @@ def test_mpi_two_nodes_two_slots(tmp_path: Path) -> None:
                       "--map-by", "slot", "--output", "tag",
                       "-x", "AZUREML_MPI_HOSTFILE", "-x", "AZ_BATCHAI_MPI_MASTER_NODE", "-x", "AZ_BATCH_MASTER_NODE",
                       "-x", "NCCL_DEBUG", COMMAND)
+    # PRTE_MCA_ras: mpirun's slots are the hostfile's, not a Slurm step's (mpirun's own, not forwarded)
     assert dict(r.env) == {"AZUREML_MPI_HOSTFILE": "{{job_dir}}/hostfile", "AZ_BATCH_MASTER_NODE": "{{host:0}}:{{port:master}}",
-                           "AZ_BATCHAI_MPI_MASTER_NODE": "{{host:0}}"}
+                           "AZ_BATCHAI_MPI_MASTER_NODE": "{{host:0}}", "PRTE_MCA_ras": "^slurm"}
     assert dict(t.files) == {"hostfile": "{{node:0}} slots=2\n{{node:1}} slots=2\n"}
     assert t.ports == ("master",)
     shim = prterun_shim()  # distcomp-prterun: every mpirun line here passes mpiline.rewrite

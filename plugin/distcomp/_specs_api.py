@@ -150,13 +150,31 @@ def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> Validation
             checks.append(SpecCheck(_shown(file), result.diagnostics))
             continue
         spec, dist = result.spec, result.spec.distribution
-        plan = make_plan(spec)
+        try:
+            plan = make_plan(spec)
+        except UsageError as exc:  # the spec loads, but cannot run as written (mpirun -np over its slots)
+            checks.append(SpecCheck(_shown(file), (*result.diagnostics, _plan_error(file, spec, str(exc)))))
+            continue
         own, ppn = plan.own, dist.processes_per_node or 1
         if own is not None and not own.once:  # what really runs: the user's launcher's count
             ppn = own.processes_per_node or ppn
         checks.append(SpecCheck(_shown(file), result.diagnostics, spec, dist.launcher, dist.nodes, ppn,
                                 own.describe() if own is not None else None, tuple(plan.warnings)))
     return ValidationReport(tuple(checks))
+
+
+def _plan_error(file: "str | FunctionComponent", spec: "ComponentSpec", message: str) -> "Diagnostic":
+    """The plan's refusal as an error at the spec's command (its line, where the file says it)."""
+    from .spec import Diagnostic
+    from .spec._source import parse
+
+    line, col, where = 1, 1, "command"
+    if isinstance(file, str) and spec.source is not None:
+        doc, _ = parse(spec.source.read_text(encoding="utf-8-sig"), file)
+        path = ("command",) if isinstance(doc.data, dict) and "command" in doc.data else \
+            ("launcher", "additional_arguments")
+        (line, col), where = doc.locate(path), ".".join(path)
+    return Diagnostic(_shown(file), line, col, where, message.removeprefix(f"{spec.ref}: "))
 
 
 def render(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Mapping[str, str] | None = None,

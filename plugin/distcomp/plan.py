@@ -62,6 +62,13 @@ class Plan:
         """How many processes run per node: the own launcher's count where it sets one."""
         return self.topology.processes_per_node
 
+    @property
+    def slots_per_node(self) -> int:
+        """The ranks each node has room for: an MPI hostfile's ``slots=``, an MPIJob's
+        ``slotsPerWorker``, Azure ML's ``process_count_per_instance``. The spec's processes per
+        node, as written, overridden, or taken from its GPUs (``distribution.slots_from`` says)."""
+        return self.spec.distribution.processes_per_node or 1
+
     def summary(self) -> str:
         """One line: ``ref: launcher, N node(s) x P process(es), world size W (roles)``."""
         t = self.topology
@@ -76,7 +83,8 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
     """The plan of ``spec`` with ``nodes``/``nproc_per_node`` overrides. ``env``: variables the
     ranks get (the advice reads them), ``gpu``: whether the machines have one (None: ask this
     machine), ``pm``: the plugins that know the launcher (default: the installed ones). An
-    unknown launcher is a UsageError; a plugin factory that fails is a JobError naming the plugin."""
+    unknown launcher is a UsageError, and so is the command's own mpirun asking for more ranks
+    than the nodes have slots; a plugin factory that fails is a JobError naming the plugin."""
     from .launchers import _advice, own
     from .plugins import PluginError, get_plugin_manager
 
@@ -101,6 +109,9 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
     warnings: list[str] = []
     found = own.find(spec)
     if found is not None:  # the command starts its own launcher: it takes the place of the spec's
+        refused = own.refusal(spec, found)
+        if refused is not None:
+            raise UsageError(f"{spec.ref}: {refused}")
         topology = own.topology(spec, found, topology)
         warnings += own.problems(spec, found)
     warnings += _advice.advice(spec, env=env, gpu=gpu)

@@ -282,6 +282,9 @@ class OwnLauncher:
     processes_per_node: int | None = None  # torch-style: --nproc-per-node (None: not a number)
     nodes: int | None = None  # torch-style: --nnodes
     processes: int | None = None  # MPI-style: -np, every rank of the job
+    # MPI-style: the line places ranks beyond AZUREML_MPI_HOSTFILE's slots itself (--oversubscribe,
+    # its own --host list or hostfile), so distcomp cannot hold -np against the slots
+    own_slots: bool = False
 
     def describe(self) -> str:
         return f"the command's own {self.program}, " + ("once on the first node" if self.once else "once per node")

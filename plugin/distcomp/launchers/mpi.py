@@ -79,6 +79,9 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
         "AZ_BATCHAI_MPI_MASTER_NODE": host(0),  # Azure's first node, as seed 004's single-node branch reads it
     }
     forward = sorted({*env, *spec.environment_variables})
+    # the hostfile's slots are the job's (the plan's processes per node, seed 003's GPUs): under
+    # Slurm, Open MPI 5 would take the srun step's one task per node instead ("not enough slots")
+    env["PRTE_MCA_ras"] = "^slurm"
     argv = ["mpirun", "--allow-run-as-root", "--hostfile", f"{JOB_DIR}/{HOSTFILE}", "--np", str(world),
             "--map-by", "slot", "--output", "tag"]
     for name in forward:

@@ -89,8 +89,22 @@ def _launcher(words: list[str]) -> OwnLauncher | None:
         per_node = total // (machines or 1) if total is not None else None
         return OwnLauncher("accelerate launch", False, per_node, machines)
     if program in _MPI:
-        return OwnLauncher(program, True, processes=_int(rest, "-np", "-n", "--np", "-c"))
+        return OwnLauncher(program, True, processes=_int(rest, "-np", "-n", "--np", "-c"), own_slots=_own_slots(rest))
     return None
+
+
+def _own_slots(words: list[str]) -> bool:
+    """Whether an MPI line places its ranks beyond the hostfile's slots (Open MPI 4's single-dash
+    spellings too): ``--oversubscribe``, ``--map-by ...:OVERSUBSCRIBE``, its own hosts or hostfile."""
+    if any(w.lstrip("-") == "oversubscribe" for w in words if w.startswith("-")):
+        return True
+    mapping = _value(words, "--map-by", "-map-by")
+    if mapping is not None and "oversubscribe" in mapping.lower():
+        return True
+    if _value(words, "-H", "--host", "-host", "--hosts") is not None:
+        return True
+    hostfile = _value(words, "--hostfile", "-hostfile", "--machinefile", "-machinefile", "--default-hostfile")
+    return hostfile is not None and "AZUREML_MPI_HOSTFILE" not in hostfile
 
 
 def _value(words: list[str], *flags: str) -> str | None:
@@ -153,13 +167,8 @@ def problems(spec: "ComponentSpec", own: OwnLauncher) -> list[str]:
     """Where the user's launcher contradicts the spec (what runs follows the launcher's flags)."""
     d = spec.distribution
     nodes, per_node = d.nodes, d.processes_per_node
-    out = []
-    if own.once:
-        slots = nodes * (per_node or 1)
-        if own.processes is not None and own.processes > slots:
-            out.append(f"{own.program} asks for {own.processes} processes, but the spec's {nodes} node(s) x "
-                       f"{per_node or 1} give {slots} slots in AZUREML_MPI_HOSTFILE; raise the process count "
-                       "per node or lower -np")
+    out: list[str] = []
+    if own.once:  # more ranks than slots is a refusal (``refusal``), not a warning
         line = mpirun_line(spec)
         if line is not None:
             from .mpiline import advice
@@ -174,6 +183,23 @@ def problems(spec: "ComponentSpec", own: OwnLauncher) -> list[str]:
                    f"distcomp runs {own.program} once per node (as Azure ML does with process_count_per_instance: "
                    f"1), so {own.processes_per_node} run per node; make them agree")
     return out
+
+
+def refusal(spec: "ComponentSpec", own: OwnLauncher) -> str | None:
+    """Why the user's MPI line cannot run on the spec's nodes, if it cannot: its ``-np`` asks for
+    more ranks than AZUREML_MPI_HOSTFILE has slots, which Open MPI refuses ("not enough slots")
+    here, in an MPIJob and on Azure alike, so it is said before anything starts."""
+    d = spec.distribution
+    per_node = d.processes_per_node or 1
+    slots = d.nodes * per_node
+    if not own.once or own.own_slots or own.processes is None or own.processes <= slots:
+        return None
+    whence = f" ({d.slots_from})" if d.slots_from else ""
+    return (f"{own.program} asks for {own.processes} processes (-np {own.processes}), but the spec's {d.nodes} "
+            f"node(s) x {per_node} slot(s){whence} make {slots} in AZUREML_MPI_HOSTFILE, and Open MPI starts no "
+            f"more ranks than slots; lower -np to {slots}, or raise the slots per node to "
+            f"{-(-own.processes // d.nodes)} (the draft's worker slots_per, process_count_per_instance, or "
+            "--nproc-per-node)")
 
 
 def layout(spec: "ComponentSpec", base: Topology) -> Topology:

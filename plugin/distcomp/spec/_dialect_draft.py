@@ -3,12 +3,15 @@
 ``distributed: {mpi|pytorch|tensorflow: {worker: {count, slots_per, resources},
 launcher: {resources}, parameter_server: {count, environment, environment_variables}}}``.
 Worker count is the node count (TensorFlow: the worker count); ``slots_per`` is processes per
-node. Per-role settings are kept as RoleSpecs for the targets that can use them.
+node, and an MPI worker's default is one per GPU (seed 003: "workers have defaults"). Per-role settings are kept as RoleSpecs for the targets that can use them.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
+
+from ..instances import gpu_slots
 
 from ._build import (Context, as_count, as_map, as_str, assemble, default_name, make_environment, read_parts,
                      string_map, topology)
@@ -17,7 +20,7 @@ from ._dialect_v2 import _inputs as v2_inputs
 from ._fields import CODE, COMPONENT_NAME, ENV_VARS, ENVIRONMENT, TAGS, TEXT, VERSION, ports
 from ._model import ComponentSpec, RoleSpec, frozen_map
 from ._schema import NAME_RE, Anything, Int, MapOf, Obj, Scalar, Str, Union
-from ._types import TENSORFLOW, V2_PORT_NAMES, canonical_launcher, describe_launchers
+from ._types import MPI, TENSORFLOW, V2_PORT_NAMES, canonical_launcher, describe_launchers
 
 ROLES = ("worker", "launcher", "parameter_server", "chief", "evaluator")
 
@@ -25,7 +28,8 @@ ROLES = ("worker", "launcher", "parameter_server", "chief", "evaluator")
 def _role() -> Obj:
     return Obj({
         "count": Int("Replicas of this role.", minimum=0),
-        "slots_per": Int("Processes per replica (MPI slots).", minimum=1),
+        "slots_per": Int("Processes per replica (MPI slots; an MPI worker's default: its GPUs, from its resources or "
+                          "the instance_type).", minimum=1),
         "resources": Anything("Resource requests/limits, e.g. {limits: {cpu: 1}}."),
         "resource_limits": Anything("Resource limits, e.g. {gpu: 4, memory: 2Gi}."),
         "environment": ENVIRONMENT,
@@ -60,8 +64,6 @@ def _role_spec(name: str, raw: dict[str, Any]) -> RoleSpec:
 def _framework_limits(roles: tuple[RoleSpec, ...], limits: Any) -> tuple[RoleSpec, ...]:
     """``distributed: FRAMEWORK: resource_limits:`` as the worker role's limits, under what the
     worker role says itself (its own ``resource_limits``/``resources.limits`` win)."""
-    from dataclasses import replace
-
     if not any(r.name == "worker" for r in roles):
         roles = (*roles, RoleSpec("worker"))
     out = []
@@ -102,6 +104,11 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
         ps = as_count(as_map(fw.get("parameter_server")).get("count")) or 0
         topo = topology(kind, nodes or count, None, count, ps, roles)
     else:  # worker count is the node count; slots_per the processes per node
-        topo = topology(kind, nodes or count, as_count(as_map(fw.get("worker")).get("slots_per")), None, 0, roles)
+        slots, found = as_count(as_map(fw.get("worker")).get("slots_per")), None
+        if slots is None and kind == MPI:  # "workers have defaults": a rank per GPU, as on Azure
+            worker = next((r for r in roles if r.name == "worker"), None)
+            found = gpu_slots(worker.resources if worker else {}, compute.get("instance_type"))
+        topo = topology(kind, nodes or count, found[0] if found else slots, None, 0, roles)
+        topo = replace(topo, slots_from=found[1] if found else None)
     name = as_str(data.get("name")) or default_name(ctx.file)
     return assemble(data, parts, name, topo, resources=frozen_map(compute))

@@ -84,6 +84,9 @@ class Distribution:
     worker_count: int | None = None  # TensorFlow: total workers
     parameter_server_count: int = 0
     roles: tuple[RoleSpec, ...] = ()
+    # where processes_per_node came from when the spec did not write it (seed 003: an MPI
+    # worker's slots are its GPUs), for messages; None: written, given at run time, or default
+    slots_from: str | None = None
 
     def role(self, name: str) -> RoleSpec | None:
         return next((r for r in self.roles if r.name == name), None)
@@ -133,7 +136,7 @@ class ComponentSpec:
         if nodes is not None:
             dist = dataclasses.replace(dist, nodes=nodes)
         if processes_per_node is not None:
-            dist = dataclasses.replace(dist, processes_per_node=processes_per_node)
+            dist = dataclasses.replace(dist, processes_per_node=processes_per_node, slots_from=None)
         return dataclasses.replace(self, distribution=dist)
 
     def render(self, values: Mapping[str, Any], outputs: Mapping[str, str | Path]) -> list[str]:

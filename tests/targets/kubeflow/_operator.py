@@ -308,7 +308,8 @@ def mpi_on_this_machine(launcher: Pod, workers: Sequence[Pod], hostfile: str, fo
     command = list(launcher.command)
     at = [i for i, w in enumerate(command[:-1]) if w == "--hostfile" and command[i + 1] == MPI_HOSTFILE]
     if launcher.env.get("AZUREML_MPI_HOSTFILE") == MPI_HOSTFILE and not at:
-        launcher = launcher.with_env(AZUREML_MPI_HOSTFILE=str(path))
+        # the user's own mpirun: every variable naming the mounted hostfile names this one
+        launcher = launcher.with_env(**{n: str(path) for n, v in launcher.env_items if v == MPI_HOSTFILE})
     else:
         assert len(at) == 1, f"the launcher's mpirun does not read {MPI_HOSTFILE} once: {command}"
         command[at[0] + 1] = str(path)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def distribution(mapping: "NativeMapping", plan: "Plan") -> dict[str, Any]:
     """The component's ``distribution``; the target sets ``resources.instance_count`` itself."""
     d = plan.spec.distribution
-    per_node = d.processes_per_node or 1
+    per_node = plan.slots_per_node  # the spec's, or its GPUs (seed 003's MPI workers)
     if mapping.kind == "pytorch":
         # a command that brings its own torchrun (or torch.distributed.launch, ...) is started once
         # per node, as Azure's documentation has it: one process per instance, its launcher does the rest

@@ -58,7 +58,7 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
     plan = make_plan(spec, gpu=False, pm=pm)  # the pods' machines are not this one: no GPU advice from here
     job = job_type(pm, plan.launcher, trainer_v2)
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
-                         nodes=spec.distribution.nodes, processes_per_node=spec.distribution.processes_per_node or 1,
+                         nodes=spec.distribution.nodes, processes_per_node=plan.slots_per_node,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
                          volumes=dict(volumes or {}), topology=plan.topology, job=job, own=plan.own)
     return apply(dict(builder(job)(spec, options)), spec, settings or JobSettings(), plan.topology)

@@ -32,8 +32,10 @@ def mpijob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     world = options.nodes * options.processes_per_node
     own = options.own
     if own is not None and own.once:  # the user's mpirun (or horovodrun): it runs once, as on Azure ML
-        env = {"AZUREML_MPI_HOSTFILE": HOSTFILE, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-               **env}
+        # an mpirun that names no hostfile (seed 003's K8s job) finds the operator's: Open MPI 4
+        # through the operator's OMPI_MCA_orte_default_hostfile, Open MPI 5 (PRRTE) through this
+        env = {"AZUREML_MPI_HOSTFILE": HOSTFILE, "PRTE_MCA_prte_default_hostfile": HOSTFILE,
+               "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **env}
         launcher = container("launcher", options, escape(options.command), env)
     else:
         launcher = container("launcher", options, [*mpirun(world, sorted(env)), *escape(options.command)], env)
