@@ -41,6 +41,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import psutil
 
+from distcomp.launchers.mpi import prterun_shim
+from distcomp.launchers.mpiline import SHARE_HOST
 from distcomp.targets.local._ports import free_ports
 
 LOCALHOST = "127.0.0.1"
@@ -316,6 +318,12 @@ def mpi_on_this_machine(launcher: Pod, workers: Sequence[Pod], hostfile: str, fo
     local = replace(launcher, command=tuple(command)).with_env(OMPI_MCA_orte_default_hostfile=str(path))
     # what distcomp's local target sets for simulated nodes (plugin/distcomp/launchers/mpi.py)
     extra = {"PRTE_MCA_plm_ssh_agent": f"/bin/sh {session}", "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_coll": "^han"}
+    # The images a seed's MPIJob names run Open MPI 4, which reads the user's single-dash options
+    # (-bind-to none); the Open MPI 5 here reads them through distcomp's shim, as a local run does,
+    # and the shim keeps a btl the user names off shared memory across these simulated nodes.
+    shim = prterun_shim()
+    if shim is not None:
+        extra.update({"OMPI_PRTERUN": shim, SHARE_HOST: "1"})
     return replace(local, extra_env=extra)
 
 

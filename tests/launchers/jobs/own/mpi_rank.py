@@ -14,4 +14,4 @@ out = Path(sys.argv[sys.argv.index("--out") + 1])
 out.mkdir(parents=True, exist_ok=True)
 (out / f"rank{rank}.json").write_text(json.dumps({
     "rank": rank, "world": world, "sum": total, "local_rank": int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]),
-    "host": MPI.Get_processor_name()}))
+    "host": MPI.Get_processor_name(), "btl": os.environ.get("OMPI_MCA_btl")}))
