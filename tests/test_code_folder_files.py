@@ -56,8 +56,9 @@ def distcomp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("command, prefix", [
-    (["compile", "--target", "mlflow", "comp", "-o", "out"], "distcomp compile: "),
-    # the KFP step embeds what every delivery ships: Kubeflow's rules and words
+    # the MLflow project and the KFP step carry what every delivery ships: its rules and words
+    (["compile", "--target", "mlflow", "comp", "-o", "out"],
+     "distcomp compile: the code folder cannot be shipped: {code}/component.yaml: "),
     (["compile", "--target", "kfp", "comp", "-o", "out.yaml"],
      "distcomp compile: the code folder cannot be shipped: {code}/component.yaml: "),
     (["compile", "--target", "kubeflow", "comp", "-o", "out"],
@@ -78,9 +79,9 @@ def test_a_special_file_in_the_code_folder_is_refused_in_one_line(special: tuple
 
 
 @pytest.mark.parametrize("command, said", [
-    (["compile", "--target", "mlflow", "comp", "-o", "out"],
-     "{path!r} in the code folder is a symbolic link that leads nowhere (/nonexistent/data); remove it, or make it "
-     "point at a file"),
+    (["compile", "--target", "mlflow", "comp", "-o", "out"],  # as the shared code delivery says it
+     "the code folder cannot be shipped: {spec}: {path} in the code folder is a symbolic link that leads nowhere; "
+     "remove it to publish"),
     (["compile", "--target", "kfp", "comp", "-o", "out.yaml"],  # as the shared code delivery (Kubeflow) says it
      "the code folder cannot be shipped: {spec}: {path} in the code folder is a symbolic link that leads nowhere; "
      "remove it to publish"),

@@ -88,7 +88,7 @@ def test_azure_ml_exports_the_role_env_where_tf_config_names_the_role(tmp_path: 
     component = azure_load(out)  # azure-ai-ml loads and validates it
     assert (component.distribution.worker_count, component.distribution.parameter_server_count) == (2, 4)
     doc = yaml.safe_load(out.read_text())
-    assert doc["environment_variables"] == {"MAGIC": "number"}
+    assert doc["environment_variables"] == {"MLFLOW_DISABLE_TELEMETRY": "true", "MAGIC": "number"}
     for spaced in (True, False):
         assert _azure_task_env(doc["command"], {"type": "ps", "index": 0}, spaced) == "newnumber"
         assert _azure_task_env(doc["command"], {"type": "worker", "index": 1}, spaced) == "number"

@@ -56,7 +56,7 @@ def test_compiles_a_component_azure_validates_and_its_processes_run_the_function
     doc = yaml.safe_load((az / "component.yml").read_text(encoding="utf-8"))
     code = (az / doc["code"]).resolve()
     assert code == project.resolve()  # the function's project is what Azure ML uploads
-    assert doc["environment"] == {"image": IMAGE} and doc["environment_variables"] == {"FN_PROBE": "yes"}
+    assert doc["environment"] == {"image": IMAGE} and doc["environment_variables"] == {"MLFLOW_DISABLE_TELEMETRY": "true", "FN_PROBE": "yes"}
 
     script = f"""
 import sys
