@@ -33,6 +33,8 @@ ADOPTED = ".distcomp.adopted"  # the watchdog's note of the supervisor's childre
 # Waits for the pipe; "done" ends it, anything else makes it `distcomp reap` for the job.
 # Meanwhile, every 0.2 s, it notes the supervisor's new children without the job's cookie (the
 # orphans the subreaper adopted: a double-forked daemon with a cleared environment) in ADOPTED,
+# "new" meaning started after the watchdog itself (not after its Python came up: on a loaded
+# machine a rank may have started and left a daemon by then),
 # with their start times: without a cgroup, that is how such a process is found after the
 # supervisor died (one adopted in the last 0.2 s before a SIGKILL can escape).
 _WATCHDOG = (
@@ -54,7 +56,9 @@ _WATCHDOG = (
     "    try:\n"
     "        with open(f'/proc/{pid}/environ', 'rb') as f: return mark in b'\\0' + f.read()\n"
     "    except OSError: return True\n"
-    "old, seen, got = kids(), {}, b''\n"
+    "me = started(os.getpid()) or '0'\n"
+    "old = {p for p in kids() if p == str(os.getpid()) or int(started(p) or 0) < int(me)}\n"
+    "seen, got = {}, b''\n"
     "while True:\n"
     "    if select.select([fd], [], [], 0.2)[0]:\n"
     "        chunk = os.read(fd, 16)\n"
