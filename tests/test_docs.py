@@ -106,3 +106,17 @@ def test_page_commands_run(page: Path, tmp_path: Path) -> None:
             first, second = proc.stdout.splitlines()[:2]
             assert first.startswith("succeeded 0 ") and len(first.split()[2]) == 32  # state, exit code, MLflow run
             assert re.match(rf"local:{re.escape(str(scratch))}/distcomp-docs/api-bg\S* succeeded$", second)
+
+
+def test_local_target_page_documents_every_builtin_launcher() -> None:
+    from distcomp.plugins import PluginManager
+
+    pm = PluginManager()
+    pm.load_builtins()
+    table = (DOCS / "targets" / "local.md").read_text().split("| launcher |", 1)[1].split("\n\n", 1)[0]
+    for name in pm.launchers():
+        assert f"| `{name}` |" in table, f"the local target's launcher table misses {name}"
+
+
+def test_api_page_has_the_compile_and_submit_example() -> None:
+    assert any("distcomp.run(" in code and "distcomp.submit(" in code for code in _programs(DOCS / "api.md"))
