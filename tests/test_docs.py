@@ -57,6 +57,8 @@ def test_site_builds_strict_and_offline(tmp_path: Path) -> None:
                  "distcomp.registry._api.publish"):
         assert f'id="{name}"' in api, f"the API page misses {name}"
     assert "FlatStore" in (site / "plugins" / "index.html").read_text()  # the hooks' examples, from hookspec.py
+    architecture = (site / "architecture" / "index.html").read_text()
+    assert "runtime never imports tracking" in architecture  # pyproject's contracts, generated
     assert not list(site.rglob("hooks")), "the build hook is no page"
 
 
