@@ -1,5 +1,5 @@
-# make install: a .venv with distcomp and every extra; make test: install, lint (ruff), type-check
-# (mypy), check the layers (lint-imports), then pytest;
+# make install: a .venv with distcomp and every extra (the docs' mkdocs too); make test: install, lint
+# (ruff), type-check (mypy), check the layers (lint-imports), build the docs (mkdocs), then pytest;
 # make demo: install, then the main job.
 PY ?= python3
 VENV := .venv
@@ -28,10 +28,12 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: install
-	$(BIN)/ruff check plugin tests benchmarks examples components
+	$(BIN)/ruff check plugin tests benchmarks examples components docs
 	$(BIN)/mypy
 	# the layers (pyproject.toml's [tool.importlinter] contracts), read afresh: it takes about a second
 	$(BIN)/lint-imports --no-cache
+	# the documentation site, offline, every warning an error (tests/test_docs.py runs its commands)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 	$(BIN)/python -m pytest
 
 demo: install

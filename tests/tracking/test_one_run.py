@@ -205,7 +205,7 @@ def test_an_env_flags_pythonpath_is_kept_behind_the_hook(sqlite_uri: str, tmp_pa
 
 @pytest.mark.parametrize("tracked", [True, False], ids=["tracked", "untracked"])
 def test_an_env_flag_beats_the_specs_pythonpath(sqlite_uri: str, tmp_path: Path, tracked: bool) -> None:
-    """As the README says, ``--env`` is over the spec's ``environment_variables``: PYTHONPATH too,
+    """As docs/tracking.md says, ``--env`` is over the spec's ``environment_variables``: PYTHONPATH too,
     tracked or not; without ``--env`` the spec's is kept (behind the hook when tracked)."""
     lib = _user_site(tmp_path)
     code = tmp_path / "code"

@@ -5,7 +5,7 @@ with a schema revision this module was made for (``_revisions``) and its tables 
 columns this module writes; otherwise ``open_store`` falls back to MLflow itself. The rows are
 those ``SqlAlchemyStore.create_experiment/create_run`` write (tests compare the two).
 
-Why not MLflow's own store: ``benchmarks/tracking.py`` (d) measures it (the README has the ratio).
+Why not MLflow's own store: ``benchmarks/tracking.py`` (d) measures it (docs/benchmarks.md has the ratio).
 """
 
 from __future__ import annotations
