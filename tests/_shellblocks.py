@@ -2,9 +2,11 @@
 tests/test_readme.py and tests/test_docs.py.
 
 A block's ``/tmp/`` paths go to the test's own folder (``local``), so a run never meets what a
-user or another run of the suite left in /tmp, nor leaves anything there; MLflow tracks into
-that folder too. A block that cannot run on one machine is marked just before it with
-``<!-- not run: WHY -->``."""
+user or another run of the suite left in /tmp, nor leaves anything there. The blocks run from a
+``workspace`` that stands for the clone, with MLflow's default store (``sqlite:///mlflow.db``
+there, as a reader without ``MLFLOW_TRACKING_URI`` gets it), and ``left_behind`` tells what
+they left that a clone's ``git status`` would show. A block that cannot run on one machine is
+marked just before it with ``<!-- not run: WHY -->``."""
 
 from __future__ import annotations
 
@@ -53,20 +55,77 @@ def local(text: str, scratch: Path) -> str:
     return text.replace("/tmp/", f"{scratch}/")
 
 
-def shell_env(scratch: Path) -> dict[str, str]:
-    """The environment of a reader with the virtualenv active, tracking into ``scratch``."""
+# a place outside the test's folder that ``local`` does not move: the home folder, a temporary
+# folder of the system's choosing, /tmp itself
+_UNMAPPED = re.compile(r"(?<![\w$])~|\$\{?(?:HOME|TMPDIR)\b|\bmktemp\b|(?<![\w.])/tmp(?!/)")
+
+
+def unmapped(text: str) -> list[str]:
+    """The places in a block that ``local`` would leave where they are (a run would write there)."""
+    return [m.group(0) for m in _UNMAPPED.finditer(text)]
+
+
+def shell_env() -> dict[str, str]:
+    """The environment of a reader with the virtualenv active and no ``MLFLOW_TRACKING_URI``:
+    a job tracks into the default store where it starts (in a ``workspace``, not the clone)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "MLFLOW_TRACKING_URI": f"sqlite:///{scratch}/mlflow.db"}
+    env = {**os.environ, "PATH": path}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
 
 
-def workspace(folder: Path) -> Path:
-    """A folder that looks like the clone (a link to each of its entries), so a block's relative
-    paths (``examples/...``) work and what it writes by default stays in ``folder``."""
+def workspace(folder: Path, repo: Path = REPO) -> Path:
+    """A folder that looks like the clone ``repo`` (a link to each of its entries), so a block's
+    relative paths (``examples/...``) work and what it writes at the top stays in ``folder``
+    (what it writes inside a linked folder lands in the clone: ``left_behind`` tells)."""
     folder.mkdir(parents=True, exist_ok=True)
-    for entry in REPO.iterdir():
+    for entry in repo.iterdir():
         if entry.name not in _OUTPUTS:
             (folder / entry.name).symlink_to(entry)
     return folder
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``left_behind`` compares against: the clone's untracked files and a workspace's top."""
+    repo: Path
+    untracked: frozenset[str]
+    top: frozenset[str]
+
+
+def _untracked(repo: Path) -> frozenset[str]:
+    """The files ``git status`` shows untracked in the clone, each on its own (not its folder)."""
+    proc = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--others", "--exclude-standard"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"git ls-files in {repo} (the tests run from a clone): {proc.stderr.strip()}"
+    return frozenset(filter(None, proc.stdout.split("\0")))
+
+
+def _ignored(repo: Path, name: str) -> bool:
+    """Whether the clone's .gitignore covers ``name`` (a top-level entry; a folder ends in /)."""
+    proc = subprocess.run(["git", "-C", str(repo), "check-ignore", "--no-index", "-q", name], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode in (0, 1), f"git check-ignore {name}: {proc.stderr.strip()}"
+    return proc.returncode == 0
+
+
+def snapshot(folder: Path, repo: Path = REPO) -> Snapshot:
+    """The state of ``repo`` and of its workspace ``folder`` before a block runs."""
+    return Snapshot(repo, _untracked(repo), frozenset(os.listdir(folder)))
+
+
+def left_behind(before: Snapshot, folder: Path) -> list[str]:
+    """What the commands run in the workspace ``folder`` since ``before`` left that ``git status``
+    shows untracked in a clone: a new entry at its top that .gitignore does not cover (a reader's
+    clone has it at its own top), or a new file in the clone itself (written through a linked
+    folder such as examples/). Only new untracked files count, not changes to tracked ones: what
+    a developer has or edits meanwhile is no block's doing (a file they create meanwhile is named
+    too, so the message says which)."""
+    found = [f"{path} in the clone, untracked" for path in sorted(_untracked(before.repo) - before.untracked)]
+    for name in sorted(set(os.listdir(folder)) - before.top):
+        if not _ignored(before.repo, name + "/" if (folder / name).is_dir() else name):
+            found.append(f"{name} at the clone's top, which .gitignore does not cover")
+    return found
 
 
 def run_shell(script: str, *, cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._shellblocks import NOT_RUN, SHELL, Block, blocks, local, prose, run_shell, shell_env, workspace
+from tests._shellblocks import (NOT_RUN, SHELL, Block, blocks, left_behind, local, prose, run_shell, shell_env,
+                                snapshot, unmapped, workspace)
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
@@ -41,7 +42,7 @@ def test_site_builds_strict_and_offline(tmp_path: Path) -> None:
     """Every warning is an error (a broken link, a missing page, an API name that moved); the
     field reference is generated from the schema, the API from the docstrings."""
     site = tmp_path / "site"
-    env = {**shell_env(tmp_path), "NO_MKDOCS_2_WARNING": "1"}
+    env = {**shell_env(), "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run([str(Path(sys.executable).with_name("mkdocs")), "build", "--strict", "--site-dir", str(site)],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -81,6 +82,15 @@ def test_shell_blocks_are_tagged() -> None:
                 assert not COMMAND.match(block.body), f"{_name(page)}:{block.line}: commands in an untagged block"
 
 
+def test_run_blocks_write_only_where_the_test_maps() -> None:
+    """Every place a run block or program writes is under /tmp/, which the test moves into its own folder."""
+    for page in RUNNABLE:
+        for block in blocks(page.read_text()):
+            if (block.lang in SHELL and block.not_run is None) or block.body in _programs(page):
+                where = unmapped(block.body)
+                assert not where, f"docs/{_name(page)}:{block.line}: {where} would stay outside the test's folder"
+
+
 def test_the_docs_have_commands_to_run() -> None:
     assert {"getting-started.md", "registry.md", "targets/local.md", "targets/index.md"} <= {_name(p) for p in RUNNABLE}
 
@@ -89,21 +99,28 @@ def test_the_docs_have_commands_to_run() -> None:
                                   for p in RUNNABLE])
 def test_page_commands_run(page: Path, tmp_path: Path) -> None:
     """Each runnable block of the page, in order, from a copy-like folder of the clone: what a
-    block writes by default (run folders, an MLflow database) stays in this test's folder."""
+    block writes by default (run folders, MLflow's default store) stays in this test's folder,
+    and nothing it leaves shows in the clone's `git status`."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     clone = workspace(tmp_path / "clone")
-    env = shell_env(scratch)
+    env = shell_env()
     for block in _shell(page):
         if block.not_run is None:
+            before = snapshot(clone)
             proc = run_shell(local(block.body, scratch), cwd=clone, env=env, timeout=900)
-            assert proc.returncode == 0, f"{_name(page)}:{block.line}: {proc.stderr[-3000:]}"
-            assert "Traceback" not in proc.stderr, f"{_name(page)}:{block.line}: {proc.stderr[-3000:]}"
+            assert proc.returncode == 0, f"docs/{_name(page)}:{block.line}: {proc.stderr[-3000:]}"
+            assert "Traceback" not in proc.stderr, f"docs/{_name(page)}:{block.line}: {proc.stderr[-3000:]}"
+            left = left_behind(before, clone)
+            assert not left, f"docs/{_name(page)}:{block.line}: the block left {'; '.join(left)}"
     for python in _programs(page):
+        before = snapshot(clone)
         proc = subprocess.run([sys.executable, "-c", local(python, scratch)], cwd=clone, capture_output=True, text=True,
                               timeout=600, env=env)
-        assert proc.returncode == 0, f"{_name(page)}: {proc.stderr[-3000:]}"
+        assert proc.returncode == 0, f"docs/{_name(page)}: {proc.stderr[-3000:]}"
         assert "Traceback" not in proc.stderr
+        left = left_behind(before, clone)
+        assert not left, f"docs/{_name(page)}: its Python program left {'; '.join(left)}"
         if "distcomp.run(" in python:
             first, second = proc.stdout.splitlines()[:2]
             assert first.startswith("succeeded 0 ") and len(first.split()[2]) == 32  # state, exit code, MLflow run

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._shellblocks import SHELL, blocks, local, run_shell, shell_env, workspace
+from tests._shellblocks import SHELL, blocks, left_behind, local, run_shell, shell_env, snapshot, unmapped, workspace
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -23,6 +23,13 @@ def test_readme_shows_exactly_the_two_make_commands() -> None:
 
 def test_readme_has_commands() -> None:
     assert len(COMMANDS) >= 4
+
+
+def test_readme_commands_write_only_where_the_test_maps() -> None:
+    """Every place a command writes is under /tmp/, which the test moves into its own folder."""
+    for block in BLOCKS:
+        if block.not_run is None:
+            assert not unmapped(block.body), f"README.md:{block.line}: {unmapped(block.body)} would stay outside the test"
 
 
 def test_readme_is_a_front_page() -> None:
@@ -42,15 +49,19 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder the commands run from: it looks like the clone, and what they write by default
-    (an MLflow database, run folders) stays in it."""
+    (MLflow's default store, with no MLFLOW_TRACKING_URI set, and run folders) stays in it."""
     return workspace(tmp_path_factory.mktemp("readme-clone"))
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_runs(command: str, scratch: Path, clone: Path) -> None:
-    proc = run_shell(local(command, scratch), cwd=clone, env=shell_env(scratch), timeout=90)
+    """Each command as a reader runs it, in order; it leaves nothing that `git status` shows."""
+    before = snapshot(clone)
+    proc = run_shell(local(command, scratch), cwd=clone, env=shell_env(), timeout=90)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+    left = left_behind(before, clone)
+    assert not left, f"README.md: `{command}` left {'; '.join(left)}"
 
 
 def _shown(path: str) -> str:

@@ -6,7 +6,7 @@ Left out, anywhere in the code folder: version-control and tool folders (``.git`
 ``.svn``, ``.venv``, ``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
 ``.ipynb_checkpoints``, ``.tox``), ``*.pyc``, ``.DS_Store`` and ``.env`` (local secrets must
 not reach a shared registry); at its top only, what running it writes (``runs/``, ``mlruns/``,
-``outputs/``, ``mlflow.db``); and what the code folder's ``.gitignore`` and ``.distcompignore``
+``outputs/``, ``mlflow.db`` and its creation lock ``mlflow.db.lock``); and what the code folder's ``.gitignore`` and ``.distcompignore``
 files leave out (``distcomp._ignore``).
 
 A symbolic link to a file in the code folder is taken as a copy of that file. Refused: a link
@@ -32,7 +32,7 @@ __all__ = ["EXCLUDED", "EXCLUDED_AT_TOP", "MAX_BYTES", "MAX_FILES", "CodeFolderE
 
 EXCLUDED = frozenset({".git", ".hg", ".svn", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                       ".ipynb_checkpoints", ".tox", ".DS_Store", ".env"})
-EXCLUDED_AT_TOP = frozenset({"runs", "mlruns", "outputs", "mlflow.db"})
+EXCLUDED_AT_TOP = frozenset({"runs", "mlruns", "outputs", "mlflow.db", "mlflow.db.lock"})
 MAX_FILES = 10_000
 MAX_BYTES = 1 << 30
 

@@ -91,8 +91,8 @@ def test_equal_versions_share_one_folder(registry: Registry, make: Make) -> None
 def test_what_is_left_out_of_the_snapshot(registry: Registry, make: Make) -> None:
     src = make()
     for rel in (".git/HEAD", "__pycache__/run.cpython-311.pyc", "pkg/__pycache__/m.pyc", "pkg/m.pyc", ".venv/bin/x",
-                "runs/r1/status.json", "mlruns/0/meta.yaml", "outputs/model/w.pt", "mlflow.db", ".DS_Store",
-                "pkg/runs/keep.txt", "pkg/outputs.py", "pkg/m.py", ".env.example", ".env", "pkg/.env"):
+                "runs/r1/status.json", "mlruns/0/meta.yaml", "outputs/model/w.pt", "mlflow.db", "mlflow.db.lock",
+                ".DS_Store", "pkg/runs/keep.txt", "pkg/outputs.py", "pkg/m.py", ".env.example", ".env", "pkg/.env"):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(rel)
     done = registry.publish(src)

@@ -307,9 +307,9 @@ def test_without_a_run_is_a_no_op_with_one_notice(sqlite_store: Store, tmp_path:
 
 
 BAD_CALLS = """
-    import json, os, tempfile
+    import json, os
     import distcomp.runtime as rt
-    here = tempfile.mkdtemp()
+    here = os.getcwd()  # the test's own folder
     calls = {
         "empty key": lambda: rt.log_metric("", 1.0),
         "int key": lambda: rt.log_metric(3, 1.0),
@@ -353,8 +353,8 @@ EXPECTED_ERRORS = {
 
 
 @pytest.mark.parametrize("rank", [1, None], ids=["rank-1-of-2", "single-process"])
-def test_bad_arguments_raise_on_every_rank(sqlite_store: Store, rank: int | None) -> None:
-    proc = run_script(BAD_CALLS, sqlite_store.env(sqlite_store.new_run() if rank else None, rank=rank))
+def test_bad_arguments_raise_on_every_rank(sqlite_store: Store, rank: int | None, tmp_path: Path) -> None:
+    proc = run_script(BAD_CALLS, sqlite_store.env(sqlite_store.new_run() if rank else None, rank=rank), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # a file rank 0 wrote may not exist on rank 1: checked where it is sent from only
     assert last_json(proc) == {**EXPECTED_ERRORS, "missing file": "ok" if rank else "FileNotFoundError"}
