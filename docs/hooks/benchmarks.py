@@ -248,10 +248,10 @@ def table(docs: list[dict[str, Any]]) -> str:
             lines.append(f"| {name} | {_cell(r['label'])} | {r['distcomp_s']:.3f} s | {_cell(r['raw'])} | "
                          f"{r['raw_s']:.3f} s | {ratio_text(r['ratio'])} | {judged} |")
     lines.append("")
-    lines += [f"*`{doc['file']}`: {html.escape(str(doc['date']))}, `{doc['command']}`, {_machine(doc)}.*  "
+    lines += [f"*`{doc['file']}`: {_cell(str(doc['date']))}, `{doc['command']}`, {_cell(_machine(doc))}.*  "
               for doc in docs]
     return "\n".join(lines) + "\n"
 
 
 def _cell(text: str) -> str:
-    return html.escape(text).replace("|", "\\|")
+    return html.escape(text, quote=False).replace("|", "\\|")
