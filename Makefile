@@ -40,6 +40,8 @@ demo: install
 	$(BIN)/python examples/demo.py
 
 bench: install
+	# each script prints its table and writes benchmarks/results/SCRIPT.json: commit those, the docs'
+	# benchmarks page draws its plot and table from them (docs/hooks/benchmarks.py)
 	# TorchX, the peer the 2x2 launch row is measured against; --no-deps: its own pins would
 	# downgrade urllib3 under MLflow and kubernetes
 	$(BIN)/pip install --quiet --no-deps torchx==0.7.0 pyre-extensions typing-inspect

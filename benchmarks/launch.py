@@ -473,7 +473,7 @@ def main() -> int:
                         measure(bench, which, Path(tmp_root), args.timeout, keep=i >= 0)
 
     return finish([Row(b.name, b.raw_label, b.ours_s, b.raw_s, b.judge, b.error,
-                       {"CPU s, distcomp side": b.ours_cpu, f"CPU s, {b.raw_label}": b.raw_cpu}) for b in todo],
+                       {"CPU s, distcomp side": b.ours_cpu, f"CPU s, {b.raw_label}": b.raw_cpu}, key=b.key) for b in todo],
                   load0, time.monotonic() - t0, args.check)
 
 

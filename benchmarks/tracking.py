@@ -76,6 +76,7 @@ class Result:
     notes: dict[str, list[float]] = field(default_factory=dict)  # figures printed beside, not judged
     error: str = ""
     judge: Judge | None = None  # instead of the two above: a goal of its own
+    key: str = ""  # the row's id in the JSON
 
 
 class Stores:
@@ -151,7 +152,7 @@ print(json.dumps({{"s": end - ready, "setup_s": ready - start}}))
 def bench_logging(args: argparse.Namespace, stores: Stores) -> list[Result]:
     n = args.points
     result = Result(f"(a) {n:,} metric points", "mlflow.log_metric", 0.1,
-                    notes={"distcomp: calls queued in": [], "plain: import + start_run": []})
+                    notes={"distcomp: calls queued in": [], "plain: import + start_run": []}, key="logging")
     for i in range(-args.warmup, args.rounds):
         print(f"  (a) {'warm-up' if i < 0 else f'round {i + 1}/{args.rounds}'}", file=sys.stderr, flush=True)
         for which in (("ours", "raw") if i % 2 == 0 else ("raw", "ours")):
@@ -180,9 +181,9 @@ def bench_logging(args: argparse.Namespace, stores: Stores) -> list[Result]:
 
 def bench_job(args: argparse.Namespace, stores: Stores) -> list[Result]:
     results = []
-    for job, label in (("torch_allreduce", "logs nothing"), ("torch_logged", "logs 30 points")):
+    for job, label, key in (("torch_allreduce", "logs nothing", "job"), ("torch_logged", "logs 30 points", "job-logged")):
         spec = ROOT / "benchmarks" / "jobs" / job / "component.yaml"
-        result = Result(f"(b) 2-rank job, {label}", "--no-tracking", float("inf"), max_added_s=0.5)
+        result = Result(f"(b) 2-rank job, {label}", "--no-tracking", float("inf"), max_added_s=0.5, key=key)
         results.append(result)
         for i in range(-args.warmup, args.rounds):
             print(f"  (b) {job} {'warm-up' if i < 0 else f'round {i + 1}/{args.rounds}'}", file=sys.stderr, flush=True)
@@ -284,10 +285,10 @@ def bench_outage(args: argparse.Namespace, stores: Stores) -> list[Result]:
         ours_s, ours_wall, ours_kept = outage_side("distcomp", args, stores)
         raw_s, raw_wall, raw_kept = outage_side("mlflow", args, stores)
     except RunError as exc:
-        return [Result(f"(c) {args.outage:g} s outage", "mlflow.log_metric", 0.0, error=str(exc))]
+        return [Result(f"(c) {args.outage:g} s outage", "mlflow.log_metric", 0.0, error=str(exc), key="outage")]
     return [Result(f"(c) {args.outage:g} s outage, longest call", f"mlflow {raw_kept}/{n} kept", 0.0, ours_s=[ours_s],
                    raw_s=[raw_s], notes={"distcomp wall": [ours_wall], "mlflow wall": [raw_wall]},
-                   judge=lambda _ours, _raw: (ours_kept == n, f"{ours_kept}/{n} kept"))]
+                   judge=lambda _ours, _raw: (ours_kept == n, f"{ours_kept}/{n} kept"), key="outage")]
 
 
 # -- part (d): the direct SQLite writer against MLflow's own store ----------------------------
@@ -317,7 +318,7 @@ print(json.dumps({"run": run.run_id, "s": end - start, "write_s": end - opened})
 def bench_writer(args: argparse.Namespace, stores: Stores) -> list[Result]:
     n = args.points
     result = Result(f"(d) store writes, {n:,} points", "MLflow's own store", 0.2,
-                    notes={"distcomp: writes alone": [], "mlflow: writes alone": []})
+                    notes={"distcomp: writes alone": [], "mlflow: writes alone": []}, key="writer")
     for i in range(-args.warmup, args.rounds):
         print(f"  (d) {'warm-up' if i < 0 else f'round {i + 1}/{args.rounds}'}", file=sys.stderr, flush=True)
         for which in (("sqlite", "mlflow") if i % 2 == 0 else ("mlflow", "sqlite")):
@@ -371,7 +372,7 @@ def main() -> int:
             results += PARTS[part](args, stores)
     return finish([Row(r.name, r.raw_label, r.ours_s, r.raw_s, r.judge or (
                        added_at_most(r.max_added_s) if r.max_added_s is not None else ratio_at_most(r.goal)),
-                       r.error, r.notes) for r in results], load0, time.monotonic() - t0, args.check)
+                       r.error, r.notes, key=r.key) for r in results], load0, time.monotonic() - t0, args.check)
 
 
 if __name__ == "__main__":

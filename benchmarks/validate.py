@@ -7,6 +7,8 @@ Then the curve: validate of generated specs with 1,000 / 10,000 / 20,000 inputs,
 by the command, beside yaml.safe_load of the same file. Goal: linear (20k takes at most 2.5x
 10k; a quadratic validate takes 4x, as it did before it was fixed: 10k 6.4 s, 20k 26 s).
 
+The rows are written as JSON too (benchmarks/results/validate.json; _report.record).
+
     python benchmarks/validate.py [--repeat N] [--scale-repeat N] [SPEC]
 """
 
@@ -17,9 +19,10 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from _report import wall  # benchmarks/_report.py
+from _report import Row, load, ratio_at_most, record, seconds_at_most, wall  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPEC = ROOT / "examples" / "pytorch-ddp" / "component.yaml"
@@ -34,6 +37,7 @@ def main() -> None:
     ap.add_argument("--azure-repeat", type=int, default=5, help="azure-ai-ml is slow; fewer runs")
     ap.add_argument("--scale-repeat", type=int, default=3, help="runs per size of the curve (0: skip it)")
     args = ap.parse_args()
+    load0, t0 = load(), time.perf_counter()
     env = {**os.environ, "AZURE_ML_INTERNAL_COMPONENTS_ENABLED": "true"}
     exe = str(Path(sys.executable).with_name("distcomp"))
     commands = {
@@ -56,8 +60,14 @@ def main() -> None:
     print(f"ratio distcomp validate / azure-ai-ml validate: {ours / med['azure-ai-ml load_component()._validate()']:.3f}")
     print(f"ratio distcomp validate / yaml.safe_load alone: {ours / med['python: yaml.safe_load only']:.2f}")
     print(f"goal <= 300 ms: {'met' if ours <= 0.3 else 'MISSED'} ({ours * 1000:.0f} ms)")
+    azure, safe = "azure-ai-ml load_component()._validate()", "python: yaml.safe_load only"
+    rows = [Row("validate, whole process", "azure-ai-ml _validate()", times["distcomp validate"], times[azure],
+                seconds_at_most(0.3), key="validate"),
+            Row("validate, whole process (vs PyYAML)", "yaml.safe_load", times["distcomp validate"], times[safe], None,
+                key="validate-yaml")]
     if args.scale_repeat:
-        curve(exe, env, args.scale_repeat)
+        rows += curve(exe, env, args.scale_repeat)
+    record(rows, load0, time.perf_counter() - t0)
 
 
 def many_inputs(n: int) -> str:
@@ -69,9 +79,9 @@ def many_inputs(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def curve(exe: str, env: dict[str, str], repeat: int) -> None:
+def curve(exe: str, env: dict[str, str], repeat: int) -> list[Row]:
     """validate time against the number of inputs, beside yaml.safe_load of the same file."""
-    sizes, med = (1_000, 10_000, 20_000), {}
+    sizes, med, runs, rows = (1_000, 10_000, 20_000), {}, {}, []
     print(f"\nvalidate of a spec with N inputs, each referenced by the command (runs: {repeat})")
     with tempfile.TemporaryDirectory(prefix="distcomp-bench-validate-") as tmp:
         for n in sizes:
@@ -82,13 +92,17 @@ def curve(exe: str, env: dict[str, str], repeat: int) -> None:
             for _ in range(repeat):
                 ours.append(wall([exe, "validate", "-q", str(spec)], env))
                 raw.append(wall(load, env))
-            med[n] = statistics.median(ours)
+            med[n], runs[n] = statistics.median(ours), ours
             safe = statistics.median(raw)
+            rows.append(Row(f"validate, {n:,} inputs", "yaml.safe_load", ours, raw, None, key=f"inputs-{n // 1000}k"))
             print(f"  {n:>6} inputs: distcomp validate median {med[n]:6.2f} s ({med[n] / n * 1e6:5.0f} us per input)"
                   f"   yaml.safe_load {safe:6.2f} s   ratio {med[n] / safe:.2f}")
     growth = med[20_000] / med[10_000]
     print(f"growth 10k -> 20k inputs: x{growth:.2f} (linear x2, quadratic x4); "
           f"goal <= x2.5: {'met' if growth <= 2.5 else 'MISSED'}")
+    rows.append(Row("validate, 20k inputs against 10k (linear: 2)", "validate, 10k inputs", runs[20_000], runs[10_000],
+                    ratio_at_most(2.5), key="growth"))
+    return rows
 
 
 if __name__ == "__main__":
