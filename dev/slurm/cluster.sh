@@ -2,8 +2,9 @@
 # A real two-node Slurm cluster on 127.0.0.1, in a folder of its own (for trying and testing
 # distcomp's slurm target):
 #
-#   dev/slurm/cluster.sh start  [FOLDER]   install slurm-wlm and munge when missing (root, apt),
-#                                          start munged, slurmctld, slurmd -N n1 and -N n2,
+#   dev/slurm/cluster.sh install           install slurm-wlm and munge with apt when missing (root;
+#                                          once per machine: `make test` runs it, `start` does not)
+#   dev/slurm/cluster.sh start  [FOLDER]   start munged, slurmctld, slurmd -N n1 and -N n2,
 #                                          wait until both nodes are idle, print the SLURM_CONF line
 #   dev/slurm/cluster.sh status [FOLDER]   which daemons run, and sinfo
 #   dev/slurm/cluster.sh stop   [FOLDER]   cancel the cluster's jobs, end its daemons by pid
@@ -23,7 +24,7 @@ say() { echo "cluster.sh: $*" >&2; }
 cannot() { say "cannot start a Slurm cluster here: $*"; exit 3; }
 
 usage() {
-    echo "usage: $0 start|stop|status [FOLDER]   (default FOLDER: /tmp/distcomp-slurm)" >&2
+    echo "usage: $0 install | start|stop|status [FOLDER]   (default FOLDER: /tmp/distcomp-slurm)" >&2
     exit 2
 }
 
@@ -43,21 +44,30 @@ free_port() {  # a TCP port nothing listens on, not among the ones given
     done
 }
 
-install_missing() {
+missing_packages() {  # the Debian packages the cluster needs that are not installed
     local missing=()
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null \
         || missing+=(slurm-wlm)
     command -v munged >/dev/null || missing+=(munge)
-    ((${#missing[@]})) || return 0
-    [[ $(id -u) == 0 ]] || cannot "${missing[*]} not installed, and installing needs root (sudo $0 start)"
-    command -v apt-get >/dev/null || cannot "${missing[*]} not installed, and there is no apt-get (not Debian/Ubuntu)"
-    say "installing ${missing[*]} with apt-get"
+    echo "${missing[*]}"
+}
+
+install() {  # the one place that installs system packages (apt), said once
+    local missing log
+    missing=$(missing_packages)
+    [[ -n $missing ]] || { say "slurm-wlm and munge are installed"; return 0; }
+    [[ $(id -u) == 0 ]] || cannot "$missing not installed, and installing needs root (sudo $0 install)"
+    command -v apt-get >/dev/null || cannot "$missing not installed, and there is no apt-get (not Debian/Ubuntu)"
+    log=$(mktemp -t distcomp-slurm-apt.XXXXXX.log)
+    say "installing $missing with apt-get (system packages, for the Slurm dev cluster; log: $log)"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$DIR/apt.log" 2>&1; then
-        apt-get update -q >>"$DIR/apt.log" 2>&1 || true
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$DIR/apt.log" 2>&1 \
-            || cannot "apt-get install ${missing[*]} failed (see $DIR/apt.log)"
+    # shellcheck disable=SC2086  # one word per package
+    if ! apt-get install -y -q --no-install-recommends $missing >"$log" 2>&1; then
+        apt-get update -q >>"$log" 2>&1 || true
+        apt-get install -y -q --no-install-recommends $missing >>"$log" 2>&1 \
+            || cannot "apt-get install $missing failed (see $log)"
     fi
+    say "installed $missing"
 }
 
 write_conf() {
@@ -136,7 +146,9 @@ node_states() {  # "n1 idle" lines
 
 start() {
     mkdir -p "$DIR" 2>/dev/null || cannot "cannot make $DIR"
-    install_missing
+    local missing
+    missing=$(missing_packages)
+    [[ -z $missing ]] || cannot "$missing not installed: run \`sudo $0 install\` once (make test does)"
     [[ $(id -u) == 0 ]] || cannot "munged and slurmd run as their own users here, which needs root (sudo $0 start)"
     if alive "$DIR/slurmctld.pid" && alive "$DIR/slurmd-n1.pid" && alive "$DIR/slurmd-n2.pid" \
         && alive "$DIR/munge/munged.pid"; then
@@ -224,6 +236,7 @@ status() {
 }
 
 case $CMD in
+    install) install ;;
     start) start ;;
     stop) stop ;;
     status) status ;;

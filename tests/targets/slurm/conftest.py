@@ -1,7 +1,8 @@
 """A real two-node Slurm cluster for the session (dev/slurm/cluster.sh in a tmp folder).
 
-Where the cluster cannot be had (exit 3: not root, no apt), the tests fail with the script's
-reason, unless DISTCOMP_NO_SLURM=1 says this environment has no Slurm (then they skip)."""
+The fixture installs nothing: `make test` runs `dev/slurm/cluster.sh install` (apt, once) before
+pytest. Where the cluster cannot be had (exit 3: not root, Slurm not installed), the tests fail
+with the script's reason, unless DISTCOMP_NO_SLURM=1 says this environment has no Slurm (then they skip)."""
 
 from __future__ import annotations
 
