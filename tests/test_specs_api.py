@@ -85,7 +85,7 @@ def test_render_returns_the_masked_line_and_argv(tmp_path: Path, monkeypatch: py
 
 def test_render_raises_the_input_errors_the_cli_prints() -> None:
     spec = CORPUS / "valid" / "sdk-full.yaml"
-    with pytest.raises(InputError, match=r"^unknown output 'nope' \(expected one of: model\)$"):
+    with pytest.raises(InputError, match=r"^unknown output 'nope' \(expected one of: model\)\nmissing required"):
         distcomp.render(spec, inputs={"epochs": "many"}, outputs={"nope": "/x"})
     with pytest.raises(InputError) as caught:
         distcomp.render(spec, inputs={"epochs": "many"})

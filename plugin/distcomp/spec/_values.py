@@ -10,7 +10,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import UsageError
 from ..redact import Masker
@@ -133,6 +133,16 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
     Unset optional inputs are absent from the result (their blocks vanish); every problem
     is reported at once.
     """
+    values, problems = check_inputs(spec, given, base)
+    if problems:
+        raise InputError("\n".join(problems))
+    return values
+
+
+def check_inputs(spec: "ComponentSpec", given: Mapping[str, str],
+                 base: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+    """``bind_inputs`` without raising: the values that bound, and one line per problem, so a
+    caller can check the bound ones further (a port's path) and report everything in one pass."""
     problems: list[str] = []
     out: dict[str, Any] = {}
     for name in given:
@@ -150,6 +160,15 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
             out[name] = inp.default
         elif not inp.optional:
             problems.append(f"missing required input '{name}' (give it with --input {name}=VALUE)")
-    if problems:
-        raise InputError("\n".join(problems))
-    return out
+    return out, problems
+
+
+def unknown_outputs(spec: "ComponentSpec", names: Iterable[str]) -> list[str]:
+    """One line per name in ``names`` that is no output of ``spec``."""
+    known = ", ".join(spec.outputs) or "none"
+    lines = []
+    for name in names:
+        if name not in spec.outputs:
+            hint = did_you_mean(name, spec.outputs)
+            lines.append(f"unknown output '{name}' (expected one of: {known})" + (f"; {hint}" if hint else ""))
+    return lines

@@ -61,7 +61,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     from ...jobs import create_outputs, default_run_dir, job_base, make_job
     from ...plan import make_plan
     from ...redact import job_masker
-    from ...spec import RenderError
+    from ...spec import InputError, RenderError
     from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
     notify = say or (lambda _m: None)
@@ -83,6 +83,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     try:
         job = make_job(spec, dict(request.inputs), dict(request.outputs), run_dir, cwd)
         RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
+    except InputError:  # one problem a line: the CLI indents the lines after the first
+        raise
     except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
         raise UsageError(str(exc).replace("\n", "\n  ")) from None
     masker = job_masker(spec, job.values, request.env)  # once for the job: every path masks by it
