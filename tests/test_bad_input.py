@@ -337,9 +337,9 @@ BAD_INPUTS = ("--input", "epochs=abc", "--input", "lr=-1", "--input", "data=/non
               "--input", "epoch=2")
 ALL_PROBLEMS = (
     "unknown input 'epoch' (expected one of: epochs, lr, data, mode); did you mean 'epochs'?",
-    "input 'epochs' is an integer (expected an integer, got 'abc')",
-    "input 'lr': -1 is below the minimum (expected >= 0.0)",
-    "input 'mode': 'medium' is not one of the enum values (expected one of: fast, slow)",
+    "input 'epochs' must be an integer, got 'abc'",
+    "input 'lr' must be >= 0.0, got -1",
+    "input 'mode' must be one of: fast, slow; got 'medium'",
     "input 'data': /nonexistent does not exist",
 )
 

@@ -138,10 +138,10 @@ def test_render_bad_inputs_exit_2_without_traceback() -> None:
     assert proc.returncode == 2  # every problem at once: the unknown output and the inputs
     assert proc.stderr.splitlines() == [f"{spec}: unknown output 'nope' (expected one of: model)",
                                         f"{spec}: missing required input 'data' (give it with --input data=VALUE)",
-                                        f"{spec}: input 'epochs' is an integer (expected an integer, got 'many')"]
+                                        f"{spec}: input 'epochs' must be an integer, got 'many'"]
     proc = distcomp("render", str(spec), "--input", "epochs=many")
     assert proc.stderr.splitlines() == [f"{spec}: missing required input 'data' (give it with --input data=VALUE)",
-                                        f"{spec}: input 'epochs' is an integer (expected an integer, got 'many')"]
+                                        f"{spec}: input 'epochs' must be an integer, got 'many'"]
     proc = distcomp("render", str(CORPUS / "invalid" / "enum-default.yaml"))
     assert proc.returncode == 2 and "inputs.optimizer.default" in proc.stderr
     no_traceback(proc)

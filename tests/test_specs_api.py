@@ -90,7 +90,7 @@ def test_render_raises_the_input_errors_the_cli_prints() -> None:
     with pytest.raises(InputError) as caught:
         distcomp.render(spec, inputs={"epochs": "many"})
     assert str(caught.value).splitlines() == ["missing required input 'data' (give it with --input data=VALUE)",
-                                              "input 'epochs' is an integer (expected an integer, got 'many')"]
+                                              "input 'epochs' must be an integer, got 'many'"]
     with pytest.raises(UsageError, match="inputs.optimizer.default"):
         distcomp.render(CORPUS / "invalid" / "enum-default.yaml")
 

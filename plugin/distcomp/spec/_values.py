@@ -52,29 +52,31 @@ def check_default(spec: "InputSpec", value: Any) -> tuple[Any, str | None, str |
         return value, None, None
     if t == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            return None, "wrong type for an integer input", "an integer"
+            return None, "wrong type", "an integer"
     elif t == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None, "wrong type for a number input", "a number"
+            return None, "wrong type", "a number"
         value = float(value) if isinstance(value, float) else value
     elif t == "boolean":
         if not isinstance(value, bool):
-            return None, "wrong type for a boolean input", "true or false"
+            return None, "wrong type", "true or false"
     elif t in ("string", "enum"):
         if isinstance(value, (dict, list)) or value is None:
-            return None, f"wrong type for a {t} input", "a string"
+            return None, "wrong type", "a string"
         value = render_value(value) if not isinstance(value, str) else value
     problem, expected = _constraints(spec, value)
     return (None, problem, expected) if problem else (value, None, None)
 
 
 def _constraints(spec: "InputSpec", value: Any) -> tuple[str | None, str | None]:
+    """``(problem, expected)`` where ``value`` breaks the input's enum, min or max; the value
+    itself is the caller's to show, once."""
     if spec.enum is not None and str(value) not in spec.enum:
-        return f"{show(value)} is not one of the enum values", one_of(spec.enum)
+        return "not one of the enum values", one_of(spec.enum)
     if spec.min is not None and isinstance(value, (int, float)) and value < spec.min:
-        return f"{show(value)} is below the minimum", f">= {spec.min}"
+        return "below the minimum", f">= {spec.min}"
     if spec.max is not None and isinstance(value, (int, float)) and value > spec.max:
-        return f"{show(value)} is above the maximum", f"<= {spec.max}"
+        return "above the maximum", f"<= {spec.max}"
     return None, None
 
 
@@ -98,7 +100,7 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     value: Any
     if t == "integer":
         if not _INT.fullmatch(text.strip()):
-            raise ValueError(f"input '{spec.name}' is an integer (expected an integer, got {show(text)})")
+            raise ValueError(f"input '{spec.name}' must be an integer, got {show(text)}")
         value = int(text)
     elif t == "number":
         if _INT.fullmatch(text.strip()):
@@ -109,17 +111,17 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                raise ValueError(f"input '{spec.name}' is a number (expected a finite number, got {show(text)})")
+                raise ValueError(f"input '{spec.name}' must be a finite number, got {show(text)}")
     elif t == "boolean":
         low = text.strip().lower()
         if low not in _TRUE | _FALSE:
-            raise ValueError(f"input '{spec.name}' is a boolean (expected true or false, got {show(text)})")
+            raise ValueError(f"input '{spec.name}' must be true or false, got {show(text)}")
         value = low in _TRUE
     else:
         value = text
     problem, expected = _constraints(spec, value)
-    if problem:
-        raise ValueError(f"input '{spec.name}': {problem} (expected {expected})")
+    if problem:  # "must be one of: a, b; got 'c'": a comma would read as one more enum value
+        raise ValueError(f"input '{spec.name}' must be {expected}{';' if spec.enum else ','} got {show(value)}")
     return value
 
 
