@@ -67,10 +67,10 @@ def speaker(command: str) -> Callable[[str], None]:
 
 
 def rel(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    """A path as printed: usable from the user's folder (``distcomp._files.shown_path``)."""
+    from .._files import shown_path
+
+    return shown_path(path)
 
 
 def number(kind: type, minimum: float, what: str) -> Callable[[str], float]:

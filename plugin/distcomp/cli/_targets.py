@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file, load_spec, number, pairs,
-                      positive, speaker)
+                      positive, rel, speaker)
 
 if TYPE_CHECKING:
     from .._nodes import NodeRange
@@ -134,7 +134,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         sys.stdout.write(compiled.text)
         return EXIT_OK
     out = compiled.write(args.out)
-    say(f"wrote {compiled.kind} to {out}")
+    say(f"wrote {compiled.kind} to {rel(out)}")
     for note in compiled.notes:
         if "{out}" in note:
             say(note.format(out=shlex.quote(str(out))))
@@ -240,7 +240,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if outcome.root_cause and not outcome.succeeded:
             print("\n".join("  " + line for line in outcome.root_cause.splitlines()))
         for name, path in outcome.outputs.items():
-            print(f"  output {name}: {path}")
+            print(f"  output {name}: {rel(Path(path)) if path.startswith('/') else path}")
         if outcome.tracking is not None:
             print(f"  MLflow run {outcome.tracking.run_id} ({outcome.tracking.tracking_uri})")
     return EXIT_OK

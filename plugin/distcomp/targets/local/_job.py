@@ -186,10 +186,11 @@ def outcome_of(result: "RunResult", tracking: TrackingRef | None) -> JobOutcome:
 
 
 def rel(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        return str(path)
+    """A path as printed: usable from the user's folder, which need not be ``cwd`` (the MLflow
+    backend runs the job in the project's folder): ``distcomp._files.shown_path``."""
+    from ..._files import shown_path
+
+    return shown_path(path)
 
 
 def _start_tracking(job: "Job", topology: "Topology", cwd: Path, request: LocalRun,
