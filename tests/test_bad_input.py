@@ -375,8 +375,8 @@ def test_the_troubleshooting_page_shows_what_distcomp_prints() -> None:
     """The docs quote the real output of a bad --input set, every line of it."""
     root = Path(__file__).resolve().parents[1]
     page = (root / "docs" / "troubleshooting.md").read_text()
-    command = next(line[2:] for line in page.splitlines() if line.startswith("$ distcomp run "))
+    command = next(line for line in page.splitlines() if line.startswith("distcomp run ") and "epochs=abc" in line)
     proc = subprocess.run([sys.executable, "-m", "distcomp", *command.split()[1:]], capture_output=True, text=True,
                           cwd=root, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 3, proc.stderr
-    assert f"$ {command}\n{proc.stderr}```" in page
+    assert f"{command}\n```\n\n```text\n{proc.stderr}```" in page

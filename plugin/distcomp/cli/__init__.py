@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..errors import DistcompError
-from ._common import EXIT_FAILED, _Usage
+from ._common import EXIT_FAILED, _Usage, file_flag
 from ._console import guard
 
 __all__ = ["GROUPS", "build_parser", "main"]
@@ -95,6 +95,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     args, extras = parser.parse_known_args(argv)
     try:
+        file_flag(args.command, argv)  # `compile -o FILE`: the file is --out FILE
         if extras:
             if args.command in ("compile", "submit"):
                 from ._targets import foreign_flags

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -57,6 +58,33 @@ def check_status_file(path: str | None, spec: "ComponentSpec") -> None:
 def deprecated(message: str) -> None:
     """A deprecated registry version named exactly still loads; say so in one line."""
     print(f"distcomp: warning: {message}", file=sys.stderr)
+
+
+WRITERS = ("compile", "render", "schema")  # the commands that write a file, or print what one would hold
+
+
+def file_flag(command: str, argv: "Sequence[str]") -> None:
+    """``-o FILE`` (no ``=``) to a command that writes a file: ``-o`` is ``--output NAME=PATH``, a
+    component output, in every command; the file is ``--out FILE``. Say so, not that the
+    pair is malformed or that ``-o`` belongs to another target."""
+    if command not in WRITERS:
+        return
+    flags = ("-o", "--output") if command == "schema" else ("-o",)  # schema has no component outputs
+    for i, arg in enumerate(argv):
+        if arg.startswith("--"):
+            flag, eq, given = arg.partition("=")
+            value = given if eq else None
+        else:  # -o FILE, -oFILE
+            flag, value = arg[:2], arg[2:] or None
+        if flag not in flags:
+            continue
+        if value is None:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if "=" in value:
+            continue
+        fix = ("render prints to stdout: redirect it (> FILE)" if command == "render" else
+               f"write to a file with --out {shlex.quote(value) if value else 'FILE'}")
+        raise _Usage(f"{flag} {value}: -o (--output) gives a component output as NAME=PATH; {fix}".replace("  ", " "))
 
 
 def speaker(command: str) -> Callable[[str], None]:

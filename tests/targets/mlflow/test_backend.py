@@ -149,7 +149,7 @@ def test_the_local_backend_runs_the_same_project_in_one_run(sqlite_uri: str, tmp
     """Without -b: MLflow's own backend runs the command through bash, distcomp attaches to its run."""
     from ._helpers import distcomp
 
-    made = distcomp("compile", "--target", "mlflow", str(PROBE), "--nproc-per-node", "2", "-o", "project",
+    made = distcomp("compile", "--target", "mlflow", str(PROBE), "--nproc-per-node", "2", "--out", "project",
                     cwd=tmp_path)
     assert made.returncode == 0, explain(made)
     proc = mlflow_run(tmp_path / "project", sqlite_uri, tmp_path, "steps=2", "tag=local", backend=None, config=None)
