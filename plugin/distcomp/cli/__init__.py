@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..errors import DistcompError
-from ._common import EXIT_FAILED, _Usage, file_flag
+from ._common import EXIT_FAILED, _Usage, error_text, file_flag
 from ._console import guard
 
 __all__ = ["GROUPS", "build_parser", "main"]
@@ -104,23 +104,13 @@ def _main(argv: Sequence[str] | None) -> int:
             parser.parse_args(argv)  # argparse's own error for what no target takes (exit 2)
         return int(args.func(args))
     except DistcompError as exc:  # the user's mistake (exit 2) or a job that could not run (exit 1)
-        print(f"distcomp {args.command}: {_lines(exc)}", file=sys.stderr)
+        print(f"distcomp {args.command}: {error_text(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("distcomp: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # written past the guard (a stream's .buffer): the command could not finish
         return EXIT_FAILED
-
-
-def _lines(exc: DistcompError) -> str:
-    """An error's message; a list of bad inputs one problem a line, each after the first indented."""
-    from ..spec import InputError
-
-    if not isinstance(exc, InputError):
-        return str(exc)
-    first, *rest = str(exc).splitlines() or [""]
-    return "\n".join([first, *(line if line.startswith(" ") else "  " + line for line in rest)])
 
 
 _ = _Usage  # the CLI's own usage error, for callers that catch it

@@ -87,6 +87,17 @@ def file_flag(command: str, argv: "Sequence[str]") -> None:
         raise _Usage(f"{flag} {value}: -o (--output) gives a component output as NAME=PATH; {fix}".replace("  ", " "))
 
 
+def error_text(exc: Exception) -> str:
+    """An error's message as the console shows it: a list of bad inputs one problem a line, each
+    after the first indented under ``distcomp COMMAND:``."""
+    from ..spec import InputError
+
+    if not isinstance(exc, InputError):
+        return str(exc)
+    first, *rest = str(exc).splitlines() or [""]
+    return "\n".join([first, *(line if line.startswith(" ") else "  " + line for line in rest)])
+
+
 def speaker(command: str) -> Callable[[str], None]:
     """distcomp's own progress and reports go to stderr (rank output goes to stdout)."""
     def say(message: str) -> None:
