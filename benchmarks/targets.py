@@ -1,6 +1,6 @@
 """The Azure ML and MLflow Projects targets against the raw tools, side by side, interleaved.
 
-(a) azureml: `distcomp compile --target azureml SPEC -o FILE` (load the spec, map it, and
+(a) azureml: `distcomp compile --target azureml SPEC --out FILE` (load the spec, map it, and
     have azure-ai-ml load and validate it before writing) against azure-ai-ml alone loading
     and validating that same FILE in a fresh process. Goal: ratio <= 1.3.
 (b) mlflow: `mlflow run DIR -b distcomp -c '{"nproc_per_node": 2}'` against MLflow's own
@@ -37,7 +37,7 @@ def main() -> int:
         env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}", "PYTHONWARNINGS": "ignore",
                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         distcomp = [str(BIN / "distcomp")]
-        compile_az = [*distcomp, "compile", "--target", "azureml", str(SPEC), "-o", str(work / "component.yml")]
+        compile_az = [*distcomp, "compile", "--target", "azureml", str(SPEC), "--out", str(work / "component.yml")]
         raw_az = [sys.executable, "-c", AZURE, str(work / "component.yml")]
         ours: list[float] = []
         raw: list[float] = []
@@ -57,7 +57,7 @@ def main() -> int:
         ours, raw, plain = [], [], []
         try:
             # the local backend runs the entry point as written: bake the 2 ranks into it
-            wall([*distcomp, "compile", "--target", "mlflow", str(SPEC), "-o", str(project),
+            wall([*distcomp, "compile", "--target", "mlflow", str(SPEC), "--out", str(project),
                   "--nproc-per-node", "2"], env, work)
             wall(backend, env, work)  # first use creates the MLflow database
             for _ in range(args.repeat):

@@ -3,7 +3,7 @@ on 2 ranks (examples/pytorch-ddp, made a KFP component by distcomp.kfp.load_comp
 
     python examples/kfp_pipeline.py                       # compile to kfp_pipeline.yaml
     python examples/kfp_pipeline.py --image REGISTRY/distcomp-torch:0.1.0 \\
-        --tracking-uri http://mlflow.kubeflow:5000 -o ddp.yaml    # for a cluster
+        --tracking-uri http://mlflow.kubeflow:5000 --out ddp.yaml    # for a cluster
     MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db python examples/kfp_pipeline.py --run-local
 
 On a cluster the training image must hold distcomp and torch (the spec's python:3.11-slim
@@ -64,7 +64,7 @@ def build_pipeline(image: str | None = None, packages: Sequence[str] = (),
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-o", "--output", default="kfp_pipeline.yaml", help="the compiled pipeline (default: %(default)s)")
+    p.add_argument("--out", default="kfp_pipeline.yaml", help="the compiled pipeline (default: %(default)s)")
     p.add_argument("--image", help="the training step's image (default: the spec's)")
     p.add_argument("--package", action="append", default=[], help="a pip package the training step installs")
     p.add_argument("--tracking-uri", help="MLFLOW_TRACKING_URI of the training step")
@@ -75,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     pipeline = build_pipeline(args.image, args.package, args.tracking_uri)
-    compiler.Compiler().compile(pipeline, package_path=args.output)
-    print(f"compiled the pipeline to {args.output}", flush=True)
+    compiler.Compiler().compile(pipeline, package_path=args.out)
+    print(f"compiled the pipeline to {args.out}", flush=True)
     if not args.run_local:
         return 0
     if not (args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")):

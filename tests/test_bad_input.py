@@ -315,3 +315,68 @@ def test_an_input_over_mlflows_param_limit_is_cut_and_the_run_says_so(work: Path
     assert run.data.params["msg"] == "m" * 6000  # MLflow's limit, cut as MLflow cuts it
     assert run.data.tags["distcomp.truncated_param.msg"] == ("7000 characters, over MLflow's limit: the param holds "
                                                              "the first 6000")
+
+
+# -- every bad input in one pass ----------------------------------------------------------------
+
+TRAIN_SPEC = """\
+name: train
+type: DistributedComponent
+inputs:
+  epochs: {type: Integer, default: 5, min: 1}
+  lr: {type: Float, default: 0.05, min: 0.0}
+  data: {type: AnyDirectory, optional: true}
+  mode: {type: Enum, enum: [fast, slow], default: fast}
+outputs:
+  model: {type: AnyDirectory}
+launcher:
+  type: torch.distributed
+  additional_arguments: python -c pass {inputs.epochs} {inputs.lr} [{inputs.data}] {inputs.mode} {outputs.model}
+"""
+BAD_INPUTS = ("--input", "epochs=abc", "--input", "lr=-1", "--input", "data=/nonexistent", "--input", "mode=medium",
+              "--input", "epoch=2")
+ALL_PROBLEMS = (
+    "unknown input 'epoch' (expected one of: epochs, lr, data, mode); did you mean 'epochs'?",
+    "input 'epochs' must be an integer, got 'abc'",
+    "input 'lr' must be >= 0.0, got -1",
+    "input 'mode' must be one of: fast, slow; got 'medium'",
+    "input 'data': /nonexistent does not exist",
+)
+
+
+@pytest.mark.parametrize("command", [
+    ["run"], ["submit", "--target", "local", "--detach"], ["submit", "--target", "slurm"],
+    ["submit", "--target", "slurm", "--dryrun"],
+], ids=["run", "submit-local", "submit-slurm", "dryrun-slurm"])
+def test_every_bad_input_is_reported_in_one_pass_and_nothing_is_made(tmp_path: Path, command: list[str]) -> None:
+    """A type error, a range error, an enum error, an unknown name and a missing path: all on the
+    first try (the missing path used to come only once the others were fixed)."""
+    (tmp_path / "component.yaml").write_text(TRAIN_SPEC)
+    data = tmp_path / "data"
+    proc = distcomp(*command, "component.yaml", *BAD_INPUTS, cwd=tmp_path, XDG_DATA_HOME=str(data))
+    first, *rest = ALL_PROBLEMS
+    refused(proc, f"distcomp {command[0]}: {first}", *(f"  {line}" for line in rest))
+    assert files(tmp_path) == {"component.yaml"}  # no run folder, no job folder, no MLflow store
+
+
+def test_the_library_reports_every_bad_input_in_one_pass(tmp_path: Path) -> None:
+    import distcomp
+
+    (tmp_path / "component.yaml").write_text(TRAIN_SPEC)
+    given = {"epochs": "abc", "lr": -1, "data": "/nonexistent", "mode": "medium", "epoch": 2}
+    with pytest.raises(InputError) as err:
+        distcomp.run(str(tmp_path / "component.yaml"), inputs=given, run_dir=tmp_path / "runs" / "one",
+                     tracking=False)
+    assert str(err.value).splitlines() == [line.strip() for line in ALL_PROBLEMS]
+    assert files(tmp_path) == {"component.yaml"}
+
+
+def test_the_troubleshooting_page_shows_what_distcomp_prints() -> None:
+    """The docs quote the real output of a bad --input set, every line of it."""
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "troubleshooting.md").read_text()
+    command = next(line for line in page.splitlines() if line.startswith("distcomp run ") and "epochs=abc" in line)
+    proc = subprocess.run([sys.executable, "-m", "distcomp", *command.split()[1:]], capture_output=True, text=True,
+                          cwd=root, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 3, proc.stderr
+    assert f"{command}\n```\n\n```text\n{proc.stderr}```" in page

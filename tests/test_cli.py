@@ -135,11 +135,13 @@ def test_render_bad_inputs_exit_2_without_traceback() -> None:
     no_traceback(proc)
     assert proc.stderr == "distcomp render: --input 'bad': expected NAME=VALUE\n"
     proc = distcomp("render", str(spec), "--input", "epochs=many", "--output", "nope=/x")
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines() == [f"{spec}: unknown output 'nope' (expected one of: model)"]
+    assert proc.returncode == 2  # every problem at once: the unknown output and the inputs
+    assert proc.stderr.splitlines() == [f"{spec}: unknown output 'nope' (expected one of: model)",
+                                        f"{spec}: missing required input 'data' (give it with --input data=VALUE)",
+                                        f"{spec}: input 'epochs' must be an integer, got 'many'"]
     proc = distcomp("render", str(spec), "--input", "epochs=many")
     assert proc.stderr.splitlines() == [f"{spec}: missing required input 'data' (give it with --input data=VALUE)",
-                                        f"{spec}: input 'epochs' is an integer (expected an integer, got 'many')"]
+                                        f"{spec}: input 'epochs' must be an integer, got 'many'"]
     proc = distcomp("render", str(CORPUS / "invalid" / "enum-default.yaml"))
     assert proc.returncode == 2 and "inputs.optimizer.default" in proc.stderr
     no_traceback(proc)
@@ -150,7 +152,7 @@ def test_schema_command_prints_the_generated_schema(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert json.loads(proc.stdout) == json_schema("sdk")
     out = tmp_path / "s.json"
-    assert distcomp("schema", "--dialect", "v2", "-o", str(out)).returncode == 0
+    assert distcomp("schema", "--dialect", "v2", "--out", str(out)).returncode == 0
     assert json.loads(out.read_text()) == json_schema("v2")
 
 
@@ -214,3 +216,32 @@ def test_the_program_freezes_its_objects_for_the_exit_and_a_caller_is_left_alone
         proc = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=60,
                               env={**os.environ, "AS": how})
         assert proc.stdout.split() == ["0", frozen], proc.stderr
+
+
+FIRST_STEP = Path(__file__).resolve().parents[1] / "examples" / "first-step" / "component.yaml"
+HINT = "-o (--output) gives a component output as NAME=PATH"
+
+
+@pytest.mark.parametrize("args, line", [
+    (["compile", "--target", "kfp", str(FIRST_STEP), "-o", "x.yaml"],
+     f"distcomp compile: -o x.yaml: {HINT}; write to a file with --out x.yaml"),
+    (["compile", "--target", "local", str(FIRST_STEP), "-ox.yaml"],  # local takes -o: as --output
+     f"distcomp compile: -o x.yaml: {HINT}; write to a file with --out x.yaml"),
+    (["render", str(FIRST_STEP), "-o", "x.txt"],
+     f"distcomp render: -o x.txt: {HINT}; render prints to stdout: redirect it (> FILE)"),
+    (["schema", "-o", "x.json"], f"distcomp schema: -o x.json: {HINT}; write to a file with --out x.json"),
+    (["schema", "--output=x.json"], f"distcomp schema: --output x.json: {HINT}; write to a file with --out x.json"),
+], ids=["compile-kfp", "compile-local", "render", "schema", "schema-output"])
+def test_o_given_a_file_says_to_use_out(tmp_path: Path, args: list[str], line: str) -> None:
+    """-o is --output NAME=PATH everywhere; a file is --out FILE: one line says so, nothing is written."""
+    proc = distcomp(*args, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", line + "\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_o_is_a_component_output_in_compile_and_out_the_file(tmp_path: Path) -> None:
+    proc = distcomp("compile", "--target", "local", str(FIRST_STEP), "-o", f"result={tmp_path / 'res'}",
+                    "--out", "plan.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "distcomp compile: wrote local plan of first-step@1.0.0 to plan.yaml\n"
+    assert f"--result {tmp_path / 'res'}" in (tmp_path / "plan.yaml").read_text()

@@ -57,11 +57,11 @@ def distcomp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("command, prefix", [
     # the MLflow project and the KFP step carry what every delivery ships: its rules and words
-    (["compile", "--target", "mlflow", "comp", "-o", "out"],
+    (["compile", "--target", "mlflow", "comp", "--out", "out"],
      "distcomp compile: the code folder cannot be shipped: {code}/component.yaml: "),
-    (["compile", "--target", "kfp", "comp", "-o", "out.yaml"],
+    (["compile", "--target", "kfp", "comp", "--out", "out.yaml"],
      "distcomp compile: the code folder cannot be shipped: {code}/component.yaml: "),
-    (["compile", "--target", "kubeflow", "comp", "-o", "out"],
+    (["compile", "--target", "kubeflow", "comp", "--out", "out"],
      "distcomp compile: the code folder cannot be shipped: {code}/component.yaml: "),
     (["registry", "publish", "comp"], "distcomp registry: {code}/component.yaml: "),
 ], ids=["mlflow", "kfp", "kubeflow", "registry-publish"])
@@ -79,10 +79,10 @@ def test_a_special_file_in_the_code_folder_is_refused_in_one_line(special: tuple
 
 
 @pytest.mark.parametrize("command, said", [
-    (["compile", "--target", "mlflow", "comp", "-o", "out"],  # as the shared code delivery says it
+    (["compile", "--target", "mlflow", "comp", "--out", "out"],  # as the shared code delivery says it
      "the code folder cannot be shipped: {spec}: {path} in the code folder is a symbolic link that leads nowhere; "
      "remove it to publish"),
-    (["compile", "--target", "kfp", "comp", "-o", "out.yaml"],  # as the shared code delivery (Kubeflow) says it
+    (["compile", "--target", "kfp", "comp", "--out", "out.yaml"],  # as the shared code delivery (Kubeflow) says it
      "the code folder cannot be shipped: {spec}: {path} in the code folder is a symbolic link that leads nowhere; "
      "remove it to publish"),
 ], ids=["mlflow", "kfp"])

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from distcomp._files import tree_usage, write_atomic
 
 WRITER = """
@@ -53,3 +55,16 @@ def test_tree_usage_counts_files_and_bytes_without_following_links(tmp_path: Pat
     assert files == 3 and size == 5 + 3 + len(str(tmp_path / "d" / "a"))
     assert tree_usage(tmp_path / "d" / "a") == (1, 5)
     assert tree_usage(tmp_path / "missing") == (0, 0)
+
+
+def test_a_path_is_shown_as_the_user_can_use_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from distcomp._files import USER_CWD, shown_path
+
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    monkeypatch.delenv(USER_CWD, raising=False)
+    assert shown_path(tmp_path / "project" / "runs" / "r1") == "runs/r1"
+    assert shown_path(tmp_path / "other") == str(tmp_path / "other")  # not under it: absolute
+    assert shown_path(tmp_path / "project") == "."
+    monkeypatch.setenv(USER_CWD, str(tmp_path))  # a tool started distcomp in the project for the user
+    assert shown_path("runs/r1") == "project/runs/r1"

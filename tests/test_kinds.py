@@ -82,7 +82,7 @@ def test_azureml_compiles_the_mapped_distribution_else_the_agent(plugin: tuple[s
     which, env, spec = plugin
     # two processes per node in the spec: the mapping's own process_count_per_instance goes over it
     proc = distcomp("compile", "--target", "azureml", str(spec), "--nodes", "2", "--nproc-per-node", "2",
-                    "-o", "az/component.yml", env=env, cwd=tmp_path)
+                    "--out", "az/component.yml", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     written = tmp_path / "az" / "component.yml"
     component: Any = load_component(source=str(written))  # azure-ai-ml's own loader ...

@@ -91,5 +91,5 @@ def test_a_bad_secret_input_is_named_not_shown(tmp_path):
     with pytest.raises(InputError) as err:
         bind_inputs(load(spec_file), {"api_key": "not-a-number-S3CRET", "epochs": "x1"})
     assert "S3CRET" not in str(err.value)
-    assert "input 'api_key' is an integer (expected an integer, got '***')" in str(err.value)
+    assert "input 'api_key' must be an integer, got '***'" in str(err.value)
     assert "got 'x1'" in str(err.value)  # a plain input's value is still shown

@@ -85,12 +85,12 @@ def test_render_returns_the_masked_line_and_argv(tmp_path: Path, monkeypatch: py
 
 def test_render_raises_the_input_errors_the_cli_prints() -> None:
     spec = CORPUS / "valid" / "sdk-full.yaml"
-    with pytest.raises(InputError, match=r"^unknown output 'nope' \(expected one of: model\)$"):
+    with pytest.raises(InputError, match=r"^unknown output 'nope' \(expected one of: model\)\nmissing required"):
         distcomp.render(spec, inputs={"epochs": "many"}, outputs={"nope": "/x"})
     with pytest.raises(InputError) as caught:
         distcomp.render(spec, inputs={"epochs": "many"})
     assert str(caught.value).splitlines() == ["missing required input 'data' (give it with --input data=VALUE)",
-                                              "input 'epochs' is an integer (expected an integer, got 'many')"]
+                                              "input 'epochs' must be an integer, got 'many'"]
     with pytest.raises(UsageError, match="inputs.optimizer.default"):
         distcomp.render(CORPUS / "invalid" / "enum-default.yaml")
 

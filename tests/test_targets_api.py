@@ -228,7 +228,7 @@ def test_an_installed_target_is_listed_compiled_submitted_followed_and_cancelled
     foreign = distcomp("compile", "--target", "shelljob", hello, "--image", "x", env=env, cwd=tmp_path)
     assert foreign.returncode == 2
     assert "--image" in foreign.stderr and "kubeflow" in foreign.stderr and "Traceback" not in foreign.stderr
-    written = distcomp("compile", "--target", "shelljob", hello, "-o", tmp_path / "job.sh", env=env, cwd=tmp_path)
+    written = distcomp("compile", "--target", "shelljob", hello, "--out", tmp_path / "job.sh", env=env, cwd=tmp_path)
     assert written.returncode == 0, written.stderr
     assert (tmp_path / "job.sh").read_text().startswith("#!/bin/sh\n# hi from hello")
 

@@ -159,3 +159,15 @@ def test_a_background_local_job_runs_from_its_record_not_from_flags(spec: Path, 
         time.sleep(0.1)
     assert json.loads((run_dir / "status.json").read_text())["state"] == "succeeded"
     assert "rank 0 says secret-free words" in (run_dir / "console.log").read_text()
+
+
+def test_bad_inputs_of_a_record_are_said_as_distcomp_run_says_them(spec: Path, tmp_path: Path) -> None:
+    """The MLflow project's entry point: every bad input, one a line, the lines after the first indented."""
+    record = write_record(tmp_path / "job.json", JobRecord(
+        "run", str(spec), str(tmp_path), {"msg": "hi", "mgs": "x", "nope": "y"}, {}, {},
+        {"run_dir": str(tmp_path / "run"), "tracking": False}))
+    done = _worker(record, tmp_path)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.splitlines() == ["distcomp run: unknown input 'mgs' (expected one of: msg)",
+                                        "  unknown input 'nope' (expected one of: msg)"]
+    assert not (tmp_path / "run").exists()

@@ -13,6 +13,22 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+USER_CWD = "DISTCOMP_USER_CWD"  # where the user stands, when a tool runs distcomp elsewhere (mlflow run)
+
+
+def shown_path(path: "str | Path") -> str:
+    """``path`` as the user can use it from where they stand: relative to their folder when it
+    lies under it, else absolute. Their folder is ``$DISTCOMP_USER_CWD`` when a tool started
+    distcomp in another one for them (the MLflow backend starts its worker in the project's
+    folder), else this process's."""
+    path = Path(os.path.abspath(path))
+    here = Path(os.path.abspath(os.environ.get(USER_CWD) or os.getcwd()))
+    try:
+        return str(path.relative_to(here)) if path != here else "."
+    except ValueError:
+        return str(path)
+
+
 def write_atomic(path: Path, text: str, durable: bool = False, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` through a temporary sibling, so a reader (or a crash) never
     sees half a file and a previous version stays until the new one is complete. The sibling's

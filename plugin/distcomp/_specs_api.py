@@ -184,16 +184,15 @@ def render(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs:
     with those values sees it. A bad input or output raises InputError, a template RenderError."""
     from .api import _text, load
     from .redact import job_masker
-    from .spec import InputError, bind_inputs
+    from .spec import InputError, check_inputs, unknown_outputs
     from .spec._template import SHELL
 
     loaded: "ComponentSpec" = load(spec, warn=warn)
     outs = dict(outputs or {})
-    unknown = [n for n in outs if n not in loaded.outputs]
-    if unknown:
-        known = ", ".join(loaded.outputs) or "none"
-        raise InputError("\n".join(f"unknown output '{n}' (expected one of: {known})" for n in unknown))
-    values = bind_inputs(loaded, {k: _text(v) for k, v in (inputs or {}).items()}, Path.cwd())
+    values, problems = check_inputs(loaded, {k: _text(v) for k, v in (inputs or {}).items()}, Path.cwd())
+    problems = unknown_outputs(loaded, outs) + problems
+    if problems:
+        raise InputError("\n".join(problems))
     paths = {n: str(Path(outs.get(n, Path("outputs") / n)).absolute()) for n in loaded.outputs}
     given = dict(env) if env else None
     argv = loaded.render(values, paths)

@@ -120,7 +120,7 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
     whose jobs track themselves)."""
     from .plan import make_plan
     from .redact import job_masker
-    from .spec import InputError, bind_inputs
+    from .spec import bind_inputs
     from .target import JobContext
 
     assert compiled.spec is not None
@@ -128,10 +128,7 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
     given = options.get("env")
     given_env = {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
     plan = make_plan(spec, env={**spec.environment_variables, **given_env})
-    try:
-        values = bind_inputs(plan.spec, dict(options.get("inputs") or {}), Path.cwd())
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
+    values = bind_inputs(plan.spec, dict(options.get("inputs") or {}), Path.cwd())  # InputError: a UsageError
     masker = job_masker(plan.spec, values, given_env)
     if hasattr(instance, "check"):  # the target's refusals, before anything of the job exists
         call("check", plan.spec, options, *([compiled] if _positional(instance.check) >= 3 else []))

@@ -131,7 +131,7 @@ def dryrun(spec: "SpecRef", target: str, *, nodes: "int | str | None" = None, np
     found = _target(target, submitting=True)
     count, options = _nodes(target, nodes, options)
     bound = {**found.type.bind(options, submitting=True), "nodes": count, "nproc_per_node": nproc_per_node}
-    return _compiled(found, _spec(spec, count, nproc_per_node), bound)
+    return _compiled(found, _spec(spec, count, nproc_per_node), bound, submitting=True)
 
 
 def _nodes(target: str, nodes: "int | str | None", options: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
@@ -144,13 +144,37 @@ def _nodes(target: str, nodes: "int | str | None", options: dict[str, Any]) -> t
     return bound.nodes, dict(bound.options)
 
 
-def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any]) -> "Compiled":
-    """The target's compile of ``spec``, holding what it was made from (so it can be submitted)."""
+def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any],
+              submitting: bool = False) -> "Compiled":
+    """The target's compile of ``spec``, holding what it was made from (so it can be submitted).
+    Submitting, a bad input the compile refuses comes with every input path ``submit`` would
+    refuse, so that one try names them all."""
     from dataclasses import replace
     from types import MappingProxyType
 
-    compiled = _call(found, "compile", spec, bound)
+    from .spec import InputError
+
+    try:
+        compiled = _call(found, "compile", spec, bound)
+    except InputError as exc:
+        ports = _port_problems(found, spec, bound) if submitting else []
+        if not ports:
+            raise
+        raise InputError("\n".join([*str(exc).splitlines(), *ports])) from None
     return replace(compiled, target=found.type.name, spec=spec, options=MappingProxyType(bound))
+
+
+def _port_problems(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping[str, Any]) -> list[str]:
+    """Where the ranks read this machine's files: the port inputs that are no usable path here."""
+    from pathlib import Path
+
+    from .jobs import port_problems
+    from .spec import check_inputs
+
+    if not found.type.shares_files:
+        return []
+    values, _ = check_inputs(spec, {str(k): _text(v) for k, v in dict(options.get("inputs") or {}).items()}, Path.cwd())
+    return port_problems(spec, values)
 
 
 def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int | str | None" = None,
@@ -183,6 +207,11 @@ def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int
                          "to distcomp.compile")
     found = _target(compiled.target, submitting=True)
     bound = _submit_options(found, compiled, options)
+    ports = _port_problems(found, compiled.spec, compiled.options)
+    if ports:  # before anything of the job exists: its folder, its MLflow run
+        from .spec import InputError
+
+        raise InputError("\n".join(ports))
     instance = found.type.factory()  # kept by the handle: it may remember how to reach the job
 
     def call(method: str, *args: Any) -> Any:

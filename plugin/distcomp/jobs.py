@@ -11,9 +11,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .spec import ComponentSpec, InputError, SymlinkLoop, bind_inputs, command_problems, is_uri, resolve_path
+from .spec import (ComponentSpec, InputError, SymlinkLoop, check_inputs, command_problems, is_uri, resolve_path,
+                   unknown_outputs)
 
-__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem", "status_file_problem"]
+__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem", "port_problems", "status_file_problem"]
 
 # Folders a job must never write into as its run folder or an output: these themselves...
 SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/dev/shm", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
@@ -53,8 +54,9 @@ def default_run_dir(spec: ComponentSpec, base: Path) -> Path:
     return job_base(base) / RUNS / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
-def _check_local_ports(spec: ComponentSpec, values: Mapping[str, Any]) -> list[str]:
-    """Port inputs of a local run must be paths that exist and hold what the input declares."""
+def port_problems(spec: ComponentSpec, values: Mapping[str, Any]) -> list[str]:
+    """Port inputs of a job whose ranks read this machine's files must be paths that exist and
+    hold what the input declares: one line per one that does not."""
     problems = []
     for name, inp in spec.inputs.items():
         value = values.get(name)
@@ -214,16 +216,10 @@ def make_job(spec: ComponentSpec, given: Mapping[str, str], given_outputs: Mappi
              run_dir: Path, cwd: Path, environ: Mapping[str, str] | None = None) -> Job:
     """Bind and check everything; raises InputError listing every problem. Creates nothing.
     ``environ`` (default: this process's) is what the ranks inherit, counted against ARG_MAX."""
-    problems = []
-    for name in given_outputs:
-        if name not in spec.outputs:
-            problems.append(f"unknown output '{name}' (expected one of: {', '.join(spec.outputs) or 'none'})")
-    try:
-        values = bind_inputs(spec, given, cwd)
-    except InputError as exc:
-        problems.extend(str(exc).splitlines())
-        values = {}
-    problems += _check_local_ports(spec, values)
+    problems = unknown_outputs(spec, given_outputs)
+    values, bad = check_inputs(spec, given, cwd)
+    problems += bad
+    problems += port_problems(spec, values)  # those that bound: a bad one elsewhere hides no missing path
     run_dir = run_dir if run_dir.is_absolute() else cwd / run_dir
     place = _run_dir_problems(run_dir, spec.code)
     outputs = {}

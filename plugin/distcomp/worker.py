@@ -112,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             action = record.action
             return execute(record, args[0])
         except DistcompError as exc:  # said as `distcomp run` says it: the console reads the same
-            print(f"distcomp {action}: {exc}", file=sys.stderr)
+            from .cli._common import error_text
+
+            print(f"distcomp {action}: {error_text(exc)}", file=sys.stderr)
             return exc.exit_code
         except KeyboardInterrupt:
             print("distcomp: interrupted", file=sys.stderr)

@@ -43,7 +43,7 @@ def test_compiles_a_component_azure_validates_and_its_processes_run_the_function
                                                                                   tmp_path: Path) -> None:
     az, out = tmp_path / "az", tmp_path / "out"
     proc = distcomp(tmp_path, "compile", "proj/train.py:train", "--target", "azureml", "--nodes", "2",
-                    "--image", IMAGE, "-o", "az/component.yml")
+                    "--image", IMAGE, "--out", "az/component.yml")
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr
     component = azure_load(az / "component.yml")  # azure-ai-ml's own loader and validator

@@ -15,7 +15,7 @@ from .conftest import distcomp, explain, ranks
 
 def test_it_compiles_to_one_folder_that_mlflow_run_runs_in_one_run(project: Path, sqlite_uri: str,
                                                                    tmp_path: Path) -> None:
-    proc = distcomp(tmp_path, "compile", "proj/train.py:train", "--target", "mlflow", "-o", "mlproj")
+    proc = distcomp(tmp_path, "compile", "proj/train.py:train", "--target", "mlflow", "--out", "mlproj")
     assert proc.returncode == 0, explain(proc)
     out = tmp_path / "mlproj"
     shipped = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}

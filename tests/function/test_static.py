@@ -182,7 +182,7 @@ def test_the_top_level_of_the_module_never_runs_where_the_job_starts(tmp_path: P
     ''')
     env = {**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     for argv in (["validate", f"{proj}/train.py:train"],
-                 ["compile", f"{proj}/train.py:train", "--target", "kubeflow", "-o", str(tmp_path / "job.yaml")]):
+                 ["compile", f"{proj}/train.py:train", "--target", "kubeflow", "--out", str(tmp_path / "job.yaml")]):
         proc = subprocess.run([sys.executable, "-m", "distcomp", *argv], capture_output=True, text=True, env=env,
                               cwd=tmp_path, timeout=120)
         assert proc.returncode == 0, proc.stderr

@@ -60,8 +60,8 @@ def test_every_error_class_of_the_issue_is_covered() -> None:
     for needle in ("YAML syntax error", "the document is not a mapping", "unknown launcher",
                    "reference to undeclared input", "reference to undeclared output",
                    "is used outside an optional block", "unbalanced '['", "unbalanced ']'",
-                   "unbalanced '$[['", "unbalanced ']]'", "wrong type for an integer input",
-                   "is not one of the enum values", "min is greater than max",
+                   "unbalanced '$[['", "unbalanced ']]'", "wrong type (expected an integer",
+                   "not one of the enum values (expected one of:", "min is greater than max",
                    "launcher.node_count: out of range (expected a positive integer, got 0)",
                    "process_count_per_node: out of range", "did you mean 'default'?", "did you mean 'launcher'?",
                    "did you mean 'epochs'?", "duplicate key", "holds a NUL byte (\\0)"):

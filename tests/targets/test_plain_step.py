@@ -100,7 +100,7 @@ def test_azureml_gets_a_command_job_without_distribution(tmp_path: Path) -> None
     from azure.ai.ml import load_component
 
     out = tmp_path / "prep.yml"
-    proc = distcomp_cli("compile", "--target", "azureml", "job.yml", "-o", str(out))
+    proc = distcomp_cli("compile", "--target", "azureml", "job.yml", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = yaml.safe_load(out.read_text())
     assert "distribution" not in doc and doc["resources"] == {"instance_count": 1}
@@ -112,7 +112,7 @@ def test_azureml_gets_a_command_job_without_distribution(tmp_path: Path) -> None
 def test_every_other_target_compiles_it(tmp_path: Path) -> None:
     from kfp.components import load_component_from_file
 
-    kfp = distcomp_cli("compile", "--target", "kfp", "job.yml", "-o", str(tmp_path / "step.yaml"))
+    kfp = distcomp_cli("compile", "--target", "kfp", "job.yml", "--out", str(tmp_path / "step.yaml"))
     assert kfp.returncode == 0, kfp.stderr
     assert load_component_from_file(str(tmp_path / "step.yaml")).name == "job"
     slurm = distcomp.compile(JOB, "slurm", inputs={"data": str(STEP / "data")})

@@ -74,17 +74,17 @@ def test_compile_every_target_from_a_reference(registry: Path, tmp_path: Path) -
     kube = distcomp("compile", "--target", "kubeflow", ref, "--nodes", "2", "--volume", "results:/results", cwd=tmp_path)
     assert kube.returncode == 0, kube.stderr
     assert job_doc(kube.stdout)["kind"] == "PyTorchJob"
-    azure = distcomp("compile", "--target", "azureml", ref, "-o", "az/component.yml", cwd=tmp_path)
+    azure = distcomp("compile", "--target", "azureml", ref, "--out", "az/component.yml", cwd=tmp_path)
     assert azure.returncode == 0, azure.stderr
     assert yaml.safe_load((tmp_path / "az/component.yml").read_text())["name"] == "pytorch_ddp_train"
-    kfp = distcomp("compile", "--target", "kfp", ref, "-o", "kfp.yaml", cwd=tmp_path)
+    kfp = distcomp("compile", "--target", "kfp", ref, "--out", "kfp.yaml", cwd=tmp_path)
     assert kfp.returncode == 0, kfp.stderr
-    mlflow = distcomp("compile", "--target", "mlflow", ref, "-o", "project", cwd=tmp_path)
+    mlflow = distcomp("compile", "--target", "mlflow", ref, "--out", "project", cwd=tmp_path)
     assert mlflow.returncode == 0, mlflow.stderr
     assert (tmp_path / "project" / "train.py").read_bytes() == (COMPONENT / "train.py").read_bytes()
     # the project is the user's to change and to compile over again, even if the registry's copy is read-only
     assert (tmp_path / "project" / "train.py").stat().st_mode & stat.S_IWUSR
-    again = distcomp("compile", "--target", "mlflow", ref, "-o", "project", cwd=tmp_path)
+    again = distcomp("compile", "--target", "mlflow", ref, "--out", "project", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
 
 

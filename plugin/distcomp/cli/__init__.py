@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..errors import DistcompError
-from ._common import EXIT_FAILED, _Usage
+from ._common import EXIT_FAILED, _Usage, error_text, file_flag
 from ._console import guard
 
 __all__ = ["GROUPS", "build_parser", "main"]
@@ -95,6 +95,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     args, extras = parser.parse_known_args(argv)
     try:
+        file_flag(args.command, argv)  # `compile -o FILE`: the file is --out FILE
         if extras:
             if args.command in ("compile", "submit"):
                 from ._targets import foreign_flags
@@ -103,7 +104,7 @@ def _main(argv: Sequence[str] | None) -> int:
             parser.parse_args(argv)  # argparse's own error for what no target takes (exit 2)
         return int(args.func(args))
     except DistcompError as exc:  # the user's mistake (exit 2) or a job that could not run (exit 1)
-        print(f"distcomp {args.command}: {exc}", file=sys.stderr)
+        print(f"distcomp {args.command}: {error_text(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("distcomp: interrupted", file=sys.stderr)

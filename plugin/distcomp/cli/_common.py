@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -59,6 +60,44 @@ def deprecated(message: str) -> None:
     print(f"distcomp: warning: {message}", file=sys.stderr)
 
 
+WRITERS = ("compile", "render", "schema")  # the commands that write a file, or print what one would hold
+
+
+def file_flag(command: str, argv: "Sequence[str]") -> None:
+    """``-o FILE`` (no ``=``) to a command that writes a file: ``-o`` is ``--output NAME=PATH``, a
+    component output, in every command; the file is ``--out FILE``. Say so, not that the
+    pair is malformed or that ``-o`` belongs to another target."""
+    if command not in WRITERS:
+        return
+    flags = ("-o", "--output") if command == "schema" else ("-o",)  # schema has no component outputs
+    for i, arg in enumerate(argv):
+        if arg.startswith("--"):
+            flag, eq, given = arg.partition("=")
+            value = given if eq else None
+        else:  # -o FILE, -oFILE
+            flag, value = arg[:2], arg[2:] or None
+        if flag not in flags:
+            continue
+        if value is None:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if "=" in value:
+            continue
+        fix = ("render prints to stdout: redirect it (> FILE)" if command == "render" else
+               f"write to a file with --out {shlex.quote(value) if value else 'FILE'}")
+        raise _Usage(f"{flag} {value}: -o (--output) gives a component output as NAME=PATH; {fix}".replace("  ", " "))
+
+
+def error_text(exc: Exception) -> str:
+    """An error's message as the console shows it: a list of bad inputs one problem a line, each
+    after the first indented under ``distcomp COMMAND:``."""
+    from ..spec import InputError
+
+    if not isinstance(exc, InputError):
+        return str(exc)
+    first, *rest = str(exc).splitlines() or [""]
+    return "\n".join([first, *(line if line.startswith(" ") else "  " + line for line in rest)])
+
+
 def speaker(command: str) -> Callable[[str], None]:
     """distcomp's own progress and reports go to stderr (rank output goes to stdout)."""
     def say(message: str) -> None:
@@ -67,10 +106,10 @@ def speaker(command: str) -> Callable[[str], None]:
 
 
 def rel(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    """A path as printed: usable from the user's folder (``distcomp._files.shown_path``)."""
+    from .._files import shown_path
+
+    return shown_path(path)
 
 
 def number(kind: type, minimum: float, what: str) -> Callable[[str], float]:

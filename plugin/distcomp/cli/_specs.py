@@ -54,8 +54,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from .._specs_api import schema
 
     text = json.dumps(schema(args.dialect), indent=2) + "\n"
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -85,5 +85,5 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p = sub.add_parser("schema", help="print the JSON Schema of the DistributedComponent dialect")
     p.add_argument("--dialect", choices=("sdk", "v2", "draft"), default="sdk",
                    help="sdk: DistributedComponent (default); v2: azure-ai-ml command; draft: distributed job")
-    p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_schema)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file, load_spec, number, pairs,
-                      positive, speaker)
+                      positive, rel, speaker)
 
 if TYPE_CHECKING:
     from .._nodes import NodeRange
@@ -44,7 +44,7 @@ def _target_types() -> "dict[str, TargetType]":
 
 
 def _add_option(p: argparse.ArgumentParser, option: "TargetOption") -> None:
-    taken = getattr(p, "_option_string_actions", {})  # compile's own -o is --out, not local's --output
+    taken = getattr(p, "_option_string_actions", {})  # a short flag the command has already stays its own
     flags = [option.cli_flag, *([option.short] if option.short and option.short not in taken else [])]
     default = f" (default {option.default})" if option.default not in (None, False, True, 0) else ""
     help_text = (option.help or option.name) + ("" if option.help and "default" in option.help else default)
@@ -129,12 +129,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
             say(f"note: {note}")
     if not args.out:
         if compiled.text is None:
-            raise _Usage(f"--target {args.target} writes {'a folder' if compiled.folder else 'a file'}: give -o "
+            raise _Usage(f"--target {args.target} writes {'a folder' if compiled.folder else 'a file'}: give --out "
                          f"{'DIR' if compiled.folder else 'FILE'}")
         sys.stdout.write(compiled.text)
         return EXIT_OK
     out = compiled.write(args.out)
-    say(f"wrote {compiled.kind} to {out}")
+    say(f"wrote {compiled.kind} to {rel(out)}")
     for note in compiled.notes:
         if "{out}" in note:
             say(note.format(out=shlex.quote(str(out))))
@@ -201,7 +201,7 @@ def _dryrun(args: argparse.Namespace, spec: Any, nodes: int | None, values: dict
     compiled = dryrun(spec, args.target, nodes=nodes, nproc_per_node=args.nproc_per_node, **values)
     if compiled.text is None:
         raise _Usage(f"--target {args.target} compiles no text to show; `distcomp compile --target {args.target} "
-                     "-o PATH` writes it")
+                     "--out PATH` writes it")
     for note in compiled.notes:
         if "{out}" not in note:
             say(f"note: {note}")
@@ -240,7 +240,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if outcome.root_cause and not outcome.succeeded:
             print("\n".join("  " + line for line in outcome.root_cause.splitlines()))
         for name, path in outcome.outputs.items():
-            print(f"  output {name}: {path}")
+            print(f"  output {name}: {rel(Path(path)) if path.startswith('/') else path}")
         if outcome.tracking is not None:
             print(f"  MLflow run {outcome.tracking.run_id} ({outcome.tracking.tracking_uri})")
     return EXIT_OK
@@ -315,7 +315,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
                                    "`distcomp targets` lists the targets.")
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--target", required=True, metavar="NAME", help=f"what to compile for ({names})")
-    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout (a folder for a target "
+    p.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout (a folder for a target "
                                                        "that writes one)")
     p.add_argument("--nodes", type=node_count, metavar="N",
                    help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")

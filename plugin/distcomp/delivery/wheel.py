@@ -118,7 +118,7 @@ def _build(source: Path, folder: Path, how: str) -> Path:
             last = next((line.strip() for line in reversed((proc.stderr or proc.stdout).splitlines())
                          if line.strip()), f"exit {proc.returncode}")
             raise WheelError(f"cannot make distcomp's wheel: pip wheel of its source tree {source} failed ({last}); "
-                             f"this Python needs pip, setuptools>=68 and wheel to build it offline; or {how}")
+                             f"this Python needs pip, setuptools>=77 and wheel to build it offline; or {how}")
         folder.mkdir(parents=True, exist_ok=True)
         return Path(shutil.copy2(wheels[0], folder / wheels[0].name))
 

@@ -16,14 +16,14 @@ from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, Out
 from ._paths import SymlinkLoop, resolve as resolve_path
 from ._template import CommandTemplate, RenderError
 from ._types import NO_LAUNCHER, builtin_launchers, canonical_launcher, installed_launchers
-from ._values import InputError, bind_inputs, is_uri, parse_value, render_value
+from ._values import InputError, bind_inputs, check_inputs, is_uri, parse_value, render_value, unknown_outputs
 
 __all__ = [
     "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
     "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "NO_LAUNCHER", "OutputSpec", "RenderError",
     "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "builtin_launchers", "canonical_launcher",
-    "check_file", "check_text", "command_problems", "detect", "installed_launchers", "is_uri", "json_schema", "load",
-    "loads", "parse_value", "render_value", "resolve_path",
+    "check_file", "check_inputs", "check_text", "command_problems", "detect", "installed_launchers", "is_uri", "json_schema", "load",
+    "loads", "parse_value", "render_value", "resolve_path", "unknown_outputs",
 ]
 
 

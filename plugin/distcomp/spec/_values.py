@@ -10,7 +10,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import UsageError
 from ..redact import Masker
@@ -52,29 +52,31 @@ def check_default(spec: "InputSpec", value: Any) -> tuple[Any, str | None, str |
         return value, None, None
     if t == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            return None, "wrong type for an integer input", "an integer"
+            return None, "wrong type", "an integer"
     elif t == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None, "wrong type for a number input", "a number"
+            return None, "wrong type", "a number"
         value = float(value) if isinstance(value, float) else value
     elif t == "boolean":
         if not isinstance(value, bool):
-            return None, "wrong type for a boolean input", "true or false"
+            return None, "wrong type", "true or false"
     elif t in ("string", "enum"):
         if isinstance(value, (dict, list)) or value is None:
-            return None, f"wrong type for a {t} input", "a string"
+            return None, "wrong type", "a string"
         value = render_value(value) if not isinstance(value, str) else value
     problem, expected = _constraints(spec, value)
     return (None, problem, expected) if problem else (value, None, None)
 
 
 def _constraints(spec: "InputSpec", value: Any) -> tuple[str | None, str | None]:
+    """``(problem, expected)`` where ``value`` breaks the input's enum, min or max; the value
+    itself is the caller's to show, once."""
     if spec.enum is not None and str(value) not in spec.enum:
-        return f"{show(value)} is not one of the enum values", one_of(spec.enum)
+        return "not one of the enum values", one_of(spec.enum)
     if spec.min is not None and isinstance(value, (int, float)) and value < spec.min:
-        return f"{show(value)} is below the minimum", f">= {spec.min}"
+        return "below the minimum", f">= {spec.min}"
     if spec.max is not None and isinstance(value, (int, float)) and value > spec.max:
-        return f"{show(value)} is above the maximum", f"<= {spec.max}"
+        return "above the maximum", f"<= {spec.max}"
     return None, None
 
 
@@ -98,7 +100,7 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     value: Any
     if t == "integer":
         if not _INT.fullmatch(text.strip()):
-            raise ValueError(f"input '{spec.name}' is an integer (expected an integer, got {show(text)})")
+            raise ValueError(f"input '{spec.name}' must be an integer, got {show(text)}")
         value = int(text)
     elif t == "number":
         if _INT.fullmatch(text.strip()):
@@ -109,17 +111,17 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                raise ValueError(f"input '{spec.name}' is a number (expected a finite number, got {show(text)})")
+                raise ValueError(f"input '{spec.name}' must be a finite number, got {show(text)}")
     elif t == "boolean":
         low = text.strip().lower()
         if low not in _TRUE | _FALSE:
-            raise ValueError(f"input '{spec.name}' is a boolean (expected true or false, got {show(text)})")
+            raise ValueError(f"input '{spec.name}' must be true or false, got {show(text)}")
         value = low in _TRUE
     else:
         value = text
     problem, expected = _constraints(spec, value)
-    if problem:
-        raise ValueError(f"input '{spec.name}': {problem} (expected {expected})")
+    if problem:  # "must be one of: a, b; got 'c'": a comma would read as one more enum value
+        raise ValueError(f"input '{spec.name}' must be {expected}{';' if spec.enum else ','} got {show(value)}")
     return value
 
 
@@ -133,6 +135,16 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
     Unset optional inputs are absent from the result (their blocks vanish); every problem
     is reported at once.
     """
+    values, problems = check_inputs(spec, given, base)
+    if problems:
+        raise InputError("\n".join(problems))
+    return values
+
+
+def check_inputs(spec: "ComponentSpec", given: Mapping[str, str],
+                 base: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+    """``bind_inputs`` without raising: the values that bound, and one line per problem, so a
+    caller can check the bound ones further (a port's path) and report everything in one pass."""
     problems: list[str] = []
     out: dict[str, Any] = {}
     for name in given:
@@ -150,6 +162,15 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
             out[name] = inp.default
         elif not inp.optional:
             problems.append(f"missing required input '{name}' (give it with --input {name}=VALUE)")
-    if problems:
-        raise InputError("\n".join(problems))
-    return out
+    return out, problems
+
+
+def unknown_outputs(spec: "ComponentSpec", names: Iterable[str]) -> list[str]:
+    """One line per name in ``names`` that is no output of ``spec``."""
+    known = ", ".join(spec.outputs) or "none"
+    lines = []
+    for name in names:
+        if name not in spec.outputs:
+            hint = did_you_mean(name, spec.outputs)
+            lines.append(f"unknown output '{name}' (expected one of: {known})" + (f"; {hint}" if hint else ""))
+    return lines

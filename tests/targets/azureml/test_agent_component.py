@@ -48,7 +48,7 @@ def test_a_plugin_launcher_compiles_to_a_component_azure_validates_and_its_insta
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "azureml",
                            str(code / "component.yaml"), "--nodes", "2", "--image", "python:3.11-slim",
-                           "-o", str(tmp_path / "az" / "component.yml")],
+                           "--out", str(tmp_path / "az" / "component.yml")],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "has no Azure ML distribution of its own: each of the 2 instance(s) runs distcomp's node agent" in proc.stderr

@@ -344,7 +344,7 @@ def distcomp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_cli_compile_writes_a_component_azure_loads(tmp_path: Path) -> None:
     spec = REPO / "examples/pytorch-ddp/component.yaml"
-    proc = distcomp("compile", "--target", "azureml", str(spec), "-o", "az/component.yml", "--nodes", "2",
+    proc = distcomp("compile", "--target", "azureml", str(spec), "--out", "az/component.yml", "--nodes", "2",
                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "wrote Azure ML command component pytorch_ddp_example (pytorch distribution, 2 instance(s))" in proc.stderr
@@ -363,7 +363,7 @@ def test_cli_compile_writes_a_component_azure_loads(tmp_path: Path) -> None:
     (["--environment", "azureml:e:1", "--image", "x"], "give --environment or --image, not both"),
 ])
 def test_cli_refuses_flags_that_do_not_apply(args: list[str], message: str, tmp_path: Path) -> None:
-    proc = distcomp("compile", "--target", "azureml", str(REPO / "examples/pytorch-ddp"), "-o", "c.yml", *args,
+    proc = distcomp("compile", "--target", "azureml", str(REPO / "examples/pytorch-ddp"), "--out", "c.yml", *args,
                     cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "c.yml").exists()
@@ -375,7 +375,7 @@ def test_cli_reports_what_azure_refuses_and_writes_nothing(tmp_path: Path) -> No
         "distribution: {type: pytorch, process_count_per_instance: 2}\n"
         "resources: {instance_count: 2, properties: 7}\n")
     (tmp_path / "c.yml").write_text("previous\n")
-    proc = distcomp("compile", "--target", "azureml", "component.yml", "-o", "c.yml", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "azureml", "component.yml", "--out", "c.yml", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == ("distcomp compile: azure-ai-ml refuses the component: resources.properties: "
                            "Not a valid mapping type.\n")
@@ -384,7 +384,7 @@ def test_cli_reports_what_azure_refuses_and_writes_nothing(tmp_path: Path) -> No
 
 def test_cli_without_environment_says_what_to_give(tmp_path: Path) -> None:
     proc = distcomp("compile", "--target", "azureml", str(REPO / "tests/launchers/jobs/torch/component.yaml"),
-                    "-o", "c.yml", cwd=tmp_path)
+                    "--out", "c.yml", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "an Azure ML component needs one" in proc.stderr and "--environment azureml:NAME:VERSION" in proc.stderr
     assert not (tmp_path / "c.yml").exists()

@@ -111,7 +111,7 @@ def test_a_missing_context_or_file_is_named(project: Path, tmp_path: Path) -> No
     with pytest.raises(AzureMLTargetError, match="the environment file 'missing.yml' does not exist"):
         compile_mapping(spec, project)
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "azureml", str(spec),
-                           "-o", str(tmp_path / "c.yml")], capture_output=True, text=True, timeout=120)
+                           "--out", str(tmp_path / "c.yml")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "environment file 'missing.yml' does not exist" in proc.stderr and not (tmp_path / "c.yml").exists()
 

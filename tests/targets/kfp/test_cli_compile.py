@@ -20,7 +20,7 @@ def compile_kfp(*flags: str) -> subprocess.CompletedProcess[str]:
 
 def test_component_file_loads_with_the_specs_interface(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "component.yaml"
-    proc = compile_kfp("-o", str(out), "--nproc-per-node", "3", "--image", "registry.example/ddp:1")
+    proc = compile_kfp("--out", str(out), "--nproc-per-node", "3", "--image", "registry.example/ddp:1")
     assert proc.returncode == 0, proc.stderr
     component = components.load_component_from_file(str(out))
     spec = component.component_spec
@@ -33,19 +33,19 @@ def test_component_file_loads_with_the_specs_interface(tmp_path: Path) -> None:
 
 def test_several_nodes_or_kubeflow_flags_are_refused_cleanly(tmp_path: Path) -> None:
     for flags, words in ((("--nodes", "2"), "--target kubeflow"), (("--input", "epochs=2"), "--target kubeflow"),
-                         ((), "-o FILE")):
+                         ((), "--out FILE")):
         out = tmp_path / "x.yaml"
-        proc = compile_kfp(*flags, *(("-o", str(out)) if flags else ()))
+        proc = compile_kfp(*flags, *(("--out", str(out)) if flags else ()))
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
         assert not out.exists()
-    proc = compile_kfp("-o", str(tmp_path / "component.txt"))
+    proc = compile_kfp("--out", str(tmp_path / "component.txt"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "KFP component is written to a file ending in .yaml or .yml (got " in proc.stderr and not (tmp_path / "component.txt").exists()
 
 
 def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> None:
     out = tmp_path / "multi.yaml"
-    proc = compile_kfp("-o", str(out), "--nodes", "2", "--image", "registry.example/ddp:1",
+    proc = compile_kfp("--out", str(out), "--nodes", "2", "--image", "registry.example/ddp:1",
                        "--volume", "shared-data:/mnt/shared")
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
@@ -54,11 +54,11 @@ def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> No
 
 def test_job_options_are_kubeflow_option_names_and_the_old_flags_get_a_note(tmp_path: Path) -> None:
     base = ("--nodes", "2", "--image", "registry.example/ddp:1", "--volume", "shared-data:/mnt/shared")
-    new = compile_kfp("-o", str(tmp_path / "new.yaml"), *base, "--job-option", "gpus_per_node=1",
+    new = compile_kfp("--out", str(tmp_path / "new.yaml"), *base, "--job-option", "gpus_per_node=1",
                       "--job-option", "env=A=1", "--job-option", "env=B=2", "--job-option", "gang=true")
     assert new.returncode == 0, new.stderr
     assert "'env': {'A': '1', 'B': '2'}, 'gang': True, 'gpus_per_node': 1" in (tmp_path / "new.yaml").read_text()
-    old = compile_kfp("-o", str(tmp_path / "old.yaml"), *base, "--job-option=--gpus-per-node=1",
+    old = compile_kfp("--out", str(tmp_path / "old.yaml"), *base, "--job-option=--gpus-per-node=1",
                       "--job-option=--env=A=1", "--job-option=--env", "--job-option=B=2", "--job-option=--gang")
     assert old.returncode == 0, old.stderr
     assert ("note: --job-option with `distcomp submit` flags is deprecated: write --job-option gpus_per_node=1 "
@@ -67,6 +67,6 @@ def test_job_options_are_kubeflow_option_names_and_the_old_flags_get_a_note(tmp_
     for option, message in (("gpus=1", "'gpus' is not an option of the kubeflow target"),
                             ("gpus_per_node=one", "gpus_per_node takes a whole number"),
                             ("name=x", "the step sets name itself")):
-        bad = compile_kfp("-o", str(tmp_path / "bad.yaml"), *base, "--job-option", option)
+        bad = compile_kfp("--out", str(tmp_path / "bad.yaml"), *base, "--job-option", option)
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
         assert not (tmp_path / "bad.yaml").exists()

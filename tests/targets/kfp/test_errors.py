@@ -99,7 +99,7 @@ def test_compile_takes_code_path_as_python_does(tmp_path: Path) -> None:
 
     def cli(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "kfp", str(path),
-                               "-o", str(tmp_path / "step.yaml"), *extra],
+                               "--out", str(tmp_path / "step.yaml"), *extra],
                               capture_output=True, text=True, timeout=300)
 
     over = cli()

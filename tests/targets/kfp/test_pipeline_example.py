@@ -22,7 +22,7 @@ def test_pipeline_runs_locally_end_to_end(tmp_path: Path) -> None:
     env.update(MLFLOW_TRACKING_URI=uri, TMPDIR=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, str(REPO / "examples" / "kfp_pipeline.py"), "--run-local", "--samples", "512",
-         "--epochs", str(EPOCHS), "--pipeline-root", str(tmp_path / "root"), "-o", str(tmp_path / "pipeline.yaml")],
+         "--epochs", str(EPOCHS), "--pipeline-root", str(tmp_path / "root"), "--out", str(tmp_path / "pipeline.yaml")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     console = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # kfp.local colours task names
     assert proc.returncode == 0, console[-4000:]

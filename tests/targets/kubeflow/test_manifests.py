@@ -234,7 +234,7 @@ def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
     out = tmp_path / "job.yaml"
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "mpi" / "component.yaml"),
             "--scratch", "result", "--nodes", "2", "--nproc-per-node", "2", "--image", "img:1", "--name", "mpi-test", "--namespace", "ml",
-            "-o", str(out)]
+            "--out", str(out)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     manifest = job_doc(out.read_text())
@@ -245,7 +245,7 @@ def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
                                     # where each output lasts, for `distcomp status` of the job from anywhere
                                     "annotations": {"distcomp.io/outputs": '{"result": "scratch (lost with the pod)"}'}}
     assert "&id" not in out.read_text()  # no YAML anchors: each replica spelled out
-    bad = subprocess.run(argv[:-2] + ["--image", "", "-o", str(tmp_path / "none.yaml")], capture_output=True,
+    bad = subprocess.run(argv[:-2] + ["--image", "", "--out", str(tmp_path / "none.yaml")], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "--image" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "none.yaml").exists() and not list(tmp_path.glob(".*.tmp"))

@@ -73,7 +73,7 @@ def test_paths_in_the_pod_compile(write_spec) -> None:
 
 def test_the_cli_says_it_without_a_traceback(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(CIFAR),
-                           "--image", "i:1", "-o", str(tmp_path / "job.yaml")], capture_output=True, text=True,
+                           "--image", "i:1", "--out", str(tmp_path / "job.yaml")], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "input 'cifar' is 'azureml:cifar-10-example:1'" in proc.stderr and not (tmp_path / "job.yaml").exists()

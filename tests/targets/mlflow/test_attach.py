@@ -61,7 +61,7 @@ def test_input_if_set_treats_an_empty_value_as_not_given(tmp_path: Path) -> None
     assert both.returncode == 2 and "input tag is given by both --input and --input-if-set" in both.stderr
     bad = distcomp("run", str(PROBE), "--no-tracking", "--input", "tag=a", "--input-if-set", "fail_rank=x",
                    cwd=tmp_path)
-    assert bad.returncode == 2 and "input 'fail_rank' is an integer" in bad.stderr, explain(bad)
+    assert bad.returncode == 2 and "input 'fail_rank' must be an integer" in bad.stderr, explain(bad)
     missing = distcomp("run", str(PROBE), "--no-tracking", "--input-if-set", "tag=", cwd=tmp_path)
     assert missing.returncode == 2 and "missing required input 'tag'" in missing.stderr, explain(missing)
     assert "Traceback" not in both.stderr + bad.stderr + missing.stderr

@@ -149,7 +149,7 @@ def test_the_local_backend_runs_the_same_project_in_one_run(sqlite_uri: str, tmp
     """Without -b: MLflow's own backend runs the command through bash, distcomp attaches to its run."""
     from ._helpers import distcomp
 
-    made = distcomp("compile", "--target", "mlflow", str(PROBE), "--nproc-per-node", "2", "-o", "project",
+    made = distcomp("compile", "--target", "mlflow", str(PROBE), "--nproc-per-node", "2", "--out", "project",
                     cwd=tmp_path)
     assert made.returncode == 0, explain(made)
     proc = mlflow_run(tmp_path / "project", sqlite_uri, tmp_path, "steps=2", "tag=local", backend=None, config=None)
@@ -222,3 +222,27 @@ def test_a_project_record_of_a_newer_format_is_refused_before_any_run(project: P
             f"than this distcomp") in proc.stderr
     assert "upgrade distcomp where the job runs" in proc.stderr and "Traceback" not in proc.stderr
     assert all_runs(sqlite_uri) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["parent", "elsewhere"])
+def test_the_paths_mlflow_run_prints_work_from_where_the_user_stands(project: Path, sqlite_uri: str, tmp_path: Path,
+                                                                    where: str) -> None:
+    """The worker runs in the project's folder; the run folder, its logs and the outputs it prints
+    are paths from the user's folder (relative under it, else absolute), not from the project's."""
+    import re
+
+    cwd = tmp_path if where == "parent" else tmp_path / "elsewhere"
+    cwd.mkdir(exist_ok=True)
+    proc = mlflow_run(project, sqlite_uri, cwd, "tag=x", config='{"nproc_per_node": 1}')
+    assert proc.returncode == 0, explain(proc)
+    found = re.search(r"run folder (\S+) \(logs in (\S+)\)", proc.stderr)
+    outputs = re.search(r"outputs: out=(\S+)", proc.stderr)
+    assert found and outputs, explain(proc)
+    shown = [found[1], found[2], outputs[1]]
+    for path in shown:
+        assert (cwd / path).is_dir(), (path, explain(proc))
+    if where == "parent":  # under the user's folder: relative, through the project's folder
+        assert all(p.startswith("project/runs/") for p in shown), shown
+    else:
+        assert all(Path(p).is_absolute() for p in shown), shown

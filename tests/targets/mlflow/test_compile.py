@@ -1,4 +1,4 @@
-"""``distcomp compile --target mlflow SPEC -o DIR``: the MLproject (read back by MLflow's own
+"""``distcomp compile --target mlflow SPEC --out DIR``: the MLproject (read back by MLflow's own
 loader), the files it carries, and what it refuses."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def files(root: Path) -> set[str]:
 
 def test_compile_writes_the_mlproject_the_spec_and_its_code(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job")
-    proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     out = tmp_path / "out"
     assert files(out) == {"MLproject", "distcomp-job.json", "component.yaml", "train.py", "pkg/util.py",
@@ -119,7 +119,7 @@ def test_compile_writes_the_mlproject_the_spec_and_its_code(tmp_path: Path) -> N
 
 def test_port_defaults_stay_paths_only_where_mlflow_can_resolve_them(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job", spec=V2_SPEC)
-    proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", "out", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", "out", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     main = yaml.safe_load((tmp_path / "out" / "MLproject").read_text())["entry_points"]["main"]
     assert main["parameters"] == {
@@ -131,7 +131,7 @@ def test_port_defaults_stay_paths_only_where_mlflow_can_resolve_them(tmp_path: P
 
 def test_nodes_and_processes_are_baked_in_when_given(tmp_path: Path) -> None:
     proc = distcomp("compile", "--target", "mlflow", str(PROBE), "--nodes", "2", "--nproc-per-node", "3",
-                    "-o", "out", cwd=tmp_path)
+                    "--out", "out", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     command = yaml.safe_load((tmp_path / "out" / "MLproject").read_text())["entry_points"]["main"]["command"]
     assert command.startswith("python -m distcomp.worker distcomp-job.json steps={steps} ")
@@ -140,13 +140,13 @@ def test_nodes_and_processes_are_baked_in_when_given(tmp_path: Path) -> None:
 
 def test_a_code_subfolder_keeps_its_place_and_code_outside_moves_in(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job", code="src")
-    proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", "out", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", "out", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     assert files(tmp_path / "out") == {"MLproject", "distcomp-job.json", "component.yaml", "src/train.py",
                                        "src/pkg/util.py", "src/vocab.txt"}
     # a DistributedComponent spec whose code lies outside its folder: the project carries it as code/
     outside = write_job(tmp_path / "other", code="../shared")
-    proc = distcomp("compile", "--target", "mlflow", str(outside), "-o", "out2", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(outside), "--out", "out2", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     assert files(tmp_path / "out2") == {"MLproject", "distcomp-job.json", "component.yaml", "code/train.py",
                                         "code/pkg/util.py", "code/vocab.txt"}
@@ -157,21 +157,21 @@ def test_a_code_subfolder_keeps_its_place_and_code_outside_moves_in(tmp_path: Pa
     v2 = tmp_path / "v2" / "component.yaml"
     v2.parent.mkdir()
     v2.write_text(V2_SPEC + "code: ../shared\n")
-    proc = distcomp("compile", "--target", "mlflow", str(v2), "-o", "out4", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(v2), "--out", "out4", cwd=tmp_path)
     assert proc.returncode == 2, explain(proc)
     assert "is outside the spec's folder" in proc.stderr and "hint:" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out4").exists()
     missing = tmp_path / "nocode" / "component.yaml"
     missing.parent.mkdir()
     missing.write_text(SPEC + "code: src\n")
-    proc = distcomp("compile", "--target", "mlflow", str(missing), "-o", "out3", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(missing), "--out", "out3", cwd=tmp_path)
     assert proc.returncode == 2 and "does not exist" in proc.stderr and not (tmp_path / "out3").exists()
 
 
 def test_a_project_inside_the_spec_folder_does_not_copy_itself(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job")
     for _ in range(2):  # the second time, the first project lies in the code folder
-        proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(tmp_path / "job" / "mlproject"),
+        proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", str(tmp_path / "job" / "mlproject"),
                         cwd=tmp_path)
         assert proc.returncode == 0, explain(proc)
     assert files(tmp_path / "job" / "mlproject") == {"MLproject", "distcomp-job.json", "component.yaml", "train.py",
@@ -182,9 +182,9 @@ def test_a_project_inside_the_spec_folder_does_not_copy_itself(tmp_path: Path) -
 def test_it_replaces_its_own_project_but_never_a_foreign_folder(tmp_path: Path) -> None:
     spec = write_job(tmp_path / "job")
     out = tmp_path / "out"
-    assert distcomp("compile", "--target", "mlflow", str(spec), "-o", str(out), cwd=tmp_path).returncode == 0
+    assert distcomp("compile", "--target", "mlflow", str(spec), "--out", str(out), cwd=tmp_path).returncode == 0
     (out / "stale.txt").write_text("from before")
-    proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(out), cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", str(out), cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     assert not (out / "stale.txt").exists() and (out / "MLproject").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "out"]  # no temporary folder left
@@ -193,21 +193,21 @@ def test_it_replaces_its_own_project_but_never_a_foreign_folder(tmp_path: Path) 
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
     (foreign / "MLproject").write_text("name: mine\nentry_points:\n  main:\n    command: python x.py\n")
-    proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(foreign), cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", str(foreign), cwd=tmp_path)
     assert proc.returncode == 2, explain(proc)
     assert "is not empty and is not an MLflow project distcomp wrote" in proc.stderr
     assert sorted(p.name for p in foreign.iterdir()) == ["MLproject", "notes.txt"]
     assert (foreign / "MLproject").read_text().startswith("name: mine")
     (tmp_path / "afile").write_text("x")
-    proc = distcomp("compile", "--target", "mlflow", str(spec), "-o", str(tmp_path / "afile"), cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(spec), "--out", str(tmp_path / "afile"), cwd=tmp_path)
     assert proc.returncode == 2 and "is not a folder" in proc.stderr
 
 
 @pytest.mark.parametrize("flags, message", [
-    ([], "give -o DIR"),
-    (["-o", "out", "--input", "steps=2"], "--input does not apply to --target mlflow"),
-    (["-o", "out", "--image", "img:1"], "--image does not apply to --target mlflow"),
-    (["-o", "out", "--trainer-v2"], "--trainer-v2 does not apply to --target mlflow"),
+    ([], "give --out DIR"),
+    (["--out", "out", "--input", "steps=2"], "--input does not apply to --target mlflow"),
+    (["--out", "out", "--image", "img:1"], "--image does not apply to --target mlflow"),
+    (["--out", "out", "--trainer-v2"], "--trainer-v2 does not apply to --target mlflow"),
 ])
 def test_flags_that_do_not_apply_are_usage_errors(tmp_path: Path, flags: list[str], message: str) -> None:
     proc = distcomp("compile", "--target", "mlflow", str(PROBE), *flags, cwd=tmp_path)
@@ -219,7 +219,7 @@ def test_a_bad_spec_exits_2_without_traceback_or_output(tmp_path: Path) -> None:
     bad = tmp_path / "bad" / "component.yaml"
     bad.parent.mkdir()
     bad.write_text(SPEC.replace("type: pytorch", "type: pytorc"))
-    proc = distcomp("compile", "--target", "mlflow", str(bad), "-o", "out", cwd=tmp_path)
+    proc = distcomp("compile", "--target", "mlflow", str(bad), "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2, explain(proc)
     assert "unknown launcher 'pytorc'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["bad"]
@@ -227,7 +227,7 @@ def test_a_bad_spec_exits_2_without_traceback_or_output(tmp_path: Path) -> None:
 
 def test_compiling_imports_no_mlflow(tmp_path: Path) -> None:
     code = ("import sys; from distcomp.cli import main; "
-            f"rc = main(['compile', '--target', 'mlflow', {str(PROBE)!r}, '-o', {str(tmp_path / 'out')!r}]); "
+            f"rc = main(['compile', '--target', 'mlflow', {str(PROBE)!r}, '--out', {str(tmp_path / 'out')!r}]); "
             "print(rc, 'mlflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["0", "False"], proc.stderr

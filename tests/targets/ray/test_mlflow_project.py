@@ -22,7 +22,7 @@ from .conftest import TORCH
 def project(tmp_path: Path) -> Path:
     """The ray torch test job as an MLflow project (`distcomp compile --target mlflow`)."""
     out = tmp_path / "project"
-    proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "mlflow", str(TORCH), "-o",
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "mlflow", str(TORCH), "--out",
                            str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return out

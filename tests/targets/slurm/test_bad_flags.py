@@ -127,3 +127,32 @@ def test_a_controller_out_of_reach_is_not_called_a_refusal(slurm_cluster: Path, 
     assert proc.stderr.startswith("distcomp submit: cannot reach Slurm to submit the job: ")
     assert "Unable to contact slurm controller" in proc.stderr
     assert not jobs.exists()
+
+
+FIX = ("set SLURM_CONF to the cluster's slurm.conf (to try it here: dev/slurm/cluster.sh start prints the export "
+       "SLURM_CONF=... line), or run distcomp where Slurm is configured (a login node of the cluster)")
+
+
+@pytest.mark.parametrize("command, tool", [("status", "scontrol"), ("cancel", "scontrol")])  # cancel asks first
+def test_no_slurm_configuration_is_one_line_that_says_what_to_do(tmp_path: Path, command: str, tool: str) -> None:
+    """No cluster needed: Slurm's commands without a configuration. Not their own fatal lines (nor
+    a minute of their retries on a SLURM_CONF that is no file): distcomp's, exit 2."""
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    missing = tmp_path / "nowhere" / "slurm.conf"
+    for extra, why in (({}, "SLURM_CONF is not set, and this machine has no Slurm configuration of its own "
+                            f"({tool}: fatal: Could not establish a configuration source)"),
+                       ({"SLURM_CONF": str(missing)}, f"SLURM_CONF is {missing}, which is no file")):
+        proc = subprocess.run([sys.executable, "-m", "distcomp", command, "slurm:12345"], capture_output=True,
+                              text=True, cwd=tmp_path, env={**env, **extra}, timeout=300)
+        refused(proc, f"distcomp {command}: {tool} finds no Slurm cluster: {why}; {FIX}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_slurm_commands_on_path_is_said(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH with python alone: no scontrol
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    proc = subprocess.run([sys.executable, "-m", "distcomp", "status", "slurm:12345"], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PATH": str(bin_dir)}, timeout=300)
+    refused(proc, "distcomp status: scontrol is not on PATH: the slurm target needs Slurm's commands (a login node "
+                  "of the cluster; to try it here: dev/slurm/cluster.sh start, then export SLURM_CONF=...)")

@@ -23,7 +23,7 @@ def project(tmp_path: Path) -> Path:
     """The slurm torch test job as an MLflow project (`distcomp compile --target mlflow`)."""
     out = tmp_path / "project"
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "mlflow",
-                           str(JOBS / "torch" / "component.yaml"), "-o", str(out)], capture_output=True, text=True)
+                           str(JOBS / "torch" / "component.yaml"), "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return out
 

@@ -57,19 +57,16 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
     """The job ``options`` describe (``extra_env``: e.g. the MLflow run's). ``code``: the plan
     an earlier call made for the same options (not packed and hashed again)."""
     from ...plugins import get_plugin_manager
-    from ...spec import InputError, bind_inputs
+    from ...spec import InputError, check_inputs, unknown_outputs
     from ._code import apply as apply_code
     from ._code import plan_code
     from ._compile import compile_job, job_name
     from ._outputs import apply as apply_outputs
     from ._outputs import plan_outputs
     from ._settings import settings_of
-    from ._uris import check_pod_paths
+    from ._uris import pod_path_problems
 
     outs = dict(options.get("output_paths") or {})
-    unknown = [n for n in outs if n not in spec.outputs]
-    if unknown:
-        raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
     given = dict(options.get("inputs") or {})
     try:
         code = code or plan_code(spec, options, os.environ)
@@ -78,8 +75,11 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
     # the pod's paths, not this machine's: a relative port path (a spec's `path: ./data`) is in the
     # pod's working folder, where the command runs (the code's, or --workdir; the image's own when
     # neither is known: then it stays relative)
-    values = bind_inputs(spec, given, Path(options.get("workdir") or code.workdir or "."))
-    check_pod_paths(spec, values, given, outs)  # an azureml:/https:// value is no path in a pod
+    values, problems = check_inputs(spec, given, Path(options.get("workdir") or code.workdir or "."))
+    # an azureml:/https:// value is no path in a pod
+    problems = unknown_outputs(spec, outs) + problems + pod_path_problems(spec, values, given, outs)
+    if problems:
+        raise InputError("\n".join(problems))
     try:
         volumes = dict(options.get("volumes") or {})
         name = job_name(options.get("name"), spec)

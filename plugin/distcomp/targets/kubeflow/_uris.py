@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...spec import InputError, is_uri
+from ...spec import is_uri
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -28,9 +28,9 @@ def _kind(value: str) -> str:
     return next((what for prefixes, what in _KINDS if low.startswith(prefixes)), "a URI")
 
 
-def check_pod_paths(spec: "ComponentSpec", values: Mapping[str, Any], given: Mapping[str, Any],
-                    outputs: Mapping[str, str]) -> None:
-    """Raise InputError naming every port input (given or by default) and output path that is a URI."""
+def pod_path_problems(spec: "ComponentSpec", values: Mapping[str, Any], given: Mapping[str, Any],
+                      outputs: Mapping[str, str]) -> list[str]:
+    """One line for every port input (given or by default) and output path that is a URI."""
     problems = []
     for name, value in values.items():
         inp = spec.inputs.get(name)
@@ -44,5 +44,4 @@ def check_pod_paths(spec: "ComponentSpec", values: Mapping[str, Any], given: Map
         if is_uri(path):
             problems.append(f"output '{name}' is {path!r}, {_kind(path)} that a Kubeflow pod cannot write as a path: "
                             f"give a path the pods see, e.g. --output-path {name}=/data/{name} on a --volume CLAIM:/data")
-    if problems:
-        raise InputError("\n".join(problems))
+    return problems

@@ -61,7 +61,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     from ...jobs import create_outputs, default_run_dir, job_base, make_job
     from ...plan import make_plan
     from ...redact import job_masker
-    from ...spec import RenderError
+    from ...spec import InputError, RenderError
     from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
     notify = say or (lambda _m: None)
@@ -83,6 +83,8 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     try:
         job = make_job(spec, dict(request.inputs), dict(request.outputs), run_dir, cwd)
         RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
+    except InputError:  # one problem a line: the CLI indents the lines after the first
+        raise
     except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
         raise UsageError(str(exc).replace("\n", "\n  ")) from None
     masker = job_masker(spec, job.values, request.env)  # once for the job: every path masks by it
@@ -184,10 +186,11 @@ def outcome_of(result: "RunResult", tracking: TrackingRef | None) -> JobOutcome:
 
 
 def rel(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        return str(path)
+    """A path as printed: usable from the user's folder, which need not be ``cwd`` (the MLflow
+    backend runs the job in the project's folder): ``distcomp._files.shown_path``."""
+    from ..._files import shown_path
+
+    return shown_path(path)
 
 
 def _start_tracking(job: "Job", topology: "Topology", cwd: Path, request: LocalRun,

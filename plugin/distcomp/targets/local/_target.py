@@ -45,18 +45,18 @@ class LocalTarget:
         from ...plan import make_plan
         from ...records import COMMAND
         from ...redact import job_masker
-        from ...spec import InputError, RenderError, bind_inputs
+        from ...spec import InputError, RenderError, check_inputs, unknown_outputs
 
         given_out = dict(options.get("outputs") or {})
-        unknown = [n for n in given_out if n not in spec.outputs]
         try:
-            if unknown:
-                raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
-            values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+            values, problems = check_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+            problems = unknown_outputs(spec, given_out) + problems
+            if problems:
+                raise InputError("\n".join(problems))
             outputs = {n: given_out.get(n, f"RUN_DIR/outputs/{n}") for n in spec.outputs}
             command = spec.render(values, outputs)
             line = spec.shell_line(values, outputs)
-        except (InputError, RenderError) as exc:
+        except RenderError as exc:
             raise UsageError(str(exc)) from None
         topology = make_plan(spec).topology
         masker = job_masker(spec, values)

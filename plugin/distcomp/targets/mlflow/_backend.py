@@ -32,6 +32,7 @@ from mlflow.projects.utils import fetch_and_validate_project, get_entry_point_co
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PROJECT_BACKEND
 
+from ..._files import USER_CWD
 from ...errors import UsageError
 from ...jobrecord import write_record
 from ...mlstore import TrackingError, resolve_uri
@@ -68,7 +69,8 @@ class DistcompBackend(AbstractBackend):
             client.set_tag(run_id, MLFLOW_PROJECT_BACKEND, BACKEND)  # MLflow sets it only after run() returns
             job = write_record(Path(folder) / "job.json", record)
             env = {**os.environ, "MLFLOW_RUN_ID": run_id, "MLFLOW_TRACKING_URI": uri,
-                   "MLFLOW_EXPERIMENT_ID": str(run.info.experiment_id)}
+                   "MLFLOW_EXPERIMENT_ID": str(run.info.experiment_id),
+                   USER_CWD: str(cwd)}  # the worker runs in the project: it prints paths usable from here
             # its own session: a Ctrl-C meant for `mlflow run` reaches distcomp as cancel()'s SIGTERM
             proc = subprocess.Popen([sys.executable, "-m", "distcomp.worker", str(job)], cwd=work_dir, env=env,
                                     stdin=subprocess.DEVNULL, start_new_session=True)

@@ -46,7 +46,7 @@ KEYS = {
 MLFLOW_KEYS = frozenset({"ENV_MANAGER", "SYNCHRONOUS", "DOCKER_ARGS", "STORAGE_DIR", "build_image", "docker_auth",
                          "_mlflow_local_backend_run_id"})
 ENTRY_HINT = ("the distcomp backend runs entry points whose command is `python -m distcomp.worker RECORD "
-              "NAME=VALUE ...`; write such a project with `distcomp compile --target mlflow SPEC -o DIR`")
+              "NAME=VALUE ...`; write such a project with `distcomp compile --target mlflow SPEC --out DIR`")
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def entry_record(command: str, settings: BackendSettings, work_dir: str) -> JobR
         raise MlflowTargetError(f"the entry point's command is {command!r}: {ENTRY_HINT}")
     if project.action != "run":
         raise MlflowTargetError(f"{argv[3]}: a {project.action!r} job record; an MLflow project's runs a spec "
-                                "(recompile it with `distcomp compile --target mlflow SPEC -o DIR`)")
+                                "(recompile it with `distcomp compile --target mlflow SPEC --out DIR`)")
     if settings.target != "local":  # the layout goes with it, what runs only here does not
         layout = {k: v for k, v in project.options.items() if k in LAYOUT}
         return JobRecord("submit", project.spec, inputs=project.inputs, target=settings.target,
@@ -227,5 +227,5 @@ def _older_form(args: list[str], work_dir: str, command: str) -> JobRecord:
         i += 2
     if i != len(rest) or spec.startswith("-"):
         raise MlflowTargetError(f"the entry point's command is {command!r}, not one distcomp wrote: recompile "
-                                "the project with `distcomp compile --target mlflow SPEC -o DIR`")
+                                "the project with `distcomp compile --target mlflow SPEC --out DIR`")
     return JobRecord("run", os.path.join(work_dir, spec), options=options, inputs=inputs)

@@ -35,20 +35,17 @@ PLATFORM = dict(node_env=("DISTCOMP_RAY_NODE_INDEX",), node_name_env=("DISTCOMP_
                 grace=2.0)
 
 
-def outputs_of(spec: "ComponentSpec", given: Mapping[str, str]) -> dict[str, str]:
-    """Each output's path, which every node sees: given, or a compile error saying what to do."""
-    unknown = [n for n in given if n not in spec.outputs]
-    if unknown:
-        raise UsageError(f"unknown output {unknown[0]!r} (expected one of: {', '.join(spec.outputs) or 'none'})")
-    lost = [n for n in spec.outputs if n not in given]
-    if lost:
-        raise UsageError(f"output {lost[0]!r} would be lost: the ranks write on the Ray cluster's nodes and nothing "
-                         f"brings it back; give --output {lost[0]}=PATH, a path every node sees (a shared file "
-                         "system)")
-    for name, path in given.items():
-        if not Path(path).is_absolute():
-            raise UsageError(f"--output {name}={path}: give an absolute path that every node sees")
-    return dict(given)
+def output_problems(spec: "ComponentSpec", given: Mapping[str, str]) -> list[str]:
+    """Why the outputs' paths, which every node must see, will not do: one line each, saying what to do."""
+    from ...spec import unknown_outputs
+
+    problems = unknown_outputs(spec, given)
+    problems += [f"output '{name}' would be lost: the ranks write on the Ray cluster's nodes and nothing brings it "
+                 f"back; give --output {name}=PATH, a path every node sees (a shared file system)"
+                 for name in spec.outputs if name not in given]
+    problems += [f"--output {name}={path}: give an absolute path that every node sees"
+                 for name, path in given.items() if name in spec.outputs and not Path(path).is_absolute()]
+    return problems
 
 
 def refuse(plan: "Plan") -> None:
@@ -65,13 +62,16 @@ def refuse(plan: "Plan") -> None:
 def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
     from ...plan import make_plan
     from ...redact import job_masker
-    from ...spec import InputError, RenderError, bind_inputs
+    from ...spec import InputError, RenderError, check_inputs
 
+    outputs = dict(options.get("outputs") or {})
+    values, problems = check_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+    problems = output_problems(spec, outputs) + problems
+    if problems:
+        raise InputError("\n".join(problems))
     try:
-        values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
-        outputs = outputs_of(spec, dict(options.get("outputs") or {}))
         argv = spec.render(values, outputs)
-    except (InputError, RenderError) as exc:
+    except RenderError as exc:
         raise UsageError(str(exc)) from None
     one = bundle(spec, options)
     plan = make_plan(spec, env=dict(spec.environment_variables), gpu=bool(one.get("GPU")))

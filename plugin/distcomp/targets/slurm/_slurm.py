@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -38,11 +39,42 @@ class SlurmJob:
         return _STATES.get(self.slurm_state, JobState.RUNNING)
 
 
-def run(argv: Sequence[str], what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    if shutil.which(argv[0]) is None:
-        raise UsageError(f"{argv[0]} is not on PATH: the slurm target needs Slurm's commands (a login node of "
+# what Slurm's commands say when they find no cluster configuration (no SLURM_CONF, no
+# /etc/slurm/slurm.conf, no configless DNS record): their own fatal words, not the user's job's
+_NO_CONFIG = ("Could not establish a configuration source", "Unable to process configuration file")
+_CONFIG_FIX = ("set SLURM_CONF to the cluster's slurm.conf (to try it here: dev/slurm/cluster.sh start prints the "
+               "export SLURM_CONF=... line), or run distcomp where Slurm is configured (a login node of the cluster)")
+
+
+def _no_config(tool: str, said: str = "") -> UsageError:
+    conf = os.environ.get("SLURM_CONF", "")
+    if conf and not os.path.isfile(conf):  # Slurm itself retries such a file for a minute
+        where = f"SLURM_CONF is {conf}, which is no file"
+    elif conf:
+        where = f"it cannot use SLURM_CONF={conf}"
+    else:
+        where = "SLURM_CONF is not set, and " + ("this machine has no Slurm configuration of its own"
+                                                 if "configuration source" in said else
+                                                 "this machine's own Slurm configuration cannot be used")
+    last = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), "")
+    return UsageError(f"{tool} finds no Slurm cluster: {where}" + (f" ({last})" if last else "") + f"; {_CONFIG_FIX}")
+
+
+def _ready(tool: str) -> None:
+    """The tool is there and has a configuration to read; else a UsageError saying what to do."""
+    if shutil.which(tool) is None:
+        raise UsageError(f"{tool} is not on PATH: the slurm target needs Slurm's commands (a login node of "
                          "the cluster; to try it here: dev/slurm/cluster.sh start, then export SLURM_CONF=...)")
+    conf = os.environ.get("SLURM_CONF", "")
+    if conf and not os.path.isfile(conf):
+        raise _no_config(tool)
+
+
+def run(argv: Sequence[str], what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    _ready(argv[0])
     proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 and any(words in proc.stderr for words in _NO_CONFIG):
+        raise _no_config(argv[0], proc.stderr)
     if check and proc.returncode != 0:
         text = (proc.stderr or proc.stdout).strip()
         raise JobError(f"{what} failed ({' '.join(argv[:2])} exited with {proc.returncode}): {text}")
@@ -63,7 +95,10 @@ _UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Conne
 def test(script_text: str) -> None:
     """Ask sbatch whether it would take the job (``--test-only``: nothing is queued); a refusal
     (an unknown partition or account, more memory than a node has) is the user's to fix."""
+    _ready("sbatch")
     proc = subprocess.run(["sbatch", "--test-only"], input=script_text, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 and any(words in proc.stderr for words in _NO_CONFIG):
+        raise _no_config("sbatch", proc.stderr)
     if proc.returncode != 0:
         text = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
         text = text or f"sbatch --test-only exited with {proc.returncode}"

@@ -65,18 +65,18 @@ class SlurmTarget:
         what ``check`` tests with ``sbatch --test-only`` and ``submit`` writes and queues, with
         only the job's name and its MLflow run's env bound."""
         from ...redact import job_masker
-        from ...spec import InputError, RenderError, bind_inputs
+        from ...spec import InputError, RenderError, check_inputs, unknown_outputs
 
         folder = _job_dir(options) / JOB_NAME
         given_out = dict(options.get("outputs") or {})
         try:
-            unknown = [n for n in given_out if n not in spec.outputs]
-            if unknown:
-                raise InputError(f"unknown output '{unknown[0]}' (expected one of: {', '.join(spec.outputs) or 'none'})")
-            values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+            values, problems = check_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
+            problems = unknown_outputs(spec, given_out) + problems
+            if problems:
+                raise InputError("\n".join(problems))
             outputs = {n: given_out.get(n, str(folder / "outputs" / n)) for n in spec.outputs}
             argv = spec.render(values, outputs)
-        except (InputError, RenderError) as exc:
+        except RenderError as exc:
             raise UsageError(str(exc)) from None
         masker = job_masker(spec, values)
         text = self._script(spec, options, argv, folder, dict(spec.environment_variables), masker)
@@ -142,7 +142,6 @@ class SlurmTarget:
         job (``job.name``) and the job's MLflow run env in its record."""
         from ..._files import write_atomic
         from ...jobs import create_outputs, make_job
-        from ...spec import InputError
         from . import _delivery, _slurm
         from ._script import bind_env
 
@@ -155,10 +154,7 @@ class SlurmTarget:
         folder = job_dir / job.name
         self._job_dir, self._timeout = job_dir, options.get("timeout")
         cwd = Path.cwd()
-        try:
-            made = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
-        except InputError as exc:
-            raise UsageError(str(exc)) from None
+        made = make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), folder, cwd)
         text = bind_env(compiled.bind(job.name), job.env, masker)  # the job's MLflow run, from the core
         code = _delivery.plan(spec, options, os.environ)  # nodes that do not see the code: through a store
         if code is not None and code.digest not in text:
