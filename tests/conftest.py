@@ -51,3 +51,17 @@ def _function_cache(tmp_path_factory: pytest.TempPathFactory):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+# Under pytest-xdist (make test runs several workers), the tests that share a session's dev
+# cluster run on one worker, so the session starts one Slurm cluster and one Ray cluster, not
+# one per worker.
+_SHARED_CLUSTERS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, group in _SHARED_CLUSTERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
