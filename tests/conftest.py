@@ -1,6 +1,14 @@
+import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+# pytest caches the test modules it rewrites (their asserts) in __pycache__ unless bytecode
+# writing is off, which this machine's PYTHONDONTWRITEBYTECODE sets: rewriting ~300 modules
+# takes ~10 s of CPU per collection and per xdist worker. On for pytest's own process only:
+# the jobs the tests start keep the user's setting.
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parents[1]
 # public reference files (peer specs, Kubeflow CRDs), copied in: see tests/reference/README.md
@@ -53,15 +61,37 @@ def _function_cache(tmp_path_factory: pytest.TempPathFactory):
             os.environ[name] = value
 
 
-# Under pytest-xdist (make test runs several workers), the tests that share a session's dev
-# cluster run on one worker, so the session starts one Slurm cluster and one Ray cluster, not
-# one per worker.
-_SHARED_CLUSTERS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
+# A test on a session's dev cluster is slow: make test-fast starts no cluster.
+_CLUSTER_FIXTURES = ("slurm_cluster", "ray_cluster")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # around every other plugin's: before -m deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     for item in items:
-        for fixture, group in _SHARED_CLUSTERS.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        if any(f in getattr(item, "fixturenames", ()) for f in _CLUSTER_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+    return (yield)
+
+
+# Under pytest-xdist (make test runs workers: --dist loadgroup), the tests of the session's dev
+# clusters run on one worker each, so a session starts one Slurm and one Ray cluster, not one
+# per worker; every other test goes to whichever worker is free. By folder, because the
+# controller that schedules never sees the fixtures (xdist's own xdist_group marks are lost
+# under pytest 9.2, whose node ids no longer take the group's suffix). The Ray tests that kill
+# nodes start clusters of their own, so they are scheduled alone.
+_GROUPS = (("tests/targets/slurm/", "slurm"), ("tests/targets/ray/", "ray"))
+_OWN_CLUSTERS = ("tests/targets/ray/test_killed_node.py", "tests/targets/ray/test_cluster_script.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByCluster(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if not nodeid.startswith(_OWN_CLUSTERS):
+                for folder, group in _GROUPS:
+                    if nodeid.startswith(folder):
+                        return group
+            return nodeid
+
+    return ByCluster(config, log)

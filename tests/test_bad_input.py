@@ -305,6 +305,7 @@ def test_a_sqlite_store_that_cannot_be_opened_is_refused_before_mlflow_is_asked(
     assert files(work.parent) == before  # no run folder, no database
 
 
+@pytest.mark.slow
 def test_an_input_over_mlflows_param_limit_is_cut_and_the_run_says_so(work: Path) -> None:
     from mlflow import MlflowClient
 

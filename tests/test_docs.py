@@ -16,8 +16,6 @@ from tests.conftest import REPO
 
 DOCS = REPO / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
-# pages whose commands train with real frameworks (Lightning, Hugging Face, Keras, a KFP pipeline)
-HEAVY = {"recipes.md", "targets/kfp.md"}
 # the start of a command line (not of the output a command prints: "distcomp run: ...")
 COMMAND = re.compile(r"\$ |(distcomp|mlflow) [a-z-]+ [^:]|make |\.venv/bin/python |dev/\w+/cluster\.sh ")
 
@@ -38,6 +36,7 @@ def _programs(page: Path) -> list[str]:
 RUNNABLE = [page for page in PAGES if any(b.not_run is None for b in _shell(page)) or _programs(page)]
 
 
+@pytest.mark.slow
 def test_site_builds_strict_and_offline(tmp_path: Path) -> None:
     """Every warning is an error (a broken link, a missing page, an API name that moved); the
     field reference is generated from the schema, the API from the docstrings."""
@@ -95,8 +94,8 @@ def test_the_docs_have_commands_to_run() -> None:
     assert {"getting-started.md", "registry.md", "targets/local.md", "targets/index.md"} <= {_name(p) for p in RUNNABLE}
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, id=_name(p), marks=[pytest.mark.slow] if _name(p) in HEAVY else [])
-                                  for p in RUNNABLE])
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [pytest.param(p, id=_name(p)) for p in RUNNABLE])
 def test_page_commands_run(page: Path, tmp_path: Path) -> None:
     """Each runnable block of the page, in order, from a copy-like folder of the clone: what a
     block writes by default (run folders, MLflow's default store) stays in this test's folder,

@@ -57,6 +57,7 @@ def distcomp(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Completed
                           cwd=cwd, timeout=120)
 
 
+@pytest.mark.slow
 def test_kubeflow_compiles_the_mapped_kind_else_the_agent_job(plugin: tuple[str, dict[str, str], Path],
                                                               tmp_path: Path) -> None:
     which, env, spec = plugin
@@ -75,6 +76,7 @@ def test_kubeflow_compiles_the_mapped_kind_else_the_agent_job(plugin: tuple[str,
         assert command[:2] == ["python3", "-c"] and "torchrun" not in command
 
 
+@pytest.mark.slow
 def test_azureml_compiles_the_mapped_distribution_else_the_agent(plugin: tuple[str, dict[str, str], Path],
                                                                  tmp_path: Path) -> None:
     from azure.ai.ml import load_component

@@ -35,6 +35,7 @@ def test_what_is_no_count_is_a_usage_error(text: object, said: str) -> None:
     assert str(caught.value) == said
 
 
+@pytest.mark.slow
 def test_a_range_becomes_the_targets_elastic_option_laid_out_for_max() -> None:
     bound = distcomp.target_nodes("kubeflow", "2:4", {"image": "i:1"})
     assert isinstance(bound, distcomp.TargetNodes)

@@ -53,6 +53,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return workspace(tmp_path_factory.mktemp("readme-clone"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_runs(command: str, scratch: Path, clone: Path) -> None:
     """Each command as a reader runs it, in order; it leaves nothing that `git status` shows."""

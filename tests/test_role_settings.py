@@ -52,6 +52,7 @@ def test_a_local_run_gives_each_role_its_own_env(tmp_path: Path) -> None:
     assert "[ps2]: ps 2: magic newnumber" in proc.stdout and "[rank1]: worker 1: magic number" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_tfjob_gives_each_replica_type_its_env_image_and_resources() -> None:
     from .targets.kubeflow.test_manifests import validate
 

@@ -48,6 +48,7 @@ def test_validate_keeps_warnings_apart_from_errors() -> None:
     assert any(d.severity == "warning" and "code folder 'src' does not exist" in str(d) for d in check.diagnostics)
 
 
+@pytest.mark.slow
 def test_validate_a_folder_stands_for_its_component_files(tmp_path: Path) -> None:
     report = distcomp.validate(REPO / "components")
     assert [Path(c.path).parent.name for c in report.files] == ["deepspeed-train", "mpi-allreduce-bench",

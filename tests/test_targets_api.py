@@ -5,6 +5,7 @@ ranks and an MLflow run."""
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import shlex
@@ -196,6 +197,7 @@ def pid_alive(pid: int) -> bool:
 
 # -- a third-party target ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_installed_target_is_listed_compiled_submitted_followed_and_cancelled_by_the_cli(tmp_path: Path) -> None:
     install(tmp_path / "site")
     env = environ(PYTHONPATH=str(tmp_path / "site"), SHELLJOB_HOME=str(tmp_path / "jobs"))
@@ -326,6 +328,7 @@ print("api ok")
 '''
 
 
+@pytest.mark.slow
 def test_an_installed_target_is_used_through_the_python_api(tmp_path: Path) -> None:
     install(tmp_path / "site")
     env = environ(PYTHONPATH=str(tmp_path / "site"), SHELLJOB_HOME=str(tmp_path / "jobs"))
@@ -367,6 +370,7 @@ def submit_local(tmp_path: Path, env: dict[str, str], spec: Path, **options: Any
     return proc.stdout.strip()
 
 
+@pytest.mark.slow
 def test_the_local_target_through_submit_logs_status_and_cancel(tmp_path: Path) -> None:
     env = environ()
     run_dir = tmp_path / "ddp"
@@ -423,6 +427,7 @@ print(json.dumps(outcome.to_json()))
 '''
 
 
+@pytest.mark.slow
 def test_run_from_python_trains_on_two_ranks_and_tracks_the_job_in_mlflow(tmp_path: Path) -> None:
     import mlflow
 
@@ -446,6 +451,7 @@ def test_run_from_python_trains_on_two_ranks_and_tracks_the_job_in_mlflow(tmp_pa
     assert json.loads((tmp_path / "run" / "outputs" / "model" / "metrics.json").read_text())["world_size"] == 2
 
 
+@pytest.mark.slow
 def test_the_cli_takes_the_local_targets_flags(tmp_path: Path) -> None:
     """BUG (not committed): ``distcomp compile|submit --target local`` die in argparse: the local
     target's --output/-o clashes with compile's own --out/-o, and add_parsers gives the compile

@@ -104,6 +104,7 @@ def test_an_if_set_param_left_empty_is_not_given(tmp_path: Path) -> None:
     assert dict(bind_params(record, ["a=1"]).inputs) == {"a": "1"}
 
 
+@pytest.mark.slow
 def test_a_submit_record_submits_to_the_target_and_waits(spec: Path, tmp_path: Path) -> None:
     """``distcomp.submit(spec, TARGET, **options)``, checked against the target's options, then
     the wait and the JobOutcome file, as ``distcomp submit --status-file`` gives them."""
@@ -141,6 +142,7 @@ def test_the_record_round_trips() -> None:
     assert record.to_json()[KEY] == 1 and record.to_json()["distcomp"] == distcomp.__version__
 
 
+@pytest.mark.slow
 def test_a_background_local_job_runs_from_its_record_not_from_flags(spec: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "bg"
     done = subprocess.run([sys.executable, "-m", "distcomp", "submit", "--target", "local", str(spec), "--detach",

@@ -201,6 +201,7 @@ def test_a_program_that_cannot_start_is_a_failure(tmp_path: Path) -> None:
     assert end["exit_code"] == 127 and end["failed"] and "cannot start '/no/such/program'" in end["error"]
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_agent_leaves_no_process(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     # one replica ignores SIGTERM (SIGKILL after the grace), one leaves a child in a session of its own
@@ -245,6 +246,7 @@ def test_a_service_is_stopped_once_the_others_are_done(tmp_path: Path) -> None:
     assert (ps["signal"], ps["stopped"], ps["failed"], ps["service"]) == (signal.SIGTERM, True, False, True)
 
 
+@pytest.mark.slow
 def test_a_service_waits_for_the_other_nodes(tmp_path: Path) -> None:
     """A node that hosts only a service (a parameter server) stops it once every other node's
     replica has reported its end in exits/ (a shared job folder)."""

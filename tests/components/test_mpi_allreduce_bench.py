@@ -37,6 +37,7 @@ def matplotlib_installed() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
+@pytest.mark.slow
 def test_measures_every_size_and_checks_the_sums(sqlite_uri: str, tmp_path: Path) -> None:
     sizes = [2 ** k for k in range(3, 17)]  # 8 B .. 64 KiB
     run = run_component(NAME, tmp_path, sqlite_uri, min_bytes=5, max_bytes=100_000, iterations=10, warmup=2)

@@ -17,6 +17,7 @@ NAME = "pytorch-ddp-train"
 METRICS = ("loss", "accuracy", "val_loss", "val_accuracy", "epoch_seconds")
 
 
+@pytest.mark.slow
 def test_trains_on_generated_data(sqlite_uri: str, tmp_path: Path) -> None:
     epochs = 4
     run = run_component(NAME, tmp_path, sqlite_uri, epochs=epochs, samples=2048, classes=4, seed=3)

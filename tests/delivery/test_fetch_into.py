@@ -5,6 +5,7 @@ at once; a parent folder another user could write is refused."""
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ def _code(tmp_path: Path) -> dict[str, Path]:
     return {"train.py": src / "train.py", "pkg/words.py": src / "pkg" / "words.py"}
 
 
+@pytest.mark.slow
 def test_two_tasks_of_one_host_fetch_one_folder_whole(s3_server: S3Server, tmp_path: Path) -> None:
     obj = upload_code(StoreURI(s3_server.bucket, f"into-{tmp_path.name}"), pack(_code(tmp_path)), s3_server.env())
     dest = tmp_path / "node" / "job-1"

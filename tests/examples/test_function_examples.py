@@ -40,6 +40,7 @@ def run_example(name: str, tmp_path: Path, uri: str, output: str, **inputs: obje
     return run
 
 
+@pytest.mark.slow
 def test_torch_ddp(sqlite_uri: str, tmp_path: Path) -> None:
     run = run_example("torch-function", tmp_path, sqlite_uri, "model", epochs=4, lr=0.1)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -55,6 +56,7 @@ def test_torch_ddp(sqlite_uri: str, tmp_path: Path) -> None:
     assert mlflow_run.data.tags["distcomp.launcher"] == "torch.distributed"
 
 
+@pytest.mark.slow
 def test_mpi_allreduce(sqlite_uri: str, tmp_path: Path) -> None:
     run = run_example("mpi-function", tmp_path, sqlite_uri, "result", count=999, rounds=4)
     result = json.loads((tmp_path / "out" / "result.json").read_text())

@@ -39,6 +39,7 @@ def _as_azure_fills(command: str, values: dict[str, str]) -> str:
     return re.sub(r"\$\{\{(\w+\.\w+)\}\}", lambda m: values[m.group(1)], line)
 
 
+@pytest.mark.slow
 def test_compiles_a_component_azure_validates_and_its_processes_run_the_function(project: Path,
                                                                                   tmp_path: Path) -> None:
     az, out = tmp_path / "az", tmp_path / "out"

@@ -7,6 +7,7 @@ one MLflow run holds rank 0's metrics and the function's parameters."""
 
 from __future__ import annotations
 
+import pytest
 import json
 import re
 import subprocess
@@ -50,6 +51,7 @@ print("OUT " + json.dumps({{"path": out.path, "metadata": out.metadata}}))
 '''
 
 
+@pytest.mark.slow
 def test_a_pipeline_kfp_compiles_and_kfp_local_runs(project: Path, tmp_path: Path, sqlite_uri: str) -> None:
     (tmp_path / "pipe.py").write_text(PIPELINE.format(project=str(project), root=str(tmp_path / "root"),
                                                       workspace=str(tmp_path / "ws"), note=NASTY), encoding="utf-8")

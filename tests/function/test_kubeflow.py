@@ -8,6 +8,7 @@ values converted back to their types."""
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,7 @@ sys.stdout.write(compiled.text)
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_compiles_crd_valid_with_its_code_and_every_pod_runs_the_function(project: Path, tmp_path: Path) -> None:
     flags = [w for name, value in VALUES.items() for w in ("-i", f"{name}={value}")]
     proc = distcomp(tmp_path, "compile", "proj/train.py:train", "--target", "kubeflow", "--nodes", "2",

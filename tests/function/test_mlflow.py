@@ -4,6 +4,7 @@ real ``mlflow run -b distcomp`` runs it on 2 ranks in one run holding rank 0's m
 
 from __future__ import annotations
 
+import pytest
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ..targets.mlflow._helpers import mlflow_run, only_run
 from .conftest import distcomp, explain, ranks
 
 
+@pytest.mark.slow
 def test_it_compiles_to_one_folder_that_mlflow_run_runs_in_one_run(project: Path, sqlite_uri: str,
                                                                    tmp_path: Path) -> None:
     proc = distcomp(tmp_path, "compile", "proj/train.py:train", "--target", "mlflow", "--out", "mlproj")

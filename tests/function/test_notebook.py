@@ -57,6 +57,7 @@ def proj(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_cells_function_runs_on_two_ranks_with_typed_values(proj: Path, tmp_path: Path) -> None:
     out, run = tmp_path / "out", tmp_path / "run"
     proc = notebook(tmp_path, "import distcomp", CELL,
@@ -71,6 +72,7 @@ def test_a_cells_function_runs_on_two_ranks_with_typed_values(proj: Path, tmp_pa
     assert "--inline " in (run / "logs" / "rank0.log").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_raising_cell_function_shows_its_own_lines_as_the_root_cause(proj: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = notebook(tmp_path, "import distcomp", CELL,
@@ -83,6 +85,7 @@ def test_a_raising_cell_function_shows_its_own_lines_as_the_root_cause(proj: Pat
     assert 'File "<train from the notebook>"' in log and 'raise RuntimeError("rank 1 fails' in log
 
 
+@pytest.mark.slow
 def test_its_export_runs_with_no_notebook(proj: Path, tmp_path: Path) -> None:
     proc = notebook(tmp_path, "import distcomp", CELL, "distcomp.export(train, EXPORT)",
                     PROJ=str(proj), EXPORT=str(tmp_path / "exported"))

@@ -72,6 +72,7 @@ def proj(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_publish_then_run_by_name_with_the_project_gone(proj: Path, tmp_path: Path, sqlite_uri: str) -> None:
     reg = tmp_path / "registry"
     first = _cli(tmp_path, reg, "registry", "publish", "proj/train_fn.py:train")

@@ -4,6 +4,7 @@ function's traceback as the root cause, and an export that validates and runs th
 
 from __future__ import annotations
 
+import pytest
 import json
 import time
 from pathlib import Path
@@ -82,6 +83,7 @@ def test_from_the_cli_same_values(project: Path, sqlite_uri: str, tmp_path: Path
     assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "loss")) == 3
 
 
+@pytest.mark.slow
 def test_submitted_in_the_background_the_worker_loads_the_function_again(project: Path, sqlite_uri: str,
                                                                          tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -118,6 +120,7 @@ def test_a_raising_function_fails_with_its_traceback_as_the_root_cause(project: 
     assert "RuntimeError: rank 1 fails on purpose: boom" in proc.stderr  # the report the user reads
 
 
+@pytest.mark.slow
 def test_export_validates_and_runs_the_same(project: Path, tmp_path: Path) -> None:
     exported = tmp_path / "exported"
     proc = python(tmp_path, f"""

@@ -105,6 +105,7 @@ def test_the_reading_gives_what_the_import_gives(name: str, tmp_path: Path, monk
     assert found.__name__ == "train" and found.__module__ == file.stem
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ref", ["examples/torch-function/train.py:train", "examples/tensorflow-function/train.py:train",
                                  "examples/mpi-function/train.py:train", "benchmarks/jobs/fn_start/start_fn.py:start",
                                  "benchmarks/jobs/torch_allreduce/allreduce_top.py:allreduce"])
@@ -165,6 +166,7 @@ def test_the_defaults_are_the_decorators(tmp_path: Path) -> None:
     assert keywords == dict(DEFAULTS)
 
 
+@pytest.mark.slow
 def test_the_top_level_of_the_module_never_runs_where_the_job_starts(tmp_path: Path) -> None:
     """A module whose top level imports a package not installed here (as a cluster image has
     it) and writes a file: validate and compile neither fail nor write it; the ranks import it."""

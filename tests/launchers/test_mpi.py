@@ -8,6 +8,7 @@ import re
 import pytest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes, per_node", [(1, 2), (2, 2)], ids=["1x2", "2x2-simulated"])
 def test_mpi_ranks_allreduce(distcomp_run, nodes: int, per_node: int) -> None:
     world = nodes * per_node

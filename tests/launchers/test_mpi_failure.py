@@ -43,6 +43,7 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["component.yaml", "own.yaml"], ids=["distcomp-mpirun", "own-mpirun"])
 def test_the_first_failing_rank_ends_the_job(tmp_path: Path, spec: str) -> None:
     mark = uuid.uuid4().hex

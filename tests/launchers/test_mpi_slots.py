@@ -9,6 +9,7 @@ declares, and the ranks run on CPU, over 4 simulated nodes and real Open MPI."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -148,15 +149,20 @@ def one_world_of_16(records: list[dict]) -> None:  # type: ignore[type-arg]
     assert [r["local_rank"] for r in records] == [0, 1, 2, 3] * 4
 
 
+# Runs of each seed job: 3 in make test (main crashed in 4 of 6 runs before the btl fix);
+# DISTCOMP_SEED_RUNS=10 is the stress run the fix was measured with (10 of 10 each).
+SEED_RUNS = int(os.environ.get("DISTCOMP_SEED_RUNS", "3"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["seed-mpi-gpus", "seed-mpi-k8s", "seed-mpi-slots"])
-def test_each_seed_mpi_job_as_written_forms_a_world_of_16_in_10_runs_out_of_10(name: str, tmp_path: Path) -> None:
+def test_each_seed_mpi_job_as_written_forms_a_world_of_16_in_every_run(name: str, tmp_path: Path) -> None:
     """Seed 003's three MPI jobs, their mpirun lines as written (Open MPI 4's ``-bind-to none
     -map-by slot -mca pml ob1``, Azure's ``-mca btl ^openib``), their slots from Standard_NC24's
     4 GPUs, from the K8s worker's ``limits: gpu: 4`` (its mpirun names no hostfile: Open MPI's
     default is AZUREML_MPI_HOSTFILE) and from ``slots_per: 4``. Before: "not enough slots", the
     single-dash words read as the program, and SIGSEGVs across simulated nodes (btl sm)."""
-    for attempt in range(10):
+    for attempt in range(SEED_RUNS):
         records = run_seed(name, tmp_path / str(attempt))
         one_world_of_16(records)
         assert {r["btl"] for r in records} == {"^openib,sm"}  # the user's btl, kept off shared memory

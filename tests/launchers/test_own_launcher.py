@@ -130,6 +130,7 @@ def test_validate_says_what_runs_and_what_contradicts(tmp_path: Path) -> None:
     assert proc.stderr.count(f"{path}: warning: ") == 2 and "--nnodes" in proc.stderr
 
 
+@pytest.mark.slow
 def test_azure_ml_starts_the_users_torch_launcher_once_per_node(tmp_path: Path) -> None:
     """The compiled component, loaded back by azure-ai-ml: one process per instance, the
     command (the user's torchrun with its $NODE_RANK) kept as written."""
@@ -145,6 +146,7 @@ def test_azure_ml_starts_the_users_torch_launcher_once_per_node(tmp_path: Path) 
     assert component.command.startswith("torchrun --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK")
 
 
+@pytest.mark.slow
 def test_azure_ml_compile_says_its_mpi_distribution_wraps_the_users_mpirun(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "azureml",
                            str(OWN / "mpirun.yaml"), "--environment", "azureml:x:1", "--out", str(tmp_path / "c.yaml")],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes, per_node", [(1, 2), (2, 2)], ids=["1x2", "2x2-simulated"])
 def test_torch_ranks_all_reduce(distcomp_run, nodes: int, per_node: int) -> None:
     world = nodes * per_node

@@ -124,6 +124,7 @@ def test_the_keras_recipe_without_legacy_keras_is_warned() -> None:
     assert len(advice(spec, env={"TF_USE_LEGACY_KERAS": "0"}, gpu=False)) == 1
 
 
+@pytest.mark.slow
 def test_validate_and_run_give_the_advice(tmp_path: Path) -> None:
     """Wired in: `validate` warns, and `run` warns before the ranks start (here a rank that
     exits at once, so nothing trains)."""

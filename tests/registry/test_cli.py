@@ -53,6 +53,7 @@ def test_publish_the_shipped_library(where: str) -> None:
     assert spec.render(bind_inputs(spec, {}, REPO), {"model": "/tmp/m"})[:4] == ["python", "train.py", "--epochs", "5"]
 
 
+@pytest.mark.slow
 def test_list_show_search(where: str) -> None:
     assert distcomp("registry", "publish", "components/*", "--registry", where).returncode == 0
     listed = distcomp("registry", "list", "--registry", where)
@@ -89,6 +90,7 @@ def test_list_show_search(where: str) -> None:
     assert none.stderr == f"distcomp registry: nothing in the registry at {where} matches 'quantum'\n"
 
 
+@pytest.mark.slow
 def test_deprecate_and_undo(where: str) -> None:
     assert distcomp("registry", "publish", "components/pytorch-ddp-train", "--registry", where).returncode == 0
     proc = distcomp("registry", "deprecate", "pytorch-ddp-train@1.0.0", "-m", "use 2.0.0", "--registry", where)
@@ -117,6 +119,7 @@ def test_a_conflict_exits_2_and_the_others_still_publish(where: str, make: Make)
     assert proc.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_without_a_traceback(where: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ntype: DistributedComponent\nlauncher: {type: pytorc}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import os
 import shutil
 import subprocess
@@ -60,6 +61,7 @@ def big_component(make: Make, i: int, version: str = "1.0.0") -> Path:
     return src
 
 
+@pytest.mark.slow
 def test_one_version_from_eight_processes_has_exactly_one_winner(registry: Registry, make: Make,
                                                                  tmp_path: Path) -> None:
     sources = [big_component(make, i) for i in range(PROCESSES)]
@@ -88,6 +90,7 @@ def test_one_version_from_eight_processes_has_exactly_one_winner(registry: Regis
     assert [v.version for v in registry.versions("demo")] == ["1.0.0"]
 
 
+@pytest.mark.slow
 def test_one_version_with_the_same_content_from_eight_processes(registry: Registry, make: Make,
                                                                 tmp_path: Path) -> None:
     sources = [big_component(make, 0) for _ in range(PROCESSES)]
@@ -98,6 +101,7 @@ def test_one_version_with_the_same_content_from_eight_processes(registry: Regist
                                                  + [f"published demo@1.0.0 (sha256 {sha[:12]})\n"])
 
 
+@pytest.mark.slow
 def test_different_versions_in_parallel_all_land(registry: Registry, make: Make, tmp_path: Path) -> None:
     sources = [big_component(make, i, version=f"1.{i}.0") for i in range(PROCESSES)]
     results = together(tmp_path, [["registry", "publish", str(s), "--registry", registry.location] for s in sources])
@@ -109,6 +113,7 @@ def test_different_versions_in_parallel_all_land(registry: Registry, make: Make,
     assert registry.resolve("demo@latest").version == f"1.{PROCESSES - 1}.0"
 
 
+@pytest.mark.slow
 def test_concurrent_deprecations_are_not_lost(registry: Registry, make: Make, tmp_path: Path) -> None:
     for i in range(PROCESSES):
         registry.publish(make(version=f"1.{i}.0"))

@@ -70,6 +70,7 @@ def test_what_a_killed_publish_leaves_is_removed_by_the_next(registry: Registry,
     assert [v.version for v in registry.versions("demo")] == ["1.0.0"]
 
 
+@pytest.mark.slow
 def test_a_live_publishers_staging_is_left_alone(registry: Registry, make: Make) -> None:
     staging = Path(registry.location) / ".staging"
     proc = start_publish(many_files(make, "2.0.0"), registry)

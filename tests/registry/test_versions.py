@@ -48,6 +48,7 @@ VERSION_TEXT = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(VERSION_TEXT, min_size=1, max_size=30))
 def test_latest_is_packagings_highest(texts: list[str]) -> None:
@@ -108,6 +109,7 @@ RANGES = [">=1.0,<2", "~=1.2", "==1.*", "!=2.0.0", ">1.0.0", "<=1.2.0", "<1.2", 
           "^1.2", "~1.2.3", "^0.1", ">=1.0rc1,<2", "===1.0.0"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(VERSION_TEXT, min_size=1, max_size=30), st.sampled_from(RANGES))
 def test_ranges_pick_what_packaging_would(texts: list[str], selector: str) -> None:

@@ -67,6 +67,7 @@ def check_run(run_dir: Path, state: str) -> None:
         "lightning_logs", "lightning_logs/version_0", "lightning_logs/version_0/metrics.csv"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["reference", "cd into the stored version"])
 def test_a_job_writing_beside_its_code_never_changes_the_stored_version(stored: Path, tmp_path: Path,
                                                                           how: str) -> None:

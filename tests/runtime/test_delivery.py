@@ -74,6 +74,7 @@ SIGTERMED = """
 """
 
 
+@pytest.mark.slow
 def test_sigterm_counts_exactly_what_it_could_not_send(store: Store, tmp_path: Path) -> None:
     run = store.new_run()
     reports = tmp_path / "reports"
@@ -92,6 +93,7 @@ def test_sigterm_counts_exactly_what_it_could_not_send(store: Store, tmp_path: P
     assert report["reason"] == "SIGTERM" and report["undelivered"]["metrics"] == lost
 
 
+@pytest.mark.slow
 def test_os_exit_after_a_flush_keeps_everything(store: Store) -> None:
     """``os._exit`` skips every exit hook: the documented way is ``flush()`` first."""
     code = ("import os, distcomp.runtime as rt\n[rt.log_metric('m', float(i), step=i) for i in range(3000)]\n"

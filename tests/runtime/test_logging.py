@@ -82,6 +82,7 @@ MAIN_RANK = """
 """
 
 
+@pytest.mark.slow
 def test_main_rank_logs_everything_in_order(store: Store, tmp_path: Path) -> None:
     run = store.new_run()
     store.client.log_param(run, "lr", "0.1")  # as a launcher might, from the spec
@@ -124,6 +125,7 @@ RAISES = """
 """
 
 
+@pytest.mark.slow
 def test_uncaught_exception_still_flushes_at_exit(store: Store) -> None:
     run = store.new_run()
     proc = run_script(RAISES, store.env(run))
@@ -144,6 +146,7 @@ SIGTERMED = """
 """
 
 
+@pytest.mark.slow
 def test_sigterm_flushes_then_dies_of_sigterm(store: Store) -> None:
     run = store.new_run()
     # The worker is still opening the store when SIGTERM comes: without the handler nothing
@@ -175,6 +178,7 @@ ENDS_WITH_OS_EXIT = """
 """
 
 
+@pytest.mark.slow
 def test_finish_delivers_everything_before_os_exit(store: Store) -> None:
     run = store.new_run()
     proc = run_script(ENDS_WITH_OS_EXIT, store.env(run))
@@ -200,6 +204,7 @@ FINISH_UNDELIVERED = """
 """
 
 
+@pytest.mark.slow
 def test_finish_reports_what_it_could_not_deliver(sqlite_store: Store, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     env = sqlite_store.env("0" * 32, DISTCOMP_TRACKING_DIR=str(reports))  # a run this store does not have
@@ -225,6 +230,7 @@ FORKS = """
 """
 
 
+@pytest.mark.slow
 def test_forked_child_logs_nothing(store: Store) -> None:
     run = store.new_run()
     proc = run_script(FORKS, store.env(run))
@@ -246,6 +252,7 @@ UNKNOWN_RUN = """
 """
 
 
+@pytest.mark.slow
 def test_refused_sends_are_counted_warned_once_per_kind_and_never_crash(store: Store, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     env = store.env("0" * 32, DISTCOMP_TRACKING_DIR=str(reports))  # a run this store does not have

@@ -322,6 +322,7 @@ def dump(data: st.DataObject, doc: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @FUZZ
 @given(doc=st.one_of(yaml_data, st.dictionaries(st.sampled_from(SPEC_KEYS), yaml_data, max_size=8)),
        data=st.data())
@@ -332,6 +333,7 @@ def test_random_yaml_documents(base: Path, doc: Any, data: st.DataObject) -> Non
     check_outcome(check_text(text, file, base), file, data, base)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(doc=spec_like(), data=st.data())
 def test_spec_shaped_documents(base: Path, doc: dict[Any, Any], data: st.DataObject) -> None:
@@ -347,6 +349,7 @@ def test_random_text(base: Path, text: str, file: str, data: st.DataObject) -> N
     check_outcome(check_text(text, file, base), file, data, base)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(text=deep_text())
 def test_deep_nesting_and_alias_bombs(base: Path, text: str) -> None:
@@ -505,6 +508,7 @@ def mutate(data: st.DataObject, doc: Any) -> Any:
     return doc
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=400, report_multiple_bugs=False)
 @given(data=st.data())
 def test_mutated_corpus(data: st.DataObject) -> None:
@@ -602,6 +606,7 @@ launcher:
 """
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=300)
 @given(data=st.data())
 def test_bind_and_render_all_types(data: st.DataObject, base: Path) -> None:
@@ -625,6 +630,7 @@ numeric_texts = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=300)
 @given(i=numeric_texts, f=numeric_texts, g=numeric_texts)
 def test_numeric_values(i: str, f: str, g: str) -> None:

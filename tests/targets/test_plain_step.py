@@ -68,6 +68,7 @@ def test_more_than_one_node_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "resources.instance_count: 3 nodes without a distribution" in str(bad.diagnostics[0])
 
 
+@pytest.mark.slow
 def test_kubeflow_runs_the_command_in_one_pod_with_its_data_in_the_code_folder(tmp_path: Path) -> None:
     """One Master, the command itself (no torchrun, no agent); `path: ./data` is the pod's
     /distcomp/code/data, where the ConfigMap puts the code folder's data/ (not /data)."""

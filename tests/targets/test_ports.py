@@ -4,6 +4,7 @@ distcomp processes never hand out the same port."""
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from tests.targets._supervised import launch, record, status, survivors
 JOBS_AT_ONCE = 8
 
 
+@pytest.mark.slow
 def test_jobs_started_at_once_each_bind_their_own_port(tmp_path: Path) -> None:
     """Every rank 0 binds its MASTER_PORT only after all of them have started (a barrier), so
     each port was picked before any was bound: the window in which two jobs could be handed

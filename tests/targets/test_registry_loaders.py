@@ -52,6 +52,7 @@ def test_locate_resolves_references_folders_and_files(registry: Path) -> None:
         locate("pytorch-ddp-train@^2")
 
 
+@pytest.mark.slow
 def test_run_a_reference_for_real(registry: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -64,11 +65,13 @@ def test_run_a_reference_for_real(registry: Path, tmp_path: Path) -> None:
     assert locate("pytorch-ddp-train@1.0.0").is_file()
 
 
+@pytest.mark.slow
 def test_run_a_folder(tmp_path: Path) -> None:
     proc = distcomp("run", str(COMPONENT), *QUICK, "--no-tracking", "--run-dir", "run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_compile_every_target_from_a_reference(registry: Path, tmp_path: Path) -> None:
     ref = "pytorch-ddp-train@^1.0"
     kube = distcomp("compile", "--target", "kubeflow", ref, "--nodes", "2", "--volume", "results:/results", cwd=tmp_path)

@@ -4,6 +4,7 @@ and `distcomp run --env`. Real ranks, a real MLflow store."""
 
 from __future__ import annotations
 
+import pytest
 import json
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def failure_tag(tmp_path: Path) -> str:
     return str(run.data.tags["distcomp.failure"])
 
 
+@pytest.mark.slow
 def test_a_recorded_exception_is_the_root_cause(tmp_path: Path) -> None:
     proc, status = run("recorded.yaml", tmp_path, "--env", "MY_SETTING=from-cli")
     assert proc.returncode == 1, proc.stderr
@@ -43,6 +45,7 @@ def test_a_recorded_exception_is_the_root_cause(tmp_path: Path) -> None:
     assert "[rank0]: rank 0 env from-cli" in proc.stdout  # --env reaches every rank, over the spec's
 
 
+@pytest.mark.slow
 def test_a_failed_mpi_rank_is_the_root_cause_with_its_own_lines(tmp_path: Path) -> None:
     """distcomp's rank watcher names the rank that failed, whoever ends first (it or mpirun)."""
     proc, status = run("mpi-silent.yaml", tmp_path)
@@ -52,6 +55,7 @@ def test_a_failed_mpi_rank_is_the_root_cause_with_its_own_lines(tmp_path: Path) 
     assert "the shard is missing" in failure_tag(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_silent_mpirun_shows_the_rank_logs_that_hold_the_error(tmp_path: Path) -> None:
     """Without the watcher (an exec agent of the user's own): mpirun's failure, its ranks' lines."""
     proc, status = run("mpi-silent.yaml", tmp_path, "--env", "PRTE_MCA_odls_base_exec_agent=env")

@@ -3,6 +3,7 @@ left marked incomplete, what a restart found there, and no secret input in clear
 
 from __future__ import annotations
 
+import pytest
 import re
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixt
 HOST = socket.gethostname()
 
 
+@pytest.mark.slow
 def test_second_job_on_a_busy_run_folder_is_refused_and_changes_nothing(sqlite_uri: str, tmp_path: Path) -> None:
     from mlflow import MlflowClient
 

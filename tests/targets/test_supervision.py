@@ -66,6 +66,7 @@ def rank_pids(state_dir: Path) -> list[int]:
     return [record(state_dir, r)["pid"] for r in (0, 1)]
 
 
+@pytest.mark.slow
 def test_sigkill_of_distcomp_run_stops_every_rank_and_closes_the_run(sqlite_uri: str, tmp_path: Path) -> None:
     proc, run_dir, state_dir = launch(tmp_path, "--grace", "2", tracking=sqlite_uri, mode="talk")
     console = Console(proc)
@@ -112,6 +113,7 @@ def test_sigkill_of_distcomp_run_stops_every_rank_and_closes_the_run(sqlite_uri:
         assert text in (run_dir / "logs" / f"{name}.log").read_text()
 
 
+@pytest.mark.slow
 def test_reap_closes_a_job_whose_supervisor_and_watchdog_died(sqlite_uri: str, tmp_path: Path) -> None:
     """A machine crash as seen by what is left: both distcomp processes gone (SIGKILL, the
     watchdog first so it cannot act), the ranks still running. ``distcomp reap`` (run folders
@@ -348,6 +350,7 @@ def _ticks(text: str) -> list[int]:
     return [int(n) for n in re.findall(r"^\[rank0\.own\] tick (\d+)$", text, re.MULTILINE)]
 
 
+@pytest.mark.slow
 def test_cancel_and_logs_follow_of_a_detached_job_whose_supervisor_and_watchdog_died(sqlite_uri: str,
                                                                                        tmp_path: Path) -> None:
     """`distcomp cancel` stops what the job left (its ranks, and a daemon with no cookie, through

@@ -37,7 +37,12 @@ class Server:
                 "--workers", "1"]
         with open(self.home / "server.log", "ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(argv, cwd=self.home, stdout=log, stderr=subprocess.STDOUT,
-                                         env=clean_env(MLFLOW_DISABLE_TELEMETRY="true"), start_new_session=True)
+                                         env=clean_env(MLFLOW_DISABLE_TELEMETRY="true",
+                                                       # MLflow 3's job runner (GenAI scorer jobs) starts ~10
+                                                       # huey consumers, each importing MLflow: ~20 s of CPU
+                                                       # a server, for a feature no test uses
+                                                       MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"),
+                                         start_new_session=True)
         deadline = time.monotonic() + wait
         while not self.healthy():
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -202,6 +202,7 @@ def no_secret(uri: str, run: Any, tmp_path: Path) -> None:
     assert "[rank0] rank 0 of 2 logs in with ***" in text and SECRET not in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["sqlite", "server"])
 def test_a_plugin_target_gets_one_run_with_rank_0s_metrics_and_masked_secrets(
         plugged: tuple[Path, dict[str, str]], tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
@@ -231,6 +232,7 @@ def test_a_plugin_target_gets_one_run_with_rank_0s_metrics_and_masked_secrets(
     assert "[rank1] rank 1 of 2 logs in with ***" in logs.stdout and SECRET not in logs.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_rank_is_the_runs_failure_tag_and_the_outcomes_root_cause(
         plugged: tuple[Path, dict[str, str]], tmp_path: Path, sqlite_uri: str) -> None:
     spec, env = plugged
@@ -251,6 +253,7 @@ def test_a_failed_rank_is_the_runs_failure_tag_and_the_outcomes_root_cause(
     no_secret(sqlite_uri, run, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_run_ends_when_another_process_learns_the_end(
         plugged: tuple[Path, dict[str, str]], tmp_path: Path, mlflow_server: str) -> None:
     spec, env = plugged

@@ -23,6 +23,7 @@ def store(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("sqlite_uri" if request.param == "sqlite" else "mlflow_server")
 
 
+@pytest.mark.slow
 def test_four_ranks_make_one_run_with_rank0_metrics(store: str, tmp_path: Path) -> None:
     experiment = f"probe-{tmp_path.name}"  # the server is shared by the session's tests
     proc = distcomp(tmp_path, store, "--experiment", experiment, api_key="abc123")
@@ -49,6 +50,7 @@ def test_four_ranks_make_one_run_with_rank0_metrics(store: str, tmp_path: Path) 
     assert record == {"run_id": run.info.run_id, "experiment_id": run.info.experiment_id, "tracking_uri": store}
 
 
+@pytest.mark.slow
 def test_failed_rank_fails_the_run_with_its_root_cause(store: str, tmp_path: Path) -> None:
     experiment = f"probe-{tmp_path.name}"
     proc = distcomp(tmp_path, store, "--experiment", experiment, mode="fail", bad_rank=2)
@@ -63,6 +65,7 @@ def test_failed_rank_fails_the_run_with_its_root_cause(store: str, tmp_path: Pat
     assert {f"logs/rank{r}.log" for r in range(4)} <= artifacts(store, run.info.run_id)
 
 
+@pytest.mark.slow
 def test_ctrl_c_marks_the_run_killed(store: str, tmp_path: Path) -> None:
     experiment = f"probe-{tmp_path.name}"
     proc = distcomp(tmp_path, store, "--experiment", experiment, wait=False, mode="hang")
@@ -80,6 +83,7 @@ def test_ctrl_c_marks_the_run_killed(store: str, tmp_path: Path) -> None:
     assert {f"logs/rank{r}.log" for r in range(4)} <= artifacts(store, run.info.run_id)
 
 
+@pytest.mark.slow
 def test_mlflow_start_run_on_every_rank_resumes_the_job_run(store: str, tmp_path: Path) -> None:
     experiment = f"probe-{tmp_path.name}"
     proc = distcomp(tmp_path, store, "--experiment", experiment, mode="mlflow")
@@ -99,6 +103,7 @@ def test_mpi_job_logs_from_rank0_only(sqlite_uri: str, tmp_path: Path) -> None:
     assert {m.value for m in MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "rank")} == {0.0}
 
 
+@pytest.mark.slow
 def test_default_store_is_sqlite_in_the_current_folder(tmp_path: Path) -> None:
     proc = distcomp(tmp_path, None)
     assert proc.returncode == 0, explain(proc)
@@ -139,6 +144,7 @@ def test_resumes_the_run_named_by_mlflow_run_id(sqlite_uri: str, tmp_path: Path)
     assert len(client.get_metric_history(outer.info.run_id, "loss")) == 5
 
 
+@pytest.mark.slow
 def test_system_metrics_per_node(sqlite_uri: str, tmp_path: Path) -> None:
     proc = distcomp(tmp_path, sqlite_uri, "--system-metrics", "--nodes", "2", "--nproc-per-node", "1", linger=6)
     assert proc.returncode == 0, explain(proc)

@@ -153,6 +153,7 @@ def test_the_oldest_accepted_mlflow_reads_what_the_fast_path_wrote(release: str,
     round_trip(site, db, monkeypatch)
 
 
+@pytest.mark.slow
 def test_the_installed_mlflow_reads_what_the_fast_path_wrote(sqlite_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     round_trip(None, Path(sqlite_uri[len("sqlite:///"):]), monkeypatch)  # made by the installed MLflow
 
@@ -208,6 +209,7 @@ def test_a_database_without_a_revision_goes_to_mlflow(template_db: Path, tmp_pat
     assert notes and "no MLflow schema revision" in notes[0]
 
 
+@pytest.mark.slow
 def test_a_job_on_a_future_store_says_why_once_and_stops_cleanly(template_db: Path, tmp_path: Path) -> None:
     from ..targets._jobs import clean_env
     from ._probe import PROBE

@@ -66,6 +66,7 @@ def gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_two_nodes_log_cpu_and_memory_under_their_own_names(store, run_id, started, tmp_path, monkeypatch):
     uri, _ = store
     # MLflow lets this variable beat the node id it is given; a launcher's own must not leak in.
@@ -88,6 +89,7 @@ def test_two_nodes_log_cpu_and_memory_under_their_own_names(store, run_id, start
     assert {k.split("/")[1] for k in keys} == {"node0", "node1"}  # every metric carries its node id
 
 
+@pytest.mark.slow
 def test_stop_right_after_start_still_logs_one_point(store, run_id, started, tmp_path):
     # A job that fails at once: stop() lands while the monitor is still starting up, long before
     # its first 60 s interval ends. It must stop cleanly and still log a point.
@@ -102,6 +104,7 @@ def test_stop_right_after_start_still_logs_one_point(store, run_id, started, tmp
     assert points(uri, run_id, f"system/node0/{MEMORY}") == 1
 
 
+@pytest.mark.slow
 def test_monitor_stops_by_itself_when_its_launcher_is_killed(store, run_id, tmp_path):
     uri, _ = store
     launcher = subprocess.Popen(
@@ -132,6 +135,7 @@ def test_monitor_stops_by_itself_when_its_launcher_is_killed(store, run_id, tmp_
     assert points(uri, run_id, f"system/node0/{CPU}") >= 1  # it logged what it had before leaving
 
 
+@pytest.mark.slow
 def test_monitor_stops_by_itself_when_the_run_ends(store, run_id, started, tmp_path):
     # A launcher that ends the run before stopping its monitors: not an error.
     uri, _ = store
@@ -164,6 +168,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["sqlite", "http"])
 def test_unknown_run_or_unreachable_store_is_reported_by_stop(where, store, started, tmp_path):
     # http: nothing listens there. MLflow's own retries would take minutes to give up; 30 s is plenty.

@@ -59,6 +59,7 @@ def job_run(runs: list[Any]) -> Any:
     return ours[0]
 
 
+@pytest.mark.slow
 def test_two_runs_on_every_rank_are_the_jobs_one_run(sqlite_uri: str, tmp_path: Path) -> None:
     proc, seen = run_job(tmp_path, sqlite_uri, "twice")
     assert proc.returncode == 0, explain(proc)
@@ -87,6 +88,7 @@ def test_two_runs_on_every_rank_are_the_jobs_one_run(sqlite_uri: str, tmp_path: 
     assert runs_of(sqlite_uri, "scripts-own") == []  # set_experiment made it; the job's run stayed where it is
 
 
+@pytest.mark.slow
 def test_a_run_made_with_mlflowclient_is_told(sqlite_uri: str, tmp_path: Path) -> None:
     proc, seen = run_job(tmp_path, sqlite_uri, "client")
     assert proc.returncode == 0, explain(proc)
@@ -103,6 +105,7 @@ def test_a_run_made_with_mlflowclient_is_told(sqlite_uri: str, tmp_path: Path) -
     assert job.data.metrics == {"train_loss": 1.0}
 
 
+@pytest.mark.slow
 def test_a_script_logging_to_its_own_store_keeps_it_and_is_told(sqlite_uri: str, tmp_path: Path) -> None:
     """``mlflow.set_tracking_uri(...)`` in the script: its run goes there (the job's run is not in
     that store: resuming it would fail the rank), and the end of the job says where it went."""
@@ -116,6 +119,7 @@ def test_a_script_logging_to_its_own_store_keeps_it_and_is_told(sqlite_uri: str,
            f"{made.info.experiment_id} of {own}, the script's own store)" in proc.stderr, explain(proc)
 
 
+@pytest.mark.slow
 def test_the_jobs_server_spelled_with_a_trailing_slash_is_the_jobs_store(mlflow_server: str, tmp_path: Path) -> None:
     """``mlflow.set_tracking_uri(URI + "/")`` names the job's own server: every rank's
     ``start_run()`` still resumes the job's one run (no run per rank), and a run the script makes
@@ -133,6 +137,7 @@ def test_the_jobs_server_spelled_with_a_trailing_slash_is_the_jobs_store(mlflow_
     assert f"{side} 'side-run' (rank 0, the job's experiment)" in proc.stderr, explain(proc)
 
 
+@pytest.mark.slow
 def test_a_run_made_without_the_hook_is_found_in_the_experiment(mlflow_server: str, tmp_path: Path) -> None:
     """A Python that ignores PYTHONPATH (``-I``) has no hook: the search of the job's experiment
     at its end still finds the run it made (here through the server's REST API)."""

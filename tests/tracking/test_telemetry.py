@@ -4,6 +4,7 @@ autolog's import hooks and hang the ranks for ever (issue 26), so every rank get
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 from dataclasses import replace
@@ -19,6 +20,7 @@ from ..targets._jobs import clean_env
 SPEC = Path(__file__).resolve().parent / "jobs" / "autolog" / "component.yaml"
 
 
+@pytest.mark.slow
 def test_a_ddp_script_calling_mlflow_autolog_finishes_with_one_run(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = clean_env(MLFLOW_TRACKING_URI=uri)
@@ -36,6 +38,7 @@ def test_a_ddp_script_calling_mlflow_autolog_finishes_with_one_run(tmp_path: Pat
     assert run.info.status == "FINISHED" and "loss" in run.data.metrics
 
 
+@pytest.mark.slow
 def test_the_users_own_setting_wins_on_every_replica() -> None:
     spec = load(SPEC)
     assert {r.env["MLFLOW_DISABLE_TELEMETRY"] for r in make_plan(spec).topology.replicas} == {"true"}

@@ -34,6 +34,7 @@ print(f"rank {rank} of {os.environ['MY_WORLD']}", flush=True)
 '''
 
 
+@pytest.mark.slow
 def test_a_plugin_launcher_compiles_to_a_component_azure_validates_and_its_instances_run(tmp_path: Path) -> None:
     site, code, out = tmp_path / "site", tmp_path / "code", tmp_path / "out"
     install(site, "mypkg", "mypkg", example_code(DistcompSpecs.distcomp_launchers.__doc__ or ""),

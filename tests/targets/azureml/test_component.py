@@ -342,6 +342,7 @@ def distcomp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_compile_writes_a_component_azure_loads(tmp_path: Path) -> None:
     spec = REPO / "examples/pytorch-ddp/component.yaml"
     proc = distcomp("compile", "--target", "azureml", str(spec), "--out", "az/component.yml", "--nodes", "2",
@@ -369,6 +370,7 @@ def test_cli_refuses_flags_that_do_not_apply(args: list[str], message: str, tmp_
     assert not (tmp_path / "c.yml").exists()
 
 
+@pytest.mark.slow
 def test_cli_reports_what_azure_refuses_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "component.yml").write_text(
         "type: command\nname: bad\ncommand: python x.py\nenvironment: azureml:e:1\n"

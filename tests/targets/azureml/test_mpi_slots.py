@@ -31,6 +31,7 @@ def compiled(spec: Path, out: Path) -> object:
     return component
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["seed-mpi-gpus", "seed-mpi-k8s", "seed-mpi-slots"])
 def test_each_instance_gets_the_slots_of_the_seed(name: str, tmp_path: Path) -> None:
     component = compiled(OWN / f"{name}.yaml", tmp_path / "c.yaml")
@@ -39,6 +40,7 @@ def test_each_instance_gets_the_slots_of_the_seed(name: str, tmp_path: Path) -> 
     assert component.resources.instance_count == 4  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_bare_command_runs_a_rank_per_gpu(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(BARE)
     component = compiled(tmp_path / "c.yaml", tmp_path / "out.yaml")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,7 @@ def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> No
     assert "run_distcomp_submit(" in text and "'shared-data', '/mnt/shared'" in text
 
 
+@pytest.mark.slow
 def test_job_options_are_kubeflow_option_names_and_the_old_flags_get_a_note(tmp_path: Path) -> None:
     base = ("--nodes", "2", "--image", "registry.example/ddp:1", "--volume", "shared-data:/mnt/shared")
     new = compile_kfp("--out", str(tmp_path / "new.yaml"), *base, "--job-option", "gpus_per_node=1",

@@ -91,6 +91,7 @@ def test_importing_distcomp_kfp_imports_no_kfp() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_compile_takes_code_path_as_python_does(tmp_path: Path) -> None:
     """The message names the CLI option as well as the keyword, and the CLI takes it."""
     path = spec_with(tmp_path, x="Integer")

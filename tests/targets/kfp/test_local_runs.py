@@ -35,6 +35,7 @@ def test_step_starts_every_rank_with_the_values_distcomp_renders(kfp_local: Path
     assert str(kfp_local) in out.path  # the output artifact is KFP's, under the pipeline root
 
 
+@pytest.mark.slow
 def test_optional_blocks_appear_when_kfp_delivers_the_inputs(kfp_local: Path) -> None:
     echo = load_component(ECHO)
 
@@ -60,6 +61,7 @@ def test_nproc_per_node_override_starts_that_many_ranks(kfp_local: Path) -> None
     assert [r["world_size"] for r in ranks(out.path)] == [3, 3, 3]
 
 
+@pytest.mark.slow
 def test_a_failed_rank_fails_the_step_with_distcomp_root_cause(kfp_local: Path,
                                                               capfd: pytest.CaptureFixture[str]) -> None:
     echo = load_component(ECHO)
@@ -71,6 +73,7 @@ def test_a_failed_rank_fails_the_step_with_distcomp_root_cause(kfp_local: Path,
     assert "distcomp run exited with code 1" in text
 
 
+@pytest.mark.slow
 def test_the_compiled_file_runs_as_a_component(kfp_local: Path, tmp_path: Path) -> None:
     path = compile_component(ECHO, tmp_path / "echo.yaml")
     assert _bundle_names(path) == ["component.yaml", "code/component.yaml", "code/echo.py"]

@@ -231,6 +231,7 @@ def test_the_step_record_is_one_the_worker_reads_and_the_target_takes(tmp_path: 
     assert bound["volumes"] == {"c": "/v"} and bound["inherit_pod"] is True
 
 
+@pytest.mark.slow
 def test_a_component_compiled_with_a_newer_record_fails_the_step_with_what_to_do(
         kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A real compiled file whose record template is of a format this distcomp does not read (as

@@ -1,6 +1,7 @@
 """examples/kfp_pipeline.py as a user runs it: compiled by kfp, then both steps for real under
 kfp.local (SubprocessRunner, no venv): data prepared, 2 DDP ranks trained on it, one MLflow run."""
 
+import pytest
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from tests.conftest import REPO
 EPOCHS = 2
 
 
+@pytest.mark.slow
 def test_pipeline_runs_locally_end_to_end(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_RUN_ID", "RANK", "WORLD_SIZE")}

@@ -6,6 +6,7 @@ command. Each pod's real command runs here with the env the training operator gi
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import subprocess
@@ -58,6 +59,7 @@ def _compile(tmp_path: Path, fail_rank: int) -> tuple[dict, Path, Path]:
     return yaml.safe_load(proc.stdout), code, out
 
 
+@pytest.mark.slow
 def test_a_plugin_launcher_compiles_to_a_valid_pytorchjob_whose_pods_run_its_ranks(tmp_path: Path) -> None:
     manifest, code, out = _compile(tmp_path, fail_rank=-1)
     validate(manifest)  # the real CRD schema, and nothing the API server would prune

@@ -194,6 +194,7 @@ def test_a_trainjob_node_fetches_its_code_and_uploads_its_model(
     assert json.loads((tmp_path / "back" / "metrics.json").read_text())["world_size"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", ["configmap", "image"])
 def test_outputs_go_to_the_store_whichever_way_the_code_goes(code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio.example:9000")
@@ -299,6 +300,7 @@ def test_the_configmap_holds_binary_files_and_modes(tmp_path: Path) -> None:
     assert {"name": "distcomp-code", "mountPath": CODE_DIR, "readOnly": True} in main["volumeMounts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job, trainer_v2", [("torch", False), ("mpi", False), ("tensorflow", False),
                                              ("deepspeed", False), ("torch", True)])
 @pytest.mark.parametrize("code", ["configmap", "store"])
@@ -364,6 +366,7 @@ def test_download_says_when_nothing_was_uploaded(tmp_path: Path, s3_server: S3Se
     assert not (tmp_path / "out" / "model").exists()
 
 
+@pytest.mark.slow
 def test_a_function_components_project_travels_in_the_configmap(tmp_path: Path) -> None:
     """A function component's spec has no file: its project folder is the code that goes, by the
     same rules (the sibling module in, what .gitignore and .distcompignore leave out, out)."""

@@ -103,6 +103,7 @@ def check_dockerfile(ctx: Context) -> list[tuple[str, str]]:
     return steps
 
 
+@pytest.mark.slow
 def test_the_example_s_context_holds_the_dockerfile_wheel_requirements_and_code(tmp_path: Path) -> None:
     ctx = write_context(EXAMPLE, tmp_path / "ctx")
     assert ctx.component == "pytorch-ddp-example@0.1.0"
@@ -220,6 +221,7 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".old")))
 
 
+@pytest.mark.slow
 def test_cli_writes_the_context_and_refuses_what_it_must(tmp_path: Path) -> None:
     dest = tmp_path / "ctx"
     proc = distcomp_cli("build-context", str(EXAMPLE), str(dest), "--no-distcomp", "--base-image", "pytorch/pytorch:2")

@@ -126,6 +126,7 @@ def test_what_the_user_put_on_the_step_is_inherited(pod: dict[str, Any]) -> None
     assert load_template(EXPECTED) == EXPECTED  # the format --pod-template takes, every key checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job", ["torch", "mpi", "tensorflow", "deepspeed"])
 def test_the_settings_reach_every_replica(pod: dict[str, Any], job: str) -> None:
     """Merged by ``_settings.apply`` (JobSettings.pod_template) into each kind's job, with the
@@ -172,6 +173,7 @@ def test_a_trainjob_gets_what_runtime_patches_carry(pod: dict[str, Any]) -> None
     assert {e["name"] for e in manifest["spec"]["trainer"]["env"]} >= {"AWS_ACCESS_KEY_ID", "LR", "NODE_NAME"}
 
 
+@pytest.mark.slow
 def test_the_users_own_template_wins_and_nothing_comes_twice(pod: dict[str, Any]) -> None:
     given = load_template({"nodeSelector": {"accelerator": "h100"}, "serviceAccountName": "trainer",
                            "volumes": [{"name": "gcp-key", "secret": {"secretName": "gcp-key-v2"}}],
@@ -271,6 +273,7 @@ def test_own_pod(tmp_path: Path, in_pod: tuple[dict[str, str], str]) -> None:
     assert own_pod({}, ns_file) is None
 
 
+@pytest.mark.slow
 def test_inherit_options_for_a_submit(pod: dict[str, Any], in_pod: tuple[dict[str, str], str]) -> None:
     """What ``--inherit-pod`` does: this pod's settings and the user's template, in the options."""
     env, ns_file = in_pod

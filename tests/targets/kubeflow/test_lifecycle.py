@@ -36,6 +36,7 @@ def replica_specs(manifest: dict[str, Any]) -> dict[str, Any]:
     return dict(spec[next(k for k in spec if k.endswith("ReplicaSpecs"))])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job, pods", [("torch", 3), ("deepspeed", 3), ("mpi", 4), ("tensorflow", 3)])
 def test_run_policy_restart_policy_and_queue_land_where_the_crd_puts_them(job: str, pods: int) -> None:
     manifest = compiled(job, nodes=3, nproc_per_node=1, **LIFE)
@@ -59,6 +60,7 @@ def test_exit_code_is_a_restart_policy_and_others_are_refused() -> None:
         compiled("torch", queue="not a label!")
 
 
+@pytest.mark.slow
 def test_an_elastic_pytorchjob_has_workers_only_and_a_c10d_range() -> None:
     from kubeflow.training import ApiClient
 
@@ -105,6 +107,7 @@ def test_the_deadline_defaults_to_the_submit_timeout() -> None:
         "activeDeadlineSeconds"] == 30
 
 
+@pytest.mark.slow
 def test_cli_takes_the_lifecycle_flags() -> None:
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "torch" / "component.yaml"),
             "--scratch", "result",
@@ -120,6 +123,7 @@ def test_cli_takes_the_lifecycle_flags() -> None:
     assert bad.returncode == 2 and "--elastic '0:2'" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_nodes_takes_an_elastic_range_torchx_style() -> None:
     """`--nodes 2:4` is `--elastic 2:4` laid out for 4 nodes; a target without elastic jobs, a
     range given twice and MAX < MIN are refused by name."""

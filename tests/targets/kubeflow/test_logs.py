@@ -123,6 +123,7 @@ def test_a_rank_beyond_the_world_is_a_clear_error(job: str, rank: int, message: 
         list(cluster.target().logs(job_id(m), rank, follow=False))
 
 
+@pytest.mark.slow
 def test_cli_logs_rank(tmp_path: Path) -> None:
     m = manifest("torch", 2, 2)
     with Cluster(m, ["Succeeded"]) as cluster:

@@ -72,6 +72,7 @@ def replicas(manifest: dict[str, Any]) -> dict[str, int]:
 CASES = [(job, nodes, per_node) for job in KINDS for nodes in (1, 2, 3) for per_node in (1, 2)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job, nodes, per_node", CASES)
 def test_every_manifest_validates_against_its_crd(job: str, nodes: int, per_node: int) -> None:
     manifest = compile_for(job, nodes, per_node)
@@ -120,6 +121,7 @@ def test_typed_models_load_every_field(job: str, nodes: int, per_node: int) -> N
     assert client.sanitize_for_serialization(model) == manifest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutate, path", [
     (lambda m: m["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas="one"), "replicas"),
     (lambda m: m["spec"].update(nprocPerNode=2), "string"),
@@ -134,6 +136,7 @@ def test_the_schemas_would_catch_a_broken_manifest(mutate: Any, path: str) -> No
         validate(broken)
 
 
+@pytest.mark.slow
 def test_the_strict_check_refuses_what_the_api_server_would_prune() -> None:
     """Trainer v2.0's podSpecOverrides passes jsonschema (unknown keys are allowed there) but an
     API server prunes it, and the PVC mount with it: the strict check refuses it, at any depth."""
@@ -230,6 +233,7 @@ def test_tensorflow_has_no_trainjob() -> None:
         compile_for("tensorflow", 2, 1, trainer_v2=True)
 
 
+@pytest.mark.slow
 def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
     out = tmp_path / "job.yaml"
     argv = [sys.executable, "-m", "distcomp", "compile", "--target", "kubeflow", str(JOBS / "mpi" / "component.yaml"),
@@ -251,6 +255,7 @@ def test_cli_writes_the_manifest_whole(tmp_path: Path) -> None:
     assert not (tmp_path / "none.yaml").exists() and not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job, trainer_v2", [("torch", False), ("mpi", False), ("tensorflow", False),
                                              ("torch", True)])
 def test_volumes_mount_a_claim_in_every_pod(job: str, trainer_v2: bool) -> None:

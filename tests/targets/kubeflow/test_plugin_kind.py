@@ -4,6 +4,7 @@ then fail `distcomp submit` on a KeyError in a table of the built-in kinds)."""
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
@@ -57,6 +58,7 @@ def install(site: Path) -> None:
     install_dist(site, "solokind", "solokind", PLUGIN, "[distcomp]\nsolo = solokind\n", "1.0")
 
 
+@pytest.mark.slow
 def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path: Path) -> None:
     install(tmp_path / "site")
     spec = tmp_path / "solo.yaml"

@@ -42,6 +42,7 @@ def pods(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t: r["template"] for t, r in spec[key].items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job", ["torch", "mpi", "tensorflow", "deepspeed"])
 def test_the_template_reaches_every_replica(job: str) -> None:
     compiled = distcomp.compile(str(JOBS / job / "component.yaml"), "kubeflow", image="i:1", scratch=["result"],
@@ -70,6 +71,7 @@ def test_the_template_reaches_every_replica(job: str) -> None:
     assert TEMPLATE["spec"]["containers"][0]["env"][0]["value"] == "from-template"
 
 
+@pytest.mark.slow
 def test_a_trainjob_takes_what_runtime_patches_carry() -> None:
     template = {"nodeSelector": {"accelerator": "a100"}, "serviceAccountName": "trainer",
                 "tolerations": [{"key": "gpu", "operator": "Exists"}],
@@ -109,6 +111,7 @@ def test_a_bad_template_is_a_clear_error(template: Any, message: str) -> None:
         distcomp.compile(str(JOBS / "torch" / "component.yaml"), "kubeflow", image="i:1", scratch=["result"], code="image", pod_template=template)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("crd_kind, key", [(("kubeflow.org/v1", "PyTorchJob"), "pytorchReplicaSpecs"),
                                            (("kubeflow.org/v1", "TFJob"), "tfReplicaSpecs"),
                                            (("kubeflow.org/v2beta1", "MPIJob"), "mpiReplicaSpecs")])
@@ -125,6 +128,7 @@ def test_every_field_accepted_is_one_the_crds_keep(crd_kind: tuple[str, str], ke
     assert set(CONTAINER_FIELDS) <= set(pod["containers"]["items"]["properties"])
 
 
+@pytest.mark.slow
 def test_cli_reads_a_template_file(tmp_path: Path) -> None:
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(TEMPLATE), encoding="utf-8")

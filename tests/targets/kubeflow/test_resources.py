@@ -95,6 +95,7 @@ def compiled(path: Path, **options: Any) -> dict[str, Any]:
     return manifest
 
 
+@pytest.mark.slow
 def test_seed_003_mpijob_carries_the_roles_resources_exactly(write_spec: Any) -> None:
     manifest = compiled(write_spec(SEED_003_K8S, "seed003.yaml"))
     assert manifest["kind"] == "MPIJob"
@@ -105,6 +106,7 @@ def test_seed_003_mpijob_carries_the_roles_resources_exactly(write_spec: Any) ->
     assert "volumes" not in worker and "volumes" not in launcher  # no /dev/shm unless asked, for MPI
 
 
+@pytest.mark.slow
 def test_options_override_per_node_and_spare_the_launcher(write_spec: Any) -> None:
     manifest = compiled(write_spec(SEED_003_K8S, "seed003.yaml"), gpus_per_node=8, cpu="16", memory="64Gi",
                         shm_size="8Gi")
@@ -117,6 +119,7 @@ def test_options_override_per_node_and_spare_the_launcher(write_spec: Any) -> No
     assert worker["containers"][0]["volumeMounts"] == [{"name": "distcomp-shm", "mountPath": "/dev/shm"}]
 
 
+@pytest.mark.slow
 def test_torch_gets_shared_memory_by_default_and_azure_sizes_map(write_spec: Any) -> None:
     plain = compiled(JOBS / "torch" / "component.yaml", image="i:1", nodes=2)
     for pod in pods(plain).values():
@@ -144,6 +147,7 @@ def test_trainjob_resources_per_node_and_shm_patch() -> None:
     assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == ["/data", "/dev/shm"]
 
 
+@pytest.mark.slow
 def test_seed_003_pytorch_framework_limits_reach_every_node(write_spec: Any) -> None:
     path = write_spec(SEED_003_PYTORCH, "seed003-pytorch.yaml")
     (path.parent / "src").mkdir(exist_ok=True)

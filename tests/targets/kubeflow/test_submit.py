@@ -192,6 +192,7 @@ def submit(tmp_path: Path, api: FakeApi, uri: str, experiment: str) -> subproces
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**env, "MLFLOW_TRACKING_URI": uri})
 
 
+@pytest.mark.slow
 def test_submit_tracks_one_run_for_the_whole_job(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     from mlflow import MlflowClient
 
@@ -227,6 +228,7 @@ def _pod(name: str, code: int, reason: str, finished: str) -> dict[str, Any]:
                                               "restartCount": 0, "image": "i:1", "imageID": ""}]}}
 
 
+@pytest.mark.slow
 def test_submit_failure_reports_the_reason_and_log(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     from mlflow import MlflowClient
 
@@ -252,6 +254,7 @@ def test_submit_without_a_cluster_config_is_a_clear_error(tmp_path: Path) -> Non
     assert proc.returncode == 2 and "no Kubernetes configuration" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_while_waiting_deletes_the_job(tmp_path: Path) -> None:
     """A cancelled pipeline step stops `distcomp submit` with SIGTERM: nothing may run on."""
     import signal
@@ -306,6 +309,7 @@ def the_run(uri: str, tmp_path: Path) -> Any:
     return run
 
 
+@pytest.mark.slow
 def test_detached_job_status_logs_and_cancel(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     with FakeApi([[condition("Running", "PyTorchJobRunning", "PyTorchJob ddp is running.")]]) as api:
         env = job_env(tmp_path, api, mlflow_server)
@@ -335,6 +339,7 @@ def test_detached_job_status_logs_and_cancel(tmp_path: Path, mlflow_server: str)
     assert run.info.status == "KILLED" and run.data.tags["distcomp.state"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_status_of_an_ended_detached_job_ends_its_run(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     why = "PyTorchJob ml/ddp is failed because 1 Worker replica(s) failed."
     with FakeApi([[condition("Failed", "PyTorchJobFailed", why)]]) as api:
@@ -347,6 +352,7 @@ def test_status_of_an_ended_detached_job_ends_its_run(tmp_path: Path, mlflow_ser
     assert run.info.status == "FAILED" and why in run.data.tags["distcomp.message"]
 
 
+@pytest.mark.slow
 def test_a_store_that_is_gone_leaves_the_run_and_says_so(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     """The job's state stands when its MLflow run cannot be ended; the user is told which run
     was left and how to end it (not silence)."""
@@ -364,6 +370,7 @@ def test_a_store_that_is_gone_leaves_the_run_and_says_so(tmp_path: Path, mlflow_
     assert the_run(mlflow_server, tmp_path).info.status == "RUNNING"
 
 
+@pytest.mark.slow
 def test_unknown_and_malformed_kubeflow_job_ids(tmp_path: Path) -> None:
     with FakeApi([[]]) as api:
         env = job_env(tmp_path, api, "http://127.0.0.1:9")
@@ -376,6 +383,7 @@ def test_unknown_and_malformed_kubeflow_job_ids(tmp_path: Path) -> None:
     assert not [r for r in api.requests if r[0] == "DELETE"]
 
 
+@pytest.mark.slow
 def test_submit_inherit_pod_gives_the_steps_settings_to_every_training_pod(tmp_path: Path) -> None:
     """What `distcomp submit --inherit-pod` does in a KFP step's pod: the step's node selector,
     toleration and secret env reach the job's pods; KFP's own env does not."""
@@ -395,6 +403,7 @@ def test_submit_inherit_pod_gives_the_steps_settings_to_every_training_pod(tmp_p
         assert "HF_TOKEN" in names and "KFP_POD_NAME" not in names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ours", [True, False], ids=["an-earlier-jobs", "someone-elses"])
 def test_a_configmap_left_by_an_earlier_job_of_that_name_is_replaced(tmp_path: Path, ours: bool) -> None:
     """Submitting a job name again before the cluster has collected the last job's code: that
@@ -435,6 +444,7 @@ def _unbound(manifest: dict[str, Any], run_env: dict[str, str]) -> dict[str, Any
     return out
 
 
+@pytest.mark.slow
 def test_what_compile_printed_is_what_runs(tmp_path: Path, mlflow_server: str,  # noqa: F811
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """`distcomp.submit(distcomp.compile(...))` creates the compiled manifest plus the job's

@@ -5,6 +5,7 @@ the local run and the Slurm job do, not the spec's."""
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ launcher:
 """
 
 
+@pytest.mark.slow
 def test_the_runs_world_size_is_the_own_launchers(tmp_path: Path, mlflow_server: str) -> None:  # noqa: F811
     from mlflow import MlflowClient
 

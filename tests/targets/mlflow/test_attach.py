@@ -24,6 +24,7 @@ def store(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("sqlite_uri" if request.param == "sqlite" else "mlflow_server")
 
 
+@pytest.mark.slow
 def test_an_attached_job_keeps_the_owners_tags_and_params(store: str, tmp_path: Path) -> None:
     client = MlflowClient(store)
     outer = client.create_run(client.create_experiment(f"outer-{tmp_path.name}"), tags=OWNER)
@@ -42,6 +43,7 @@ def test_an_attached_job_keeps_the_owners_tags_and_params(store: str, tmp_path: 
     assert run.data.params["mode"] == "ok" and run.data.params["bad_rank"] == "2"  # what the run lacked
 
 
+@pytest.mark.slow
 def test_every_store_reads_a_runs_tags_and_params(sqlite_uri: str, mlflow_server: str) -> None:
     for uri, stores in ((sqlite_uri, (SqliteStore(sqlite_uri), ClientStore(sqlite_uri))),
                         (mlflow_server, (RestStore(mlflow_server, {}), ClientStore(mlflow_server)))):

@@ -65,6 +65,7 @@ def test_a_failing_rank_fails_the_run(project: Path, sqlite_uri: str, tmp_path: 
     assert run.data.tags["mlflow.project.backend"] == "distcomp"
 
 
+@pytest.mark.slow
 def test_a_bad_backend_config_is_refused_before_any_run(project: Path, sqlite_uri: str, tmp_path: Path) -> None:
     proc = mlflow_run(project, sqlite_uri, tmp_path, "tag=x", config='{"nproc_per_nodes": 2, "nodes": 0}')
     assert proc.returncode == 1, explain(proc)
@@ -210,6 +211,7 @@ def test_a_project_of_the_older_form_still_runs(project: Path, sqlite_uri: str, 
     assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "rank")) == 2
 
 
+@pytest.mark.slow
 def test_a_project_record_of_a_newer_format_is_refused_before_any_run(project: Path, sqlite_uri: str,
                                                                      tmp_path: Path) -> None:
     """A project compiled by a newer distcomp: `mlflow run` says what to do, and no run is left."""

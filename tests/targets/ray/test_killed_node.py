@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TORCH, cluster, distcomp, marked, ray_env
+from .conftest import QUICK_NODE_DEATH, TORCH, cluster, distcomp, marked, ray_env
 
 
 def _raylet_of(node: str, folder: Path) -> int:
@@ -100,7 +100,7 @@ def _clean(job: str) -> None:
 
 @pytest.mark.slow
 def test_a_killed_node_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path: Path) -> None:
-    with cluster() as (address, folder):
+    with cluster(**QUICK_NODE_DEATH) as (address, folder):
         env = ray_env(address, tmp_path)
         job = _running(env, tmp_path)
         # the worker node n2 is lost (the head, n1, holds the Jobs API and the driver: its loss is the
@@ -117,7 +117,7 @@ def test_a_killed_node_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path
 
 @pytest.mark.slow
 def test_a_lost_head_fails_the_job_though_ray_calls_it_running(tmp_path: Path) -> None:
-    with cluster() as (address, folder):
+    with cluster(**QUICK_NODE_DEATH) as (address, folder):
         env = ray_env(address, tmp_path)
         job = _running(env, tmp_path)
         os.kill(_raylet_of("n1", folder), signal.SIGKILL)  # the head: its Jobs API lives on, its driver dies
@@ -138,11 +138,9 @@ def test_a_lost_head_fails_the_job_though_ray_calls_it_running(tmp_path: Path) -
     _clean(job)
 
 
-
-
 @pytest.mark.slow
 def test_with_max_restarts_a_lost_node_restarts_the_job_on_the_node_that_takes_its_place(tmp_path: Path) -> None:
-    with cluster() as (address, folder):
+    with cluster(**QUICK_NODE_DEATH) as (address, folder):
         env = ray_env(address, tmp_path)
         out = tmp_path / "out"
         proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output", f"result={out}",

@@ -47,6 +47,7 @@ def test_mlflow_run_submits_to_ray_in_one_run(project: Path, sqlite_uri: str, ra
     assert {r["run_id"] for r in ranks} == {run.info.run_id}
 
 
+@pytest.mark.slow
 def test_ray_keys_need_the_ray_target(project: Path, sqlite_uri: str, tmp_path: Path) -> None:  # noqa: F811
     proc = mlflow_run(project, sqlite_uri, tmp_path, config=json.dumps({"address": "http://127.0.0.1:8265",
                                                                          "placement_timeout": 5}))

@@ -137,6 +137,7 @@ def test_no_cluster_at_the_address_is_one_line_and_makes_no_run(tmp_path: Path) 
     assert not (tmp_path / "mlflow.db").exists() and not out.exists()
 
 
+@pytest.mark.slow
 def test_an_unknown_job_id_isone_line(ray_cluster: str, tmp_path: Path) -> None:
     env = ray_env(ray_cluster, tmp_path)
     for command in ("status", "logs", "cancel"):

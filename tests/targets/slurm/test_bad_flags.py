@@ -61,6 +61,7 @@ def test_a_job_dir_sbatch_cannot_carry_is_refused(slurm_cluster: Path, tmp_path:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_job_dir_with_a_space_runs(slurm_cluster: Path, tmp_path: Path) -> None:
     jobs = tmp_path / "job dir"
     proc = distcomp("submit", "--target", "slurm", str(TORCH), "--nodes", "2", "--job-dir", str(jobs),
@@ -112,6 +113,7 @@ def test_a_sqlite_store_that_is_a_folder_is_refused_before_the_job_folder_exists
     assert list(jobs.iterdir()) == [] and list((tmp_path / "adir").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_controller_out_of_reach_is_not_called_a_refusal(slurm_cluster: Path, tmp_path: Path) -> None:
     """sbatch --test-only that cannot reach slurmctld: exit 1 (try again later), not 2; nothing made."""
     conf = (slurm_cluster / "slurm.conf").read_text()

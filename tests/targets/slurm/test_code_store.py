@@ -101,6 +101,7 @@ def test_a_job_whose_code_is_gone_runs_from_the_store_on_both_nodes(
     assert run.info.status == "FINISHED" and run.data.metrics["all_reduce"] == 3.0
 
 
+@pytest.mark.slow
 def test_a_store_that_refuses_the_upload_leaves_no_job(slurm_cluster: Path, s3_server: S3Server, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong key: the upload fails at submit with what to set, before sbatch; no job folder stays."""

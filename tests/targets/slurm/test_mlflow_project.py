@@ -53,6 +53,7 @@ def test_mlflow_run_submits_to_slurm_in_one_run(project: Path, sqlite_uri: str, 
     assert MlflowClient(sqlite_uri).list_artifacts(run.info.run_id)  # the ranks' logs attached
 
 
+@pytest.mark.slow
 def test_slurm_keys_need_the_slurm_target(project: Path, sqlite_uri: str, tmp_path: Path) -> None:  # noqa: F811
     proc = mlflow_run(project, sqlite_uri, tmp_path, config=json.dumps({"partition": "debug", "target": "local"}))
     assert proc.returncode != 0 and "'partition' is an option of the slurm target" in proc.stderr

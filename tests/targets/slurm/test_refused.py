@@ -5,6 +5,7 @@ leaves no run (let alone a RUNNING one) in the store that exists, and no job fol
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from ...test_plugins import FAKE_PLUGIN
 from .._jobs import clean_env
 
 
+@pytest.mark.slow
 def test_a_job_slurm_refuses_makes_no_run(slurm_cluster: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     install(site, "fakelauncher", "fakelauncher", FAKE_PLUGIN, "[distcomp]\nfake = fakelauncher\n")

@@ -81,6 +81,7 @@ def test_slurm_accepts_the_compiled_script(slurm_cluster: Path, tmp_path: Path) 
     assert proc.returncode == 0 and "to start at" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_the_script_sbatch_tested_is_the_one_submitted(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Compile once, submit what was compiled: the script `sbatch --test-only` judged in check,
     the one `distcomp compile` prints, and the one queued differ only by what exists once the
@@ -229,6 +230,7 @@ def test_detach_status_logs_then_cancel_leaves_nothing_running(job_dir: Path) ->
 HOSTILE = "$(touch PWNED) `touch PWNED` it's \"two words\" $HOME \\"
 
 
+@pytest.mark.slow
 def test_a_value_is_exact_inside_substitutions_on_every_slurm_rank(job_dir: Path, tmp_path: Path) -> None:
     """Issue 22: `"${X:-${{inputs.v}}}"`, `"$(printf %s ${{inputs.v}})"` and backticks ran a
     `$(touch ...)` in the value on the nodes; now each rank's program gets the value as given."""
