@@ -7,6 +7,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist workers of make test
+WORKERS ?= 3
 
 .PHONY: install slurm-packages test test-fast demo bench clean
 
@@ -42,7 +44,13 @@ test: install slurm-packages
 	$(BIN)/lint-imports --no-cache
 	# the documentation site, offline, every warning an error (tests/test_docs.py runs its commands)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
-	$(BIN)/python -m pytest
+	# 3 workers on 2 cores: many tests wait (servers, clusters, outages) while others compute
+	$(BIN)/python -m pytest -n $(WORKERS)
+
+# lint and every test not marked slow: no cluster, no framework job, about a minute
+test-fast: install
+	$(BIN)/ruff check plugin tests benchmarks examples components docs
+	$(BIN)/python -m pytest -m "not slow" -n 2
 
 demo: install
 	$(BIN)/python examples/demo.py

@@ -61,7 +61,7 @@ def _function_cache(tmp_path_factory: pytest.TempPathFactory):
             os.environ[name] = value
 
 
-# A test on a session's dev cluster is slow: make test-fast starts no cluster.
+# A test on a dev cluster is slow: make test-fast starts no cluster.
 _CLUSTER_FIXTURES = ("slurm_cluster", "ray_cluster")
 
 
@@ -73,13 +73,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     return (yield)
 
 
-# Under pytest-xdist (make test runs workers: --dist loadgroup), the tests of the session's dev
-# clusters run on one worker each, so a session starts one Slurm and one Ray cluster, not one
-# per worker; every other test goes to whichever worker is free. By folder, because the
+# Under pytest-xdist (make test runs workers), the tests of a dev cluster (tests/targets/slurm,
+# tests/targets/ray: a cluster per package) run on one worker, so a run starts one Slurm and one
+# Ray cluster, not one per worker; so do the README's commands, which run in order. Every other
+# test goes to whichever worker is free. By folder, because the
 # controller that schedules never sees the fixtures (xdist's own xdist_group marks are lost
 # under pytest 9.2, whose node ids no longer take the group's suffix). The Ray tests that kill
 # nodes start clusters of their own, so they are scheduled alone.
-_GROUPS = (("tests/targets/slurm/", "slurm"), ("tests/targets/ray/", "ray"))
+_GROUPS = (("tests/targets/slurm/", "slurm"), ("tests/targets/ray/", "ray"), ("tests/test_readme.py", "readme"))
 _OWN_CLUSTERS = ("tests/targets/ray/test_killed_node.py", "tests/targets/ray/test_cluster_script.py")
 
 

@@ -16,9 +16,11 @@ COMMANDS = [line.split("#")[0].strip() for block in BLOCKS if block.not_run is N
             if ASSIGNMENT.sub("", line.strip()).startswith(("distcomp ", "mlflow run "))]
 
 
-def test_readme_shows_exactly_the_two_make_commands() -> None:
+def test_readme_shows_the_make_commands_and_the_makefile_has_them() -> None:
     make_lines = [line.split("#")[0].strip() for b in BLOCKS for line in b.body.splitlines() if line.startswith("make ")]
-    assert make_lines == ["make demo", "make test"]
+    assert make_lines == ["make demo", "make test-fast", "make test"]
+    makefile = (REPO / "Makefile").read_text()
+    assert all(re.search(rf"^{line.split()[1]}:", makefile, re.M) for line in make_lines), make_lines
 
 
 def test_readme_has_commands() -> None:

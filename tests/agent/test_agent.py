@@ -118,8 +118,13 @@ def test_a_one_rank_replica_does_not_inherit_the_agents_task_variables(tmp_path:
     """SLURM_PROCID of the agent's srun task (one per node) is not the rank of the replicas it
     starts: a library that reads it (Lightning's SLURM detection) would misplace them. A replica
     hosting several ranks (mpirun) keeps them: its launcher may need the allocation's."""
-    dump = ("import json, os; json.dump({n: os.environ.get(n) for n in ('SLURM_PROCID', 'SLURM_JOB_ID')},"
-            " open(os.path.join(os.environ['OUT'], os.environ['WHO'] + '.json'), 'w'))")
+    # each replica writes its file whole (the agent stops the ps once the others end: they wait
+    # for its file, so a loaded machine cannot stop it mid-write)
+    dump = ("import json, os, time; out, who = os.environ['OUT'], os.environ['WHO'];"
+            " open(os.path.join(out, who + '.tmp'), 'w').write(json.dumps("
+            "{n: os.environ.get(n) for n in ('SLURM_PROCID', 'SLURM_JOB_ID')}));"
+            " os.replace(os.path.join(out, who + '.tmp'), os.path.join(out, who + '.json'));"
+            " [time.sleep(0.05) for _ in range(600) if not os.path.exists(os.path.join(out, 'ps0.json'))]")
     rank = {**_replica("rank0"), "rank": 0, "ranks": 1}
     ps = {**_replica("ps0"), "rank": None, "ranks": 1, "service": True}
     wrapper = {**_replica("launcher0"), "rank": None, "ranks": 2}

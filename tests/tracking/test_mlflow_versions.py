@@ -1,7 +1,7 @@
 """The direct SQLite writer against the MLflow versions the project accepts, for real: each
 MLflow makes the store with its own migrations, distcomp writes a run through the fast path,
 the same MLflow writes the same run through its own client, and that MLflow reads both back.
-The oldest accepted MLflow (pyproject's ``mlflow>=X``) comes from PyPI, into a cached folder;
+The oldest accepted MLflow (pyproject's ``mlflow>=X``) comes from PyPI, into the session's cache folder;
 the newest is the installed one. A revision the writer was not made for goes to MLflow."""
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def oldest_accepted() -> str:
 def install_mlflow(version: str) -> Path:
     """A folder holding MLflow ``version``'s code (mlflow-skinny, with the store and its
     migrations, and mlflow-tracing), put first on PYTHONPATH; the rest comes from this venv.
-    Cached across sessions under ~/.cache/distcomp-tests (about 50 MB; 3 s to install)."""
+    Kept in the session's cache folder (tests/conftest.py points XDG_CACHE_HOME there: about 50 MB,
+    3 s to install), so a run leaves nothing in the user's ~/.cache."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distcomp-tests"
     done = cache / f"mlflow-{version}"
     if (done / ".complete").is_file():

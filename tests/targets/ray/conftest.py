@@ -1,4 +1,5 @@
-"""A real two-node Ray cluster for the session (dev/ray/cluster.sh in a tmp folder).
+"""A real two-node Ray cluster for this package's tests (dev/ray/cluster.sh in a tmp folder):
+started by the first, stopped after the last, so its daemons do not idle through the rest of the run.
 
 The cluster's processes get the venv's bin first on PATH: the Jobs API runs the driver with the
 cluster's ``python`` (one that has ray), as on a cluster where Ray is installed. Each node's
@@ -52,9 +53,9 @@ def cluster(**settings: str) -> Iterator[tuple[str, Path]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[str]:
-    """The session's cluster: its Jobs API address (http://127.0.0.1:PORT)."""
+    """The package's cluster: its Jobs API address (http://127.0.0.1:PORT)."""
     with cluster() as (address, _folder):
         yield address
 

@@ -1,4 +1,5 @@
-"""A real two-node Slurm cluster for the session (dev/slurm/cluster.sh in a tmp folder).
+"""A real two-node Slurm cluster for this package's tests (dev/slurm/cluster.sh in a tmp folder):
+started by the first, stopped after the last, so it does not idle through the rest of the run.
 
 The fixture installs nothing: `make test` runs `dev/slurm/cluster.sh install` (apt, once) before
 pytest. Where the cluster cannot be had (exit 3: not root, Slurm not installed), the tests fail
@@ -22,7 +23,7 @@ CLUSTER = REPO / "dev" / "slurm" / "cluster.sh"
 JOBS = Path(__file__).resolve().parent / "jobs"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The cluster's folder; SLURM_CONF points at it and the venv's bin leads PATH (the ranks
     run the submitter's Python, as on a cluster whose nodes share the submitter's install)."""
@@ -47,9 +48,9 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def job_dir(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared job dir of the session's jobs (one SQLite MLflow store in it)."""
+    """The shared job dir of the package's jobs (one SQLite MLflow store in it)."""
     return tmp_path_factory.mktemp("slurm-jobs")
 
 
