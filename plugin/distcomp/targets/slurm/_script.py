@@ -71,12 +71,14 @@ NODES = ('mapfile -t DISTCOMP_NODES < <(scontrol show hostnames "$SLURM_JOB_NODE
          '    addr=$(scontrol show node "${DISTCOMP_NODES[$i]}" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')\n'
          '    export "DISTCOMP_NODE_$i=${DISTCOMP_NODES[$i]}" "DISTCOMP_HOST_$i=${addr:-${DISTCOMP_NODES[$i]}}"\n'
          'done\n')
-# a port nothing listens on at the first node (the batch script runs there), given once per job
+# a port nothing listens on at the first node (the batch script runs there), given once per job;
+# below Linux's ephemeral range (32768-60999 by default), where any outgoing connection's local
+# port may land between this check and the rank's bind (seen under a parallel test run)
 NEXT_PORT = ('DISTCOMP_PORTS=" "\n'
              'next_port() {  # sets PORT\n'
              '    local p\n'
              '    while :; do\n'
-             '        p=$((20000 + RANDOM % 30000))\n'
+             '        p=$((20000 + RANDOM % 12768))\n'
              '        [[ $DISTCOMP_PORTS == *" $p "* ]] && continue\n'
              '        (exec 3<>"/dev/tcp/$DISTCOMP_HOST_0/$p") 2>/dev/null || break\n'
              '    done\n'
