@@ -10,7 +10,10 @@ target's, or the node agent's) looks there while the job runs and stops the whol
 
 A Python rank reports a failure itself, from ``_ranksite/sitecustomize.py`` (this watcher puts it
 on the rank's PYTHONPATH): mpi4py's ``MPI_Finalize`` at exit waits for the other ranks, so a
-failed Python rank would not end before them; Python's own exit handlers run before it.
+failed Python rank would not end before them; Python's own exit handlers run before it. Every
+Python process under the rank inherits that PYTHONPATH, so the rank's pid goes in ``RANK_PID``:
+only the rank itself reports, not a ``git describe``-like Python child whose failure the rank
+reads and survives, nor a forked child (see ``_ranksite``).
 
 Signals for the rank (mpirun's SIGTERM, SIGINT, SIGUSR1...) come to this process: they are passed
 on to the rank's process group, and a rank that ends after one was stopped, not failed. If this
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any, Mapping, Sequence
 
 ENV = "DISTCOMP_RANK_EXITS"  # the folder reports go to
+RANK_PID = "DISTCOMP_RANK_PID"  # the pid of the process this watcher started: the rank (_ranksite reads it)
 # the Open MPI settings that put a program in front of every rank (5: PRRTE's; 4: ORTE's)
 EXEC_AGENT = ("PRTE_MCA_odls_base_exec_agent", "OMPI_MCA_orte_fork_agent")
 _RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
@@ -130,6 +134,7 @@ def _start(args: Sequence[str]) -> int:
             pass
         for sig in _PASSED:
             signal.signal(sig, signal.SIG_DFL)
+        os.environ[RANK_PID] = str(os.getpid())  # exec keeps the pid: this process is the rank
         os.execvp(args[0], list(args))
     except OSError as exc:
         print(f"distcomp rank watcher: cannot start {args[0]!r}: {exc.strerror or exc}", file=sys.stderr, flush=True)

@@ -43,8 +43,8 @@ def source_of(fn: Callable[..., Any], where: str) -> str:
     try:
         text = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
-        raise FunctionError(f"{where}: its source cannot be read (a function typed at a plain Python prompt): "
-                            "define it in a notebook cell or a .py file") from None
+        raise FunctionError(f"{where}: its source cannot be read (a function typed at a plain Python prompt, "
+                            "or given by python -c): define it in a notebook cell or a .py file") from None
     try:
         tree = ast.parse(text)
     except SyntaxError:

@@ -6,7 +6,9 @@ is in (the folder above the top package), or ``code=``; ranks import the module 
 it, never by pickling. Refused, each with one line saying what to do: something that is not a
 ``def`` function, a lambda, a nested function, a closure, a function with no file behind it
 (a notebook's or a REPL's ``__main__``), one whose module is an installed package, and a
-code folder holding a ``distcomp`` module of its own (the ranks would run it, not distcomp's)."""
+code folder holding a ``distcomp`` module of its own (the ranks would run it, not distcomp's), and a
+script read from standard input (``python - < nb.py``: its ``__file__`` is ``<stdin>``, a name
+only, and its source cannot be read back to travel inline)."""
 
 from __future__ import annotations
 
@@ -48,6 +50,11 @@ def locate(fn: Callable[..., Any], code: "str | os.PathLike[str] | None", where:
     _refuse_unimportable(fn, where)
     module = fn.__module__
     file = getattr(sys.modules.get(module), "__file__", None)
+    if isinstance(file, str) and file.startswith("<") and file.endswith(">"):
+        # ``python - < nb.py`` names its __main__ "<stdin>": no file to import, no source to read back
+        raise FunctionError(f"{where} is defined in a script Python read from {file} (python - < FILE), not from a "
+                            "file: ranks import a function from its module's file; run the script as a file "
+                            "(python FILE), or import the function from a .py file")
     if not file:
         if code is None:
             raise FunctionError(f"{where} is defined in {module} with no file behind it (a notebook or a REPL): ranks "

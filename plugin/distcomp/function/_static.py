@@ -11,7 +11,10 @@ for every function component in the repository.
 Anything this reading cannot be sure of returns None and the module is imported as before: a
 decorator argument or a default that is not a literal, another decorator, a name the decorator
 or an annotation uses that the module binds twice (or with ``global``/``del``/``import *``),
-an annotation naming anything but the component types, ``*args``, an ``async def``."""
+an annotation naming anything but the component types, ``*args``, an ``async def``, and a module
+that may rebind what this reading takes as given otherwise than by binding a name (``_rebinds``:
+``distcomp.component = wrapper``, ``setattr(typing, ...)``, ``sys.modules[...] = ...``,
+``globals()``, ``exec``...), anywhere in the file: then only the import says what the decorator is."""
 
 from __future__ import annotations
 
@@ -25,6 +28,12 @@ if TYPE_CHECKING:
 __all__ = ["read"]
 
 _BUILTINS = {"int": int, "float": float, "bool": bool, "str": str}
+# what the reading takes as given: these attributes of distcomp, typing and builtins...
+_RELIED = frozenset({"component", "Input", "Output", "Literal", "Optional", "Union", *_BUILTINS})
+# ...and the modules through which a file could change them (or the names bound to them)
+_MODULES = frozenset({"distcomp", "typing", "builtins", "sys", "importlib"})
+_CHANGES = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "reload"})
+_DYNAMIC = frozenset({"exec", "eval", "globals", "locals", "__import__", "__builtins__"})
 
 
 class _Unsure(Exception):
@@ -40,6 +49,8 @@ def read(file: Path, qualname: str, load: "Callable[[], Callable[..., Any]] | No
     try:
         tree = ast.parse(file.read_bytes(), str(file))
     except (SyntaxError, ValueError, OSError):  # the import reports it, with its line
+        return None
+    if _rebinds(tree):
         return None
     try:
         names = _Names(tree)
@@ -165,6 +176,47 @@ class _Names:
             if self.refers(node.value, "typing", "Union"):
                 return typing.Union[tuple(self.hint(a) for a in args)]
         raise _Unsure
+
+
+def _rebinds(tree: ast.Module) -> bool:
+    """Whether the file may change, in any scope, what ``_Names`` takes a name to be, otherwise
+    than by binding that name (which ``_Names`` counts): an attribute of ``distcomp``, ``typing``
+    or ``builtins`` set or deleted (``distcomp.component = functools.partial(...)``), through
+    ``setattr``, a module's ``__dict__`` or ``sys.modules``; ``globals()``, ``exec`` and the like."""
+    aliases: set[str] = set()  # every name any import binds to one of _MODULES or to a name from one
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update(a.asname or a.name.partition(".")[0] for a in node.names
+                           if a.name.partition(".")[0] in _MODULES)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").partition(".")[0] in _MODULES:
+            aliases.update(a.asname or a.name for a in node.names)
+
+    def touches(node: ast.expr) -> bool:
+        """``node`` reaches one of those modules, a module's ``__dict__``, or ``globals()``/``vars()``."""
+        while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "modules"):
+                return True
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars"):
+                return True
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return isinstance(node, ast.Name) and node.id in aliases
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in _DYNAMIC:
+            return True
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if touches(node.value) or (isinstance(node, ast.Attribute) and node.attr in _RELIED and not (
+                    isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):  # any other object may be one
+                return True
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            args = node.args
+            if len(args) < 2 or touches(args[0]) or not (isinstance(args[1], ast.Constant)
+                                                         and isinstance(args[1].value, str) and args[1].value not in _RELIED):
+                return True
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CHANGES:
+            if touches(node.func.value):
+                return True
+    return False
 
 
 def _union(left: Any, right: Any) -> Any:

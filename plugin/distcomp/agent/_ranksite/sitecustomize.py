@@ -7,6 +7,13 @@ neither mpirun nor the watcher outside sees the failure until the others end. Py
 ``atexit`` handlers run before mpi4py's (a C-level one): this module's reports the failure from
 there, as the watcher outside would, and the supervisor stops the job. Then it runs the
 ``sitecustomize`` this one hides, if the environment has one.
+
+Every Python process under the rank inherits this PYTHONPATH, but only the rank may speak for
+itself: a Python child that fails (``git describe``'s kind, whose code the rank reads and goes
+on) or a forked child is not the rank. The rank is the process the watcher started (its pid in
+``DISTCOMP_RANK_PID``; an ``exec`` keeps it), or, where that is a wrapper (a shell script, ``uv
+run``), the process under it that joined MPI; never a fork (its pid is not the one this module
+started in).
 """
 
 import os
@@ -14,6 +21,8 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _failed: "list[int]" = []  # the exit code this process is ending with, once it is known to be a failure
+_PID = os.getpid()  # a forked child has another pid, and is not the rank whatever it holds
+_STARTED = os.environ.get("DISTCOMP_RANK_PID") == str(_PID)  # the process the watcher started (rankwatch.RANK_PID)
 
 
 def _excepthook(kind: object, value: object, tb: object, _hook: object = sys.excepthook) -> object:
@@ -27,9 +36,22 @@ def _exit(status: object = None, _real: object = sys.exit) -> None:
     _real(status)  # type: ignore[operator]
 
 
+def _joined_mpi() -> bool:
+    """Whether this process initialized MPI itself (mpi4py): the rank under a wrapper."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        return bool(mpi is not None and mpi.Is_initialized())
+    except Exception:  # an exit handler must not fail: not known to be the rank, then
+        return False
+
+
+def _is_rank() -> bool:
+    return os.getpid() == _PID and (_STARTED or _joined_mpi())
+
+
 def _at_exit() -> None:
     folder = os.environ.get("DISTCOMP_RANK_EXITS")
-    if not folder or not _failed or _failed[-1] == 0:
+    if not folder or not _failed or _failed[-1] == 0 or not _is_rank():
         return
     import json
     import socket
