@@ -10,6 +10,44 @@ import pytest
 # the jobs the tests start keep the user's setting.
 sys.dont_write_bytecode = False
 
+
+def _own_home() -> None:
+    """A HOME and XDG_* folders of the test process's own (one per pytest process: an xdist
+    worker gets its own), set before anything is imported, so no test reads or writes the
+    user's ~/distcomp-slurm, ~/.local/state or ~/.local/share, and a newcomer's earlier jobs
+    cannot fail the suite. Per process, not per test: the dev clusters and module-scoped jobs
+    outlive a test, and their jobs must be found again under the HOME they were submitted in.
+    Kept: caches that are shared on purpose (torch's compiled extensions, pip's cache) and
+    the user's pip configuration (a private index)."""
+    import atexit
+    import os
+    import pwd
+    import shutil
+    import tempfile
+
+    real = os.environ.get("DISTCOMP_TESTS_REAL_HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    os.environ["DISTCOMP_TESTS_REAL_HOME"] = real  # xdist workers inherit the controller's own HOME
+    cache = os.environ.get("XDG_CACHE_HOME") if "DISTCOMP_TESTS_HOME" not in os.environ else None
+    cache = cache or os.path.join(real, ".cache")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(cache, "torch_extensions"))
+    os.environ.setdefault("PIP_CACHE_DIR", os.path.join(cache, "pip"))
+    for conf in (os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(real, ".config"), "pip", "pip.conf"),
+                 os.path.join(real, ".pip", "pip.conf")):
+        if "PIP_CONFIG_FILE" not in os.environ and os.path.isfile(conf):
+            os.environ["PIP_CONFIG_FILE"] = conf
+    home = tempfile.mkdtemp(prefix="distcomp-tests-home-")
+    os.environ["DISTCOMP_TESTS_HOME"] = os.environ["HOME"] = home
+    atexit.register(shutil.rmtree, home, True)
+    for name, sub in (("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share"),
+                      ("XDG_CACHE_HOME", ".cache"), ("XDG_CONFIG_HOME", ".config")):
+        os.environ[name] = os.path.join(home, sub)
+        os.makedirs(os.environ[name], exist_ok=True)
+    for name in ("DISTCOMP_SLURM_DIR", "DISTCOMP_REGISTRY"):  # the user's own: the defaults under this HOME
+        os.environ.pop(name, None)
+
+
+_own_home()
+
 REPO = Path(__file__).resolve().parents[1]
 # public reference files (peer specs, Kubeflow CRDs), copied in: see tests/reference/README.md
 REFERENCE = REPO / "tests" / "reference"

@@ -22,7 +22,7 @@ def test_build_context_returns_what_it_wrote(tmp_path: Path) -> None:
         tmp_path / "ctx", "pytorch/pytorch:2", None, ())
     assert context.component == distcomp.load(EXAMPLE).ref
     assert context.code_files == ("component.yaml", "train.py")
-    assert sorted(context.files) == sorted(str(p.relative_to(context.path)) for p in context.path.rglob("*")
+    assert sorted([*context.files, ".distcomp-made"]) == sorted(str(p.relative_to(context.path)) for p in context.path.rglob("*")
                                            if p.is_file())
     # the Dockerfile's next step names the spec as the caller did
     assert f"distcomp compile {EXAMPLE} --target kubeflow" in (context.path / "Dockerfile").read_text()

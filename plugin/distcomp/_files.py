@@ -139,9 +139,28 @@ def checked_copy(error: Callable[[str], Exception]) -> Callable[[str, str], obje
     return copy
 
 
-def swap_folder(tmp: Path, dest: Path) -> None:
+# In a folder distcomp writes whole (a build context, an export): ``--force`` replaces a folder
+# only when it holds this file, so never one distcomp did not make (``distcomp._owned``).
+MARKER = ".distcomp-made"
+
+
+def mark_folder(folder: Path, by: str) -> None:
+    """Leave distcomp's marker in ``folder``, which ``by`` (a command) is writing."""
+    (folder / MARKER).write_text(f"Written by `{by}`: `--force` may replace this folder, as it replaces nothing "
+                                 "distcomp did not make.\n", encoding="utf-8")
+
+
+def is_marked(folder: Path) -> bool:
+    """Whether ``folder`` (a real folder, not a link to one) holds distcomp's marker."""
+    return folder.is_dir() and not folder.is_symlink() and (folder / MARKER).is_file() \
+        and not (folder / MARKER).is_symlink()
+
+
+def swap_folder(tmp: Path, dest: Path, marked_only: bool = False) -> None:
     """Put the folder ``tmp`` where ``dest`` is (an empty ``dest`` is removed first); what was
-    there goes only once the new folder is in place, so a reader never sees half of either."""
+    there goes only once the new folder is in place, so a reader never sees half of either.
+    ``marked_only``: a ``dest`` that holds anything is replaced only when it holds distcomp's
+    marker (checked again here, just before it is moved: FileExistsError otherwise)."""
     import shutil
 
     if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
@@ -149,6 +168,8 @@ def swap_folder(tmp: Path, dest: Path) -> None:
     if not dest.exists():
         os.rename(tmp, dest)
         return
+    if marked_only and not is_marked(dest):
+        raise FileExistsError(f"{dest} was not written by distcomp (no {MARKER} in it): it is left as it is")
     old = dest.parent / f".{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.old"
     os.rename(dest, old)
     try:

@@ -53,7 +53,10 @@ def reap(*run_dirs: "str | os.PathLike[str]", grace: float = 5.0, force: bool = 
     although its supervisor is gone: stop every process the job left (SIGTERM, ``grace``
     seconds, SIGKILL), mark it failed, its MLflow run FAILED. A live job is left alone; a job of
     another host is only reported, unless ``force``. ``progress`` hears each folder's outcome as
-    it is known. A named folder that is not a run folder raises a UsageError before any is reaped."""
+    it is known. A job that ended while its MLflow store did not answer has its run's end (and the
+    points its ranks could not deliver) waiting in the folder: delivered now if the store answers
+    (closed), else a problem. A named folder that is not a run folder raises a UsageError before
+    any is reaped."""
     from .targets.local import reap as reap_one
 
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0:

@@ -3,7 +3,11 @@
 ``submit`` makes the job's plan, binds its inputs, builds its masker, creates its MLflow run
 before the target's ``submit`` (which gets all of it as a ``JobContext``) and keeps a small
 record per job: ``$XDG_STATE_HOME/distcomp/jobs/NAME/job.json`` (mode 600: it holds the masker's
-needles), found again from ``TARGET:ID`` through ``jobs/.ids/HASH``. ``settle`` is what the job
+needles), found again from ``TARGET:ID`` through ``jobs/.ids/HASH``, the hash of ``TARGET:ID`` and
+the place where the id is unique (the target's optional ``place(job_id)``: the Slurm cluster's
+name, the Ray Jobs API's address), since a scheduler's id names one job only there. A record
+found is used only if it names that job at that place and, when the target's outcome names the
+job's run, that run: never another job's run, secrets or logs. ``settle`` is what the job
 handle does with every outcome a target reports: the job's secrets masked, its run named, and,
 once the job has ended, the run ended (once, under the record's lock: whichever process sees
 the end first, the one that waits, or ``distcomp status|cancel`` later from another shell).
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
     from .plan import Plan
     from .plugins import TargetPlugin
     from .redact import Masker
+    from .spec import ComponentSpec
     from .target import Compiled, Notify
 
 __all__ = ["jobs_dir", "masker_of", "record_of", "settle", "submit"]
@@ -52,22 +57,37 @@ def jobs_dir() -> Path:
     return Path(os.path.abspath(state)) / "distcomp" / "jobs"
 
 
-def _index(job: str) -> Path:
-    return jobs_dir() / IDS / hashlib.sha256(job.encode("utf-8")).hexdigest()[:40]
+def _index(job: str, place: str = "") -> Path:
+    key = f"{job}@{place}" if place else job
+    return jobs_dir() / IDS / hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
 
 
-def record_of(job: str) -> Path | None:
-    """The record folder of job ``TARGET:ID``, if this machine submitted it."""
+def place_of(instance: Any, job: str) -> str:
+    """Where job ``TARGET:ID``'s id names one job (the target's ``place``), "" when it says none."""
+    place = getattr(instance, "place", None)
+    if not callable(place):
+        return ""
     try:
-        folder = jobs_dir() / _index(job).read_text(encoding="utf-8").strip()
+        return str(place(job.partition(":")[2]) or "")
+    except Exception:  # a cluster that does not answer now: the bare id, and the record checked
+        return ""
+
+
+def record_of(job: str, instance: Any = None) -> Path | None:
+    """The record folder of job ``TARGET:ID``, if this machine submitted it (at the place the
+    target ``instance`` says the id names it)."""
+    place = place_of(instance, job)
+    try:
+        folder = jobs_dir() / _index(job, place).read_text(encoding="utf-8").strip()
     except OSError:
         return None
-    return folder if (folder / RECORD).is_file() else None
+    data = _read(folder)
+    return folder if data.get("job") == job and str(data.get("place") or "") == place else None
 
 
-def masker_of(job: str, folder: Path | None = None) -> "Masker":
+def masker_of(job: str, folder: Path | None = None, instance: Any = None) -> "Masker":
     """The masker of job ``TARGET:ID`` from its record (none: a job submitted elsewhere)."""
-    folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job)
+    folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job, instance)
     return _masker(_read(folder) if folder is not None else {})
 
 
@@ -130,6 +150,7 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
     plan = make_plan(spec, env={**spec.environment_variables, **given_env})
     values = bind_inputs(plan.spec, dict(options.get("inputs") or {}), Path.cwd())  # InputError: a UsageError
     masker = job_masker(plan.spec, values, given_env)
+    _check_places(found, plan.spec, options)
     if hasattr(instance, "check"):  # the target's refusals, before anything of the job exists
         call("check", plan.spec, options, *([compiled] if _positional(instance.check) >= 3 else []))
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
@@ -164,18 +185,43 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
         raise
     if folder is not None:
         key = f"{found.type.name}:{job_id}"
-        _write(folder, {"version": VERSION, "job": key, "name": name, "needles": list(masker.needles),
+        place = place_of(instance, key)
+        _write(folder, {"version": VERSION, "job": key, "place": place, "name": name, "needles": list(masker.needles),
                         "run_id": ref.run_id if ref else "", "tracking_uri": ref.tracking_uri if ref else "",
                         "experiment_id": ref.experiment_id if ref else "",
                         "started_ms": run.started_ms if run is not None else 0, "ended": None})
-        _index(key).parent.mkdir(parents=True, exist_ok=True)
-        _index(key).write_text(name + "\n", encoding="utf-8")
+        _index(key, place).parent.mkdir(parents=True, exist_ok=True)
+        _index(key, place).write_text(name + "\n", encoding="utf-8")
         if run is not None:
             try:  # which job of which target the run is: shown by the MLflow UI beside its name
                 run.store.log(run.run.run_id, {JOB_TAG: key})
             except Exception as exc:  # a store that stopped answering: the job runs on, its run says less
                 notify(f"warning: MLflow run {run.run.run_id}: could not tag it with its job {key}: {exc}")
     return job_id, folder
+
+
+def _check_places(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
+    """The one output-path rule, for every target alike (``jobs.written_place_problems``): where
+    its options say the job writes (``TargetOption.writes``), no system folder, registry or code
+    folder, refused before anything of the job exists (its job folder, its MLflow run)."""
+    from .jobs import written_place_problems
+    from .spec import InputError
+
+    outputs: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    here = True
+    for option in found.type.options:
+        value = options.get(option.name)
+        if not option.writes or value is None or value == "":
+            continue
+        if option.kind == "pairs" and isinstance(value, Mapping):
+            outputs.update({str(k): str(v) for k, v in value.items()})
+            here = here and option.path != "there"
+        elif isinstance(value, (str, os.PathLike)):
+            folders[option.cli_flag] = os.path.expanduser(os.fspath(value))
+    problems = written_place_problems(spec, outputs, folders, Path.cwd(), outputs_here=here)
+    if problems:
+        raise InputError("\n".join(problems))
 
 
 def _start_run(found: "TargetPlugin", instance: Any, plan: "Plan", values: Mapping[str, Any], masker: "Masker",
@@ -218,8 +264,10 @@ def settle(job: str, instance: Any, outcome: JobOutcome, folder: Path | None,
            notify: "Notify | None") -> JobOutcome:
     """``outcome`` as the user sees it: masked, naming the job's run; once the job ended, its run
     ended too (``notify``, else stderr, hears what could not be done)."""
-    folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job)
+    folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job, instance)
     data = _read(folder) if folder is not None else {}
+    if outcome.tracking is not None and data.get("run_id") and data["run_id"] != outcome.tracking.run_id:
+        folder, data = None, {}  # the record of another job the id named once: not this one's
     outcome = outcome.masked(_masker(data))
     if outcome.tracking is None and data.get("run_id"):
         outcome = replace(outcome, tracking=TrackingRef(data["run_id"], data.get("tracking_uri", ""),

@@ -4,8 +4,9 @@ installed and no folder is shared with the submitter (a Kubernetes pod, an Azure
 ``boot_argv(record)`` is ``python3 -c BOOT AGENT RECORD``: AGENT is the agent's own files (a
 zip, base64), RECORD the node record as JSON. BOOT unpacks the agent into a fresh temporary
 folder (beside an empty ``distcomp`` package, so an image that has another distcomp, or none,
-runs this one), writes the record there with the container's working folder as the replicas'
-``cwd``, and runs ``python -m distcomp.agent`` on it. The image needs Python 3 and nothing else.
+runs this one), writes the record there (mode 600 whatever the image's umask: the agent refuses
+a record others may write) with the container's working folder as the replicas' ``cwd``, and
+runs ``python -m distcomp.agent`` on it. The image needs Python 3 and nothing else.
 
 Where the platform itself fills the command in (Azure ML substitutes ``${{inputs.x}}`` in the
 text it runs in bash), ``boot_line`` gives a shell line whose command comes on stdin, from a
@@ -34,7 +35,8 @@ BOOT = ("import base64,io,json,os,runpy,sys,tempfile,zipfile;"
         "zipfile.ZipFile(io.BytesIO(base64.b64decode(sys.argv[1]))).extractall(d);"
         "r=json.loads(sys.argv[2]);r['cwd']=os.getcwd();"
         "r['command']=['/bin/bash','-c',sys.stdin.read()] if sys.argv[3:]==['-'] else r['command'];"
-        "p=os.path.join(d,'node.json');f=open(p,'w');json.dump(r,f);f.close();"
+        "p=os.path.join(d,'node.json');f=os.fdopen(os.open(p,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o600),'w');"
+        "json.dump(r,f);f.close();"
         "sys.path.insert(0,d);sys.argv=['distcomp.agent',p];"
         "runpy.run_module('distcomp.agent',run_name='__main__',alter_sys=True)")
 

@@ -308,7 +308,7 @@ class JobHandle:
         from ._submission import masker_of
 
         lines: Iterator[str] = self._ask("logs", self.id, rank, follow)
-        masker = masker_of(str(self), self.record)
+        masker = masker_of(str(self), self.record, self.instance)
         return (masker.text(line) for line in lines) if masker else lines
 
     def cancel(self, notify: "Notify | None" = None) -> JobOutcome:

@@ -4,7 +4,9 @@ A versioned JSON file, never command-line flags: a flag renamed in the CLI canno
 process started by another distcomp, nor a compiled KFP component or MLflow project that holds
 a record. A record of an older format is read by its rules; one of a newer format is refused
 with both formats named and what to do (upgrade distcomp where it runs). A record may hold
-input values and secret variables, so a job's is written for its owner only (mode 600).
+input values and secret variables, so a job's is written for its owner only (mode 600); and it
+says what runs, so one owned by another user, or writable by others, is refused (as ssh refuses
+a loose key file).
 
 Format 1::
 
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .agent.trust import Untrusted, read_trusted
 from .errors import UsageError
 
 __all__ = ["ACTIONS", "JobRecord", "KEY", "PARAM_RULES", "RUN_OPTIONS", "RecordError", "VERSION", "bind_params",
@@ -115,11 +118,13 @@ def _newer(where: str, version: int, data: dict[str, Any]) -> RecordError:
 
 
 def read_record(path: "str | os.PathLike[str]") -> JobRecord:
-    """The record at ``path``; one of a newer format, or a file that is no record, is a RecordError."""
+    """The record at ``path``; one of a newer format, a file that is no record, or one that may not be
+    trusted (another user's, writable by others: ``distcomp.agent.trust``) is a RecordError."""
     where = os.fspath(path)
-    try:
-        with open(where, encoding="utf-8") as f:
-            data = json.load(f)
+    try:  # what it says runs: only a record of this user's (or root's) that no one else may change
+        data = json.loads(read_trusted(where, "the job record"))
+    except Untrusted as exc:
+        raise RecordError(str(exc)) from None
     except OSError as exc:
         raise RecordError(f"cannot read the job record {where}: {exc.strerror or exc}") from None
     except ValueError as exc:

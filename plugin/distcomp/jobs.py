@@ -6,24 +6,18 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+# the places no job may write (system folders, your home folder): the core's one rule, ``distcomp._places``
+from ._places import system_problem as _system_problem
 from .spec import (ComponentSpec, InputError, SymlinkLoop, check_inputs, command_problems, is_uri, resolve_path,
-                   unknown_outputs)
+                   unknown_outputs, utf8_problem)
 
-__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem", "port_problems", "status_file_problem"]
+__all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem", "port_problems", "status_file_problem",
+           "written_place_problems"]
 
-# Folders a job must never write into as its run folder or an output: these themselves...
-SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/dev/shm", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
-                  "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr",
-                  "/usr/local", "/var", "/var/tmp")
-# ...and everything under these, but for the places users keep their own files there.
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys",
-                "/usr")
-USER_PLACES = ("/dev/shm", "/usr/local")
 RUNS = "runs"  # the code folder's own runs/: where a run from inside it goes, and what packaging skips
 
 
@@ -41,7 +35,7 @@ def job_base(cwd: Path) -> Path:
     relative MLflow store): ``cwd``, unless it lies in a component registry, which no job may
     change (``cd REGISTRY/NAME/VERSION && distcomp run .``): then the user's data folder,
     ``$XDG_DATA_HOME/distcomp`` (default ``~/.local/share/distcomp``)."""
-    from .registry import inside_store
+    from ._stores import inside_store
 
     if inside_store(cwd) is None:
         return cwd
@@ -79,27 +73,6 @@ def port_problems(spec: ComponentSpec, values: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-@cache
-def _system() -> tuple[frozenset[Path], tuple[Path, ...], tuple[Path, ...]]:
-    """The system folders as this machine resolves them (``/lib`` is ``/usr/lib`` on merged-/usr)."""
-    def real(paths: tuple[str, ...]) -> tuple[Path, ...]:
-        return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
-    return frozenset(real(SYSTEM_FOLDERS)), real(SYSTEM_TREES), real(USER_PLACES)
-
-
-def _system_problem(real: Path) -> str | None:
-    exact, trees, user = _system()
-    home = os.environ.get("HOME")
-    if home and real == Path(os.path.realpath(home)):
-        return "is your home folder"
-    if real in exact:
-        return "is a system folder"
-    if any(real.is_relative_to(u) for u in user):
-        return None
-    root = next((t for t in trees if real.is_relative_to(t)), None)
-    return f"is inside the system folder {root}" if root else None
-
-
 def _creatable(path: Path) -> str | None:
     """Why ``path`` (which does not exist) cannot be made with its parents, or None."""
     for part in (path, *path.parents):
@@ -116,6 +89,9 @@ def place_problem(path: Path, code: Path, holds: str = "folder") -> str | None:
     or one inside the system's own trees, and the code folder or a folder holding it."""
     if "\0" in str(path):
         return "holds a NUL byte (\\0)"
+    not_text = utf8_problem(str(path))  # a path MLflow and status.json could not record
+    if not_text:
+        return not_text
     try:
         return _place_problem(path, code, holds)
     except SymlinkLoop:
@@ -144,12 +120,9 @@ def _place_problem(path: Path, code: Path, holds: str) -> str | None:
 
 def _in_registry(path: Path) -> str | None:
     """Why a job must not write ``path``, when it lies in a component registry, or None."""
-    from .registry import inside_store
+    from ._places import in_registry
 
-    try:
-        store = inside_store(path)
-    except (OSError, ValueError):  # a NUL byte, a link loop: place_problem says so
-        return None
+    store = in_registry(path)  # a NUL byte, a link loop: place_problem says so
     return None if store is None else f"is inside the component registry at {store}, which no job may change"
 
 
@@ -162,14 +135,37 @@ def _inside_code(path: Path, code: Path) -> str | None:
     return None
 
 
-def _run_dir_problems(run_dir: Path, code: Path) -> list[str]:
-    why, fix = _in_registry(run_dir), "give --run-dir a folder outside the registry"
+def _run_dir_problems(run_dir: Path, code: Path, flag: str = "--run-dir", what: str = "run folder",
+                      own: str = "a new folder of its own") -> list[str]:
+    why, fix = _in_registry(run_dir), f"give {flag} a folder outside the registry"
     if why is None:
-        why, fix = place_problem(run_dir, code), "give --run-dir a new folder of its own"
+        why, fix = place_problem(run_dir, code), f"give {flag} {own}"
     if why is None:
         why = _inside_code(run_dir, code)
-        fix = f"give --run-dir a folder outside it, or under its {RUNS}/ folder"
-    return [f"run folder {_show(run_dir)} {why}; {fix}"] if why else []
+        fix = f"give {flag} a folder outside it, or under its {RUNS}/ folder"
+    return [f"{what} {_show(run_dir)} {why}; {fix}"] if why else []
+
+
+def written_place_problems(spec: ComponentSpec, outputs: Mapping[str, str], folders: Mapping[str, str],
+                           cwd: Path, outputs_here: bool = True) -> list[str]:
+    """The one output-path rule of every target whose job writes on this machine's paths (or a
+    file system its nodes share), asked by the core before anything of the job exists: each
+    folder the job's own folder goes in (``folders``: flag -> path, ``--run-dir``, ``--job-dir``)
+    and each output given (``outputs``: name -> path; a relative one is read from ``cwd`` when
+    ``outputs_here``, else it is the target's to refuse: its nodes want absolute paths). One
+    line per problem: the place, why, what to do."""
+    problems = []
+    for flag, given in folders.items():
+        path = Path(given)
+        path = path if path.is_absolute() else cwd / path
+        if flag == "--run-dir":  # the job's own folder, as make_job says it
+            problems += _run_dir_problems(path, spec.code)
+        else:  # a folder the job's own folder goes in (--job-dir): it may hold others
+            problems += _run_dir_problems(path, spec.code, flag, flag.removeprefix("--").replace("-", " "),
+                                          "a folder of its own")
+    absolute = {n: str(p if p.is_absolute() else cwd / p) for n, p in ((n, Path(p)) for n, p in outputs.items())
+                if n in spec.outputs and (outputs_here or p.is_absolute())}
+    return problems + _output_problems(spec, absolute)
 
 
 def status_file_problem(path: Path, spec: ComponentSpec, cwd: Path) -> str | None:

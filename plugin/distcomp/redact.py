@@ -54,7 +54,9 @@ A job's ``Masker`` is built once from its inputs and its environment variables (
 
 What stays in clear: a secret a rank transforms before printing it (base64, reversed, cut
 in pieces of 1-2 characters inside words), and environment variables a rank inherits from the
-submitting shell (only the inputs and the job's own variables are the job's secrets).
+submitting shell (only the inputs and the job's own variables are the job's secrets), except in
+what the rank logs to MLflow itself: there the values of all its own secret-named variables
+are masked (``env_secrets``; ``distcomp.runtime``, MLflow's API through the hook).
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["REDACTED", "SECRET_NAME", "Masker", "NONE", "is_secret", "job_masker", "mask", "mask_argv", "secret_values"]
+__all__ = ["REDACTED", "SECRET_NAME", "Masker", "NONE", "env_secrets", "is_secret", "job_masker", "mask", "mask_argv",
+           "secret_values"]
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|AUTH|CRED|PRIVATE", re.IGNORECASE)
 REDACTED = "***"
@@ -187,6 +190,22 @@ def secret_values(values: Mapping[str, Any]) -> list[str]:
     """The values (as text) of the secret-named entries of ``values``, longest first."""
     found = {str(v) for k, v in values.items() if v is not None and is_secret(k) and str(v).strip()}
     return sorted(found, key=len, reverse=True)
+
+
+# What a process's whole environment holds under a name the rule matches, and is no secret: the
+# shell's folders, agents' sockets, a tokenizer library's switch. And values no secret takes (a
+# flag): masked everywhere as words, they would blank every "true" and "1" a rank logs.
+NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD", "XAUTHORITY", "SSH_AUTH_SOCK", "GPG_AGENT_INFO",
+                            "TOKENIZERS_PARALLELISM", "KRB5CCNAME"})
+_FLAG_VALUES = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "none", "null"})
+
+
+def env_secrets(environ: Mapping[str, str]) -> list[str]:
+    """The secrets of a process's own environment: the values of its secret-named variables
+    (``secret_values``), less the names and flag values above. What a rank masks in what it
+    logs: it holds these anyway, so nothing tells it a secret it did not have."""
+    return secret_values({k: v for k, v in environ.items()
+                          if k not in NOT_SECRET_ENV and v.strip().lower() not in _FLAG_VALUES})
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:

@@ -53,7 +53,10 @@ Optional methods a target may have, each asked by the core when present:
   None: none they can reach, the job runs untracked (say why with ``notify``);
 - ``save_logs(job_id, folder)``: write the ended job's logs into ``folder``, one file per
   rank or node (``rank0.log``): the run keeps them, masked, as ``logs/NAME`` (default: the
-  lines of ``logs(job_id, None, False)`` as ``job.log``).
+  lines of ``logs(job_id, None, False)`` as ``job.log``);
+- ``place(job_id) -> str``: where the id names one job (a Slurm cluster's name, a Jobs API's
+  address), for a scheduler whose ids repeat elsewhere: the core keys its record of the job by
+  it, so a job of another cluster with the same id never gets this one's run or secrets.
 
 ``TargetType.tracks_itself``: the target's jobs make and end their own run (the local target's
 supervisor); the core then makes none. ``TargetType.shares_files``: the ranks see this
@@ -102,7 +105,10 @@ class TargetOption:
     value, for ``pairs``) is a path: ``"here"`` on the submitting machine (a relative one is read
     where the submit runs), ``"there"`` where the job runs (on nodes that see none of this
     machine's folders: it must be absolute); what relays an option (an MLflow backend config)
-    reads it so.
+    reads it so. ``writes``: the job writes on that path (its outputs, the folder its own
+    folder goes in): the core refuses, before anything of the job exists, a place no job may
+    write (a system folder, a registry, the code folder: ``jobs.written_place_problems``), for
+    every target alike.
     """
 
     name: str  # the Python keyword (``output_paths``); the flag is --output-paths unless ``flag`` says
@@ -117,6 +123,7 @@ class TargetOption:
     separator: str = "="
     minimum: float | None = None
     path: Literal["", "here", "there"] = ""
+    writes: bool = False
 
     def __post_init__(self) -> None:
         if not _OPTION.match(self.name):
@@ -275,19 +282,42 @@ class Compiled:
         assert self.text is not None
         return self.text.replace(JOB_NAME, name)
 
-    def write(self, path: "str | Path") -> Path:
-        """Write it to ``path`` (whole or not at all); a UsageError says why it cannot be."""
+    def write_problem(self, path: "str | Path", force: bool = False) -> str | None:
+        """Why ``write(path, force)`` would refuse ``path``, as the whole message, or None: asked
+        before anything is said or written."""
+        from ._owned import file_problem, folder_problem
+
         out = Path(path)
         if self.suffixes and out.suffix not in self.suffixes:
-            raise UsageError(f"{self.kind} is written to a file ending in {' or '.join(self.suffixes)} (got {out})")
+            return f"{self.kind} is written to a file ending in {' or '.join(self.suffixes)} (got {out})"
+        code = self.spec.code if self.spec is not None else None
+        if self.folder:  # the target's writer says which folders it replaces (its own marker)
+            why = folder_problem(out, code, force=False)
+            return f"--out {out} {why}" if why else None
+        return file_problem(out, self.spec, force)
+
+    def write(self, path: "str | Path", force: bool = False) -> Path:
+        """Write it to ``path`` (whole or not at all); a UsageError says why it cannot be. Only
+        over what distcomp wrote (``distcomp._owned``): a file it wrote carries its mark, which
+        is added here where the format allows a comment; ``force``: over another existing file
+        too, but never the spec, a file of its code folder, a registry or a system folder."""
+        from ._owned import mark_file, mark_text
+
+        out = Path(path)
+        why = self.write_problem(out, force)
+        if why:
+            raise UsageError(why)
+        by = f"distcomp compile --target {self.target}" if self.target else "distcomp compile"
         if self.writer is not None:
             self.writer(out)
+            if not self.folder and out.is_file():
+                mark_file(out, by)
             return out
         from ._files import write_atomic
 
         assert self.text is not None
         try:
-            write_atomic(out, self.text)
+            write_atomic(out, mark_text(self.text, by) or self.text)
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
         return out

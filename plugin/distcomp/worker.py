@@ -80,7 +80,8 @@ def _reap(record: JobRecord, where: str) -> int:
         raise RecordError("a reap record needs run_dir (text) and lock_fd (a number)")
     grace = float(o.get("grace", 5.0))
     cookie = o.get("cookie") if isinstance(o.get("cookie"), str) else None
-    report = reap(Path(run_dir), grace, lock_fd=lock_fd, cookie=cookie)
+    key = o.get("note_key") if isinstance(o.get("note_key"), str) else None  # signs the watchdog's note
+    report = reap(Path(run_dir), grace, lock_fd=lock_fd, cookie=cookie, key=key)
     print(f"distcomp reap: {run_dir}: {report.message}", flush=True)
     return 0
 

@@ -133,7 +133,8 @@ distcomp.export(train, {str(exported)!r})
     assert proc.returncode == 0, explain(proc)
     files = sorted(p.relative_to(exported).as_posix() for p in exported.rglob("*") if p.is_file())
     # .gitignore'd (*.ckpt, scratch/) and .distcompignore'd (notes.txt) files stay home
-    assert files == ["code/.distcompignore", "code/.gitignore", "code/helpers.py", "code/train.py", "component.yaml"]
+    assert files == [".distcomp-made",  # the marker force=True looks for
+                     "code/.distcompignore", "code/.gitignore", "code/helpers.py", "code/train.py", "component.yaml"]
     check = distcomp(tmp_path, "validate", str(exported / "component.yaml"))
     assert check.returncode == 0 and "ok: fn-probe@1.0.0 (torch.distributed, 1 node x 2 processes)" in check.stdout
     results = {}

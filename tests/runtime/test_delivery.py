@@ -1,6 +1,6 @@
 """What a rank logs reaches the store or is counted: kept through a server's outage and
-delivered when it is back (``flush()`` says False until then), counted exactly when the process
-ends first (SIGTERM)."""
+delivered when it is back (``flush()`` says False until then), kept on disk in the run folder,
+counted exactly, when the process ends first (SIGTERM)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ SIGTERMED = """
 
 
 @pytest.mark.slow
-def test_sigterm_counts_exactly_what_it_could_not_send(store: Store, tmp_path: Path) -> None:
+def test_sigterm_keeps_on_disk_exactly_what_it_could_not_send(store: Store, tmp_path: Path) -> None:
     run = store.new_run()
     reports = tmp_path / "reports"
     env = store.env(run, DISTCOMP_SIGTERM_FLUSH_S="0", DISTCOMP_TRACKING_DIR=str(reports))  # give up at once
@@ -84,13 +84,17 @@ def test_sigterm_counts_exactly_what_it_could_not_send(store: Store, tmp_path: P
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=90)
     assert proc.returncode == -signal.SIGTERM, err[-3000:]
-    found = re.search(r"at SIGTERM: kept ([\d,]+) of 200,000 metric points; ([\d,]+) were not logged", err)
+    found = re.search(r"at SIGTERM: ([\d,]+) metric points wait in (\S+) ", err)
     assert found, err[-3000:]
-    kept, lost = (int(g.replace(",", "")) for g in found.groups())
-    assert kept + lost == 200_000 and lost > 0
-    assert len(store.client.get_metric_history(run, "m")) == kept  # what it says it kept, exactly
+    waiting = int(found.group(1).replace(",", ""))
+    kept = len(store.client.get_metric_history(run, "m"))
+    assert kept + waiting == 200_000 and waiting > 0  # nothing lost: stored, or kept on disk
+    assert "were not logged" not in err
+    lines = Path(found.group(2)).read_text().splitlines()
+    assert sum(len(json.loads(line)["m"]) for line in lines) == waiting  # what it says waits, exactly
     report = json.loads(next(reports.glob("undelivered-*.json")).read_text())
-    assert report["reason"] == "SIGTERM" and report["undelivered"]["metrics"] == lost
+    assert report["reason"] == "SIGTERM" and report["waiting"]["metrics"] == waiting
+    assert report["undelivered"]["metrics"] == 0
 
 
 @pytest.mark.slow

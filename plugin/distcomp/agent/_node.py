@@ -24,6 +24,7 @@ from typing import IO, Any, Callable, Mapping, Sequence
 
 from . import rankwatch
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
+from .trust import Untrusted, read_trusted
 
 TAIL = 15  # lines of a replica's output kept for its report
 RANK_EXITS = "rank-exits"  # in the job folder: the rank watchers' reports (rankwatch)
@@ -136,12 +137,15 @@ def _secrets(record: Mapping[str, Any], folder: str) -> tuple[list[str], list[st
     """The secrets by index, and every needle to mask (the same list: each form is one)."""
     if not record.get("secrets"):
         return [], []
-    path = os.path.join(folder, record["secrets"])
-    try:
-        with open(path, encoding="utf-8") as f:
-            found = read_secrets(f.read())
+    path = os.path.join(folder, record["secrets"])  # a plain name (record.check): a file of this folder
+    try:  # a link is refused: it could lead anywhere (../../etc/shadow)
+        found = read_secrets(read_trusted(path, "the job's secrets file", secret=True, follow=False))
+    except Untrusted as exc:
+        raise Usage(str(exc)) from None
     except OSError as exc:
         raise Usage(f"cannot read the job's secrets file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise Usage(f"the job's secrets file {path} cannot be read ({exc}); give the file distcomp wrote") from None
     return found, found
 
 

@@ -1,6 +1,7 @@
 """The node agent's job record: one versioned JSON document that says everything a node needs
-to start its part of a job. Standard library only, and nothing else of distcomp: the agent runs
-where only Python and the user's code exist. The writer side is ``distcomp.agentjob``.
+to start its part of a job. Standard library only, and nothing of distcomp outside this
+package: the agent runs where only Python and the user's code exist. The writer side is
+``distcomp.agentjob``.
 
 A record (``VERSION`` 1)::
 
@@ -25,7 +26,8 @@ A record (``VERSION`` 1)::
      "node_env": ["SLURM_NODEID"],            # the first one set says which node this is
      "node_name_env": ["SLURMD_NODENAME"],    # the node's name in reports (else the host name)
      "task_env": ["SLURM_PROCID"],            # the agent's own task: not given to a one-rank replica
-     "secrets": "secrets.sh",                 # optional: DISTCOMP_SECRET_N=... lines (mode 600)
+     "secrets": "secrets.sh",                 # optional: DISTCOMP_SECRET_N=... lines (mode 600), a file
+                                              # of the record's own folder
      "console": false,                        # also print each line, [name]-prefixed, on stdout
      "grace": 5.0,                            # seconds between SIGTERM and SIGKILL
      "zero_or_greater": false}                # a negative exit code only is a failure
@@ -43,6 +45,8 @@ import json
 import re
 import shlex
 from typing import Any, Mapping, Sequence
+
+from .trust import Untrusted, read_trusted
 
 VERSION = 1
 KEY = "distcomp_node_record"
@@ -167,8 +171,9 @@ def check(data: Any, where: str) -> dict[str, Any]:
             raise bad(f"replica {r['name']}: 'rank_hooks' must be a list of variable names")
     if not isinstance(data.setdefault("cwd", "."), str):
         raise bad("'cwd' must be a path")
-    if data.setdefault("secrets", None) is not None and not isinstance(data["secrets"], str):
-        raise bad("'secrets' must be a file name or null")
+    secrets = data.setdefault("secrets", None)
+    if secrets is not None and (not isinstance(secrets, str) or not _FILE.match(secrets) or secrets in (".", "..")):
+        raise bad(f"'secrets' must be the name of a file in the record's own folder, or null (got {secrets!r})")
     grace = data.setdefault("grace", 5.0)
     if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
         raise bad("'grace' must be a number of seconds >= 0")
@@ -176,10 +181,12 @@ def check(data: Any, where: str) -> dict[str, Any]:
 
 
 def read(path: str) -> dict[str, Any]:
-    """The record in file ``path``, checked (a RecordError says what is wrong and what to do)."""
+    """The record in file ``path``, checked (a RecordError says what is wrong and what to do),
+    if it may be trusted (``.trust``: yours or root's, writable by you alone)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_trusted(path, "the job record"))
+    except Untrusted as exc:
+        raise RecordError(str(exc)) from None
     except OSError as exc:
         raise RecordError(f"cannot read the job record {path}: {exc.strerror or exc}") from None
     except ValueError as exc:

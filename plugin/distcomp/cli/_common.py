@@ -23,17 +23,38 @@ class _Usage(UsageError):
     """A usage error the CLI itself finds (an option, a folder with no spec, ...)."""
 
 
-def pairs(values: Sequence[str] | None, flag: str, separator: str = "=", shape: str = "NAME=VALUE") -> dict[str, str]:
-    """``NAME=VALUE`` flags into a dict; a malformed one is a usage error."""
+def pairs(values: Sequence[str] | None, flag: str, separator: str = "=", shape: str = "NAME=VALUE",
+          twice: list[str] | None = None) -> dict[str, str]:
+    """``NAME=VALUE`` flags into a dict; a malformed one is a usage error. A name given twice is
+    one too, unless ``twice`` collects it (its first value kept) to be refused with every other
+    problem (``refuse_twice``)."""
     out: dict[str, str] = {}
     for item in values or ():
         name, sep, value = item.partition(separator)
         if not sep or not name or (separator != "=" and not value):
             raise _Usage(f"{flag} {item!r}: expected {shape}")
         if name in out:
-            raise _Usage(f"{flag} {name} is given twice")
+            if twice is None:
+                raise _Usage(f"{flag} {name} is given twice")
+            line = f"{flag} {name} is given twice"
+            twice += [] if line in twice else [line]
+            continue
         out[name] = value
     return out
+
+
+def refuse_twice(twice: Sequence[str], check: Callable[[], object]) -> None:
+    """Refuse the names given twice (if any) together with whatever else ``check`` (the
+    command's own checks, which create nothing) finds wrong, so that one try names them all."""
+    if not twice:
+        return
+    from ..spec import InputError
+
+    try:
+        check()
+    except UsageError as exc:
+        raise InputError("\n".join([*twice, *str(exc).splitlines()])) from None
+    raise InputError("\n".join(twice))
 
 
 def load_spec(ref: str) -> "ComponentSpec":

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 import json
 import sys
 from pathlib import Path
 
-from ._common import SPEC_HELP, _Usage, count, count_float, echo, pairs, positive, seconds, speaker
+from ._common import SPEC_HELP, _Usage, count, count_float, echo, pairs, positive, refuse_twice, seconds, speaker
+
+if TYPE_CHECKING:
+    from ..spec import ComponentSpec
 
 
-def _inputs(args: argparse.Namespace) -> dict[str, str]:
+def _inputs(args: argparse.Namespace, twice: list[str] | None = None) -> dict[str, str]:
     """``--input`` values, plus the ``--input-if-set`` ones whose value is not empty (a caller
     that cannot leave a flag out, such as an MLproject command, passes "" for "not given")."""
-    given = pairs(args.input, "--input")
-    for name, value in pairs(args.input_if_set, "--input-if-set").items():
+    given = pairs(args.input, "--input", twice=twice)
+    for name, value in pairs(args.input_if_set, "--input-if-set", twice=twice).items():
         if name in given:
             raise _Usage(f"input {name} is given by both --input and --input-if-set")
         if value:
@@ -31,14 +34,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
     spec = load_spec(args.spec)
     check_status_file(args.status_file, spec)
-    outcome = run(spec, inputs=_inputs(args), outputs=pairs(args.output, "--output"),
+    twice: list[str] = []
+    inputs, outputs, env = _inputs(args, twice), pairs(args.output, "--output", twice=twice), pairs(
+        args.env, "--env", twice=twice)
+    refuse_twice(twice, lambda: _check(spec, inputs, outputs, args.run_dir))
+    outcome = run(spec, inputs=inputs, outputs=outputs,
                   nodes=args.nodes, nproc_per_node=args.nproc_per_node, run_dir=args.run_dir,
                   tracking=not args.no_tracking, experiment=args.experiment, timeout=args.timeout,
                   max_restarts=args.max_restarts, grace=args.grace, system_metrics=args.system_metrics,
-                  env=pairs(args.env, "--env"), console=None if args.quiet else echo, notify=speaker("run"))
+                  env=env, console=None if args.quiet else echo, notify=speaker("run"))
     if args.status_file:
         _write_status(args.status_file, outcome.to_json())
     return outcome.exit_code if outcome.exit_code is not None else 1
+
+
+def _check(spec: "ComponentSpec", inputs: dict[str, str], outputs: dict[str, str], run_dir: str | None) -> None:
+    """What ``run`` checks before it makes anything (``jobs.make_job``, which creates nothing)."""
+    from ..jobs import default_run_dir, make_job
+
+    cwd = Path.cwd()
+    make_job(spec, inputs, outputs, Path(run_dir) if run_dir else default_run_dir(spec, cwd), cwd)
 
 
 def _write_status(path: str, record: dict[str, object]) -> None:

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ._common import EXIT_OK, EXIT_USAGE, SPEC_HELP, load_spec, pairs
+from ._common import EXIT_OK, EXIT_USAGE, SPEC_HELP, _Usage, load_spec, pairs, refuse_twice
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -39,9 +39,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     except UsageError as exc:  # the spec's own diagnostics, FILE:LINE:COL first
         print(exc, file=sys.stderr)
         return EXIT_USAGE
-    given, outs = pairs(args.input, "--input"), pairs(args.output, "--output")
+    twice: list[str] = []
+    given, outs = pairs(args.input, "--input", twice=twice), pairs(args.output, "--output", twice=twice)
+    env = pairs(args.env, "--env", twice=twice) if args.env else None
     try:
-        rendered = render(spec, inputs=given, outputs=outs, env=pairs(args.env, "--env") if args.env else None)
+        refuse_twice(twice, lambda: render(spec, inputs=given, outputs=outs, env=env))
+        rendered = render(spec, inputs=given, outputs=outs, env=env)
     except (InputError, RenderError) as exc:
         print(f"{args.spec}: {exc}".replace("\n", f"\n{args.spec}: "), file=sys.stderr)
         return EXIT_USAGE
@@ -54,10 +57,19 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from .._specs_api import schema
 
     text = json.dumps(schema(args.dialect), indent=2) + "\n"
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
+    if not args.out:
         sys.stdout.write(text)
+        return EXIT_OK
+    from .._files import write_atomic
+    from .._owned import file_problem, mark_text
+
+    why = file_problem(Path(args.out), None, args.force)  # only over what distcomp wrote, unless --force
+    if why:
+        raise _Usage(why)
+    try:
+        write_atomic(Path(args.out), mark_text(text, "distcomp schema") or text)
+    except OSError as exc:
+        raise _Usage(f"cannot write {args.out}: {exc.strerror or exc}") from None
     return EXIT_OK
 
 
@@ -86,4 +98,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.add_argument("--dialect", choices=("sdk", "v2", "draft"), default="sdk",
                    help="sdk: DistributedComponent (default); v2: azure-ai-ml command; draft: distributed job")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--force", action="store_true",
+                   help="write --out over an existing file that distcomp did not write (never a registry or a system "
+                        "folder)")
     p.set_defaults(func=cmd_schema)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file, load_spec, number, pairs,
-                      positive, rel, speaker)
+                      positive, refuse_twice, rel, speaker)
 
 if TYPE_CHECKING:
     from .._nodes import NodeRange
@@ -73,9 +73,10 @@ def add_target_flags(p: argparse.ArgumentParser, target: "TargetType | None", su
             _add_option(group, option)  # type: ignore[arg-type]
 
 
-def target_values(args: argparse.Namespace, target: "TargetType", submitting: bool) -> dict[str, Any]:
+def target_values(args: argparse.Namespace, target: "TargetType", submitting: bool,
+                  twice: list[str] | None = None) -> dict[str, Any]:
     """The target options the user gave (a NAME=VALUE flag as a mapping); defaults are the
-    target's, filled in by ``TargetType.bind``."""
+    target's, filled in by ``TargetType.bind``; ``twice`` collects names given twice (``pairs``)."""
     out: dict[str, Any] = {}
     for option in target.options:
         if option.submit_only and not submitting:
@@ -86,7 +87,7 @@ def target_values(args: argparse.Namespace, target: "TargetType", submitting: bo
         if option.kind == "pairs":
             shape = "CLAIM:PATH (a PersistentVolumeClaim and its mount path)" if option.separator == ":" \
                 else option.metavar or "NAME=VALUE"
-            value = pairs(value, option.cli_flag, option.separator, shape)
+            value = pairs(value, option.cli_flag, option.separator, shape, twice)
         out[option.name] = value
     return out
 
@@ -122,8 +123,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     say = speaker("compile")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
-    bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=False))
+    twice: list[str] = []
+    bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=False, twice=twice))
+    refuse_twice(twice, lambda: compile(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node,
+                                        **bound.options))
     compiled = compile(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node, **bound.options)
+    refusal = compiled.write_problem(args.out, args.force) if args.out else None
+    if refusal:  # one line, before any note: nothing is written
+        raise _Usage(refusal)
     for note in compiled.notes:
         if "{out}" not in note:
             say(f"note: {note}")
@@ -133,7 +140,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                          f"{'DIR' if compiled.folder else 'FILE'}")
         sys.stdout.write(compiled.text)
         return EXIT_OK
-    out = compiled.write(args.out)
+    out = compiled.write(args.out, force=args.force)  # only over what distcomp wrote, unless --force
     say(f"wrote {compiled.kind} to {rel(out)}")
     for note in compiled.notes:
         if "{out}" in note:
@@ -145,13 +152,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """Submit; then print the job id and return (--detach), or wait for the end (Ctrl-C or
     SIGTERM cancels the job) and exit as ``distcomp run`` does."""
     from .._nodes import target_nodes
-    from ..api import submit
+    from ..api import dryrun, submit
 
     say = speaker("submit")
     target = _target_types()[args.target]
     spec = load_spec(args.spec)
     check_status_file(args.status_file, spec)
-    bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=True))
+    twice: list[str] = []
+    bound = target_nodes(args.target, args.nodes, target_values(args, target, submitting=True, twice=twice))
+    refuse_twice(twice, lambda: dryrun(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node,
+                                       **bound.options))
     if args.dryrun:
         return _dryrun(args, spec, bound.nodes, dict(bound.options), say)
     handle = submit(spec, args.target, nodes=bound.nodes, nproc_per_node=args.nproc_per_node, notify=say,
@@ -317,6 +327,9 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.add_argument("--target", required=True, metavar="NAME", help=f"what to compile for ({names})")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout (a folder for a target "
                                                        "that writes one)")
+    p.add_argument("--force", action="store_true",
+                   help="write --out over an existing file that distcomp did not write (never the spec, a file of its "
+                        "code folder, a registry or a system folder)")
     p.add_argument("--nodes", type=node_count, metavar="N",
                    help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .._files import swap_folder
+from .._files import MARKER, is_marked, mark_folder, swap_folder
 from ..errors import UsageError
 from ._signature import FunctionError
 
@@ -32,15 +32,18 @@ CODE = "code"
 def export(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLike[str]", *,
            force: bool = False) -> "ComponentSpec":
     """Write ``fn``'s spec and code into ``folder`` (made if missing; refused when it holds
-    anything, unless ``force``: then replaced whole). ``fn``: a component, or a plain function
-    (made one with the decorator's defaults). Returns the spec loaded from the written file."""
-    return write(fn, folder, force=force)
+    anything, unless ``force``: then replaced whole, if it is an export distcomp wrote: it holds
+    ``.distcomp-made``). Never ``/``, a system folder, ``$HOME``, a registry or anything in it,
+    the code folder or a folder holding it. ``fn``: a component, or a plain function (made one
+    with the decorator's defaults). Returns the spec loaded from the written file."""
+    return write(fn, folder, force=force, mark=True)
 
 
 def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLike[str]", *, force: bool = False,
-          skip: "tuple[Path, ...]" = ()) -> "ComponentSpec":
+          skip: "tuple[Path, ...]" = (), mark: bool = False) -> "ComponentSpec":
     """``export``, with folders of the project left out besides the export's own (``skip``: a
-    registry that lies in the project, when publishing)."""
+    registry that lies in the project, when publishing). ``mark``: leave distcomp's marker,
+    which a later ``force`` needs (a publish's temporary export is no folder of the user's)."""
     from .._codefolder import CodeFolderError, folder_files
     from ..spec import check_text
     from ._component import FunctionComponent, component
@@ -49,11 +52,14 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
     dest = Path(os.path.abspath(folder))
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"export to {folder}: it is a file, not a folder")
+    if made.code.is_relative_to(dest):
+        raise UsageError(f"export to {folder}: it holds the code folder {made.code} itself; export elsewhere")
+    why = _place_problem(dest, made.code, force)
+    if why:
+        raise UsageError(f"export to {folder}: it {why}")
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise UsageError(f"export to {folder}: the folder is not empty; choose an empty or new folder, or pass "
                          "force=True to replace it")
-    if made.code.is_relative_to(dest):
-        raise UsageError(f"export to {folder}: it holds the code folder {made.code} itself; export elsewhere")
     text = made.spec_text(CODE)
     try:
         files = folder_files(made.code, skip=(dest, *skip))  # an export inside the project stays out
@@ -69,12 +75,28 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
         tmp.mkdir()
         _copy(files, tmp / CODE)
         (tmp / SPEC_FILE).write_text(text, encoding="utf-8")
-        swap_folder(tmp, dest)
+        if mark:
+            mark_folder(tmp, "distcomp.export")
+        swap_folder(tmp, dest, marked_only=True)  # what it replaces, distcomp made
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     # what was checked is what was written (its code folder there now): no second reading
     return dataclasses.replace(result.spec, source=dest / SPEC_FILE)
+
+
+def _place_problem(dest: Path, code: Path, force: bool) -> str | None:
+    """Why ``export`` must not write ``dest``, or None (``distcomp._owned.folder_problem``'s
+    rule; a registry is told by ``distcomp._places``, as this layer may not import the registry)."""
+    from .._places import protected
+
+    why = protected(dest, code)
+    if why:
+        return f"{why}: distcomp never writes or replaces it; export to a new folder of its own"
+    if force and dest.is_dir() and any(dest.iterdir()) and not is_marked(dest):
+        return (f"was not written by distcomp.export (it holds no {MARKER}): force=True replaces only an export "
+                "distcomp made; export to a new or empty folder")
+    return None
 
 
 def _copy(files: Mapping[str, Path], code: Path) -> None:

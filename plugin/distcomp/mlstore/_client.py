@@ -122,8 +122,8 @@ class ClientStore:
             self._do("upload an artifact", self.client.log_artifact, run_id, str(source),
                      None if folder == "." else folder)
 
-    def terminate(self, run_id: str, status: str) -> None:
-        self._do("end the run", self.client.set_terminated, run_id, status)
+    def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
+        self._do("end the run", self.client.set_terminated, run_id, status, end_ms)
 
 
 def _text(exc: BaseException) -> str:

@@ -56,6 +56,12 @@ def describe(logged: Counts, undelivered: Counts) -> str:
     return "; ".join(parts)
 
 
+def describe_waiting(waiting: Counts) -> str:
+    """``320 metric points and 1 param`` (what waits on disk for the store)."""
+    parts = [f"{n:,} {noun}{'' if n == 1 else 's'}" for kind, noun in _NOUNS.items() if (n := getattr(waiting, kind))]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
 @dataclass(frozen=True)
 class Report:
     """One process's account of a run: what it logged and what never reached the store."""
@@ -66,10 +72,11 @@ class Report:
     logged: Counts
     undelivered: Counts
     error: str = ""  # the last thing the store said
+    waiting: Counts = Counts()  # not lost: kept in a pending file in the same folder for distcomp to deliver
 
     def to_json(self) -> dict[str, object]:
         return {"run_id": self.run_id, "pid": self.pid, "reason": self.reason, "logged": self.logged.as_dict(),
-                "undelivered": self.undelivered.as_dict(), "error": self.error}
+                "undelivered": self.undelivered.as_dict(), "waiting": self.waiting.as_dict(), "error": self.error}
 
 
 def write_report(folder: Path, report: Report) -> Path:
@@ -90,7 +97,7 @@ def read_reports(folder: Path, run_id: str) -> tuple[list[Report], list[str]]:
                 continue
             reports.append(Report(run_id, int(data.get("pid", 0)), str(data.get("reason", "")),
                                   Counts.from_dict(data.get("logged")), Counts.from_dict(data.get("undelivered")),
-                                  str(data.get("error", ""))))
+                                  str(data.get("error", "")), Counts.from_dict(data.get("waiting"))))
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             problems.append(f"cannot read the rank's delivery report {path}: {exc}; what it counted is not "
                             "in the totals")

@@ -78,15 +78,19 @@ class RestStore:
                 return self._once(urllib.request.Request(url, payload, headers, method=method), retry, ok_codes)
             except _Transient as exc:
                 attempt += 1
-                if attempt > retry.max_retries:
+                left = retry.left()
+                if attempt > retry.max_retries or left == 0:
                     hint = f"; {exc.hint}" if exc.hint else ""
-                    raise StoreUnavailable(f"{exc} ({attempt} tries{hint})") from None
-                time.sleep(retry.delay(attempt, exc.retry_after))
+                    raise StoreUnavailable(f"{exc} ({attempt} {'try' if attempt == 1 else 'tries'}{hint})") from None
+                wait = retry.delay(attempt, exc.retry_after)
+                time.sleep(wait if left is None else min(wait, left))  # a last try at the deadline
 
     def _once(self, request: urllib.request.Request, retry: Retry, ok_codes: tuple[str, ...]) -> dict[str, Any]:
         what = f"{request.get_method()} {urlsplit(request.full_url).path}"
         try:
-            with urllib.request.urlopen(request, timeout=retry.timeout, context=self.context) as response:
+            left = retry.left()  # past a deadline one short attempt is still made: the store may be back
+            timeout = retry.timeout if left is None else min(retry.timeout, max(left, 1.0))
+            with urllib.request.urlopen(request, timeout=timeout, context=self.context) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             self.answered = True
@@ -207,9 +211,9 @@ class RestStore:
         else:
             upload_with_mlflow(self.uri, run.run_id, files)
 
-    def terminate(self, run_id: str, status: str) -> None:
+    def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         self._call("POST", "/api/2.0/mlflow/runs/update",
-                   {"run_id": run_id, "status": status, "end_time": int(time.time() * 1000)})
+                   {"run_id": run_id, "status": status, "end_time": end_ms or int(time.time() * 1000)})
 
 
 def _seconds(text: str | None) -> float | None:

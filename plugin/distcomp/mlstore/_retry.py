@@ -10,6 +10,7 @@ same defaults (7 retries, factor 2: about four minutes before a request is given
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, replace
 from typing import Mapping
 
@@ -28,6 +29,7 @@ class Retry:
     backoff_jitter: float = 1.0
     timeout: float = 120.0  # seconds per attempt
     respect_retry_after: bool = True
+    until: float | None = None  # a ``time.monotonic()`` deadline: no retry waits past it (the last try is short)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Retry":
@@ -47,6 +49,15 @@ class Retry:
         it again later rather than hold its sender for minutes."""
         return replace(self, max_retries=min(self.max_retries, 2), backoff_factor=min(self.backoff_factor, 0.25),
                        backoff_jitter=min(self.backoff_jitter, 0.25), timeout=min(self.timeout, 10.0))
+
+    def within(self, seconds: float) -> "Retry":
+        """The same policy, given up ``seconds`` from now: the end of a job must not wait minutes
+        for a store that went away (what it could not send waits on disk instead)."""
+        return replace(self, until=time.monotonic() + max(0.0, seconds))
+
+    def left(self) -> float | None:
+        """Seconds until the deadline (0 once passed), None without one."""
+        return None if self.until is None else max(0.0, self.until - time.monotonic())
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number ``retry`` (1, 2, ...), as urllib3 computes it."""

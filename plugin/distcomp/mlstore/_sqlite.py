@@ -215,9 +215,10 @@ class SqliteStore:
         else:
             copy_files(root, files)
 
-    def terminate(self, run_id: str, status: str) -> None:
+    def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         with self._write() as db:
-            db.execute("UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?", (status, _now(), run_id))
+            db.execute("UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
+                       (status, end_ms or _now(), run_id))
 
 
 def _sanitize(value: float) -> tuple[float, int]:

@@ -12,6 +12,7 @@ otherwise each run MLflow's table creation and migrations over the others'.
 
 from __future__ import annotations
 
+import copy
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from ._uri import sqlite_path
 if TYPE_CHECKING:
     from ._retry import Retry
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "within"]
 
 
 class Store(Protocol):
@@ -53,7 +54,8 @@ class Store(Protocol):
     def upload(self, run: RunRef, files: Sequence[tuple[Path, str]]) -> None:
         """Copy each local file to its artifact path (``logs/rank0.log``) in the run."""
 
-    def terminate(self, run_id: str, status: str) -> None: ...
+    def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
+        """End the run with ``status`` at ``end_ms`` (ms since the epoch; default: now)."""
 
     def runs_since(self, experiment_id: str, since_ms: int) -> list[StoredRun]:
         """The active runs of the experiment started at or after ``since_ms`` (at most 1000)."""
@@ -89,6 +91,19 @@ def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | N
         if rest_usable(env):
             return RestStore(uri, env, retry)
     return _mlflow_store(uri)
+
+
+def within(store: Store, seconds: float) -> Store:
+    """``store``, giving each request up ``seconds`` from now instead of after MLflow's ~4 minutes
+    of retries (an MLflow server's; a SQLite database waits at most its 30 s lock timeout)."""
+    from ._retry import Retry
+
+    retry = getattr(store, "retry", None)
+    if not isinstance(retry, Retry):
+        return store
+    quick = copy.copy(store)
+    quick.retry = retry.within(seconds)  # type: ignore[attr-defined]
+    return quick
 
 
 @contextmanager

@@ -13,9 +13,10 @@ import os
 import shutil
 import tempfile
 from collections import deque
-from typing import Union
+from typing import Sequence, Union
 
 from ..mlstore import Counts
+from ..mlstore._pending import PREFIX as PENDING
 from ._records import Artifact, Metric
 
 MEMORY_POINTS = 50_000  # metric points and params held in memory before the file is used
@@ -129,6 +130,53 @@ class Backlog:
         self._in_memory = 0
         self._remove_file()
         self.kept = Counts()
+
+    def spill(self, more: Sequence[Item] = ()) -> tuple[str, Counts]:
+        """The process ends with the store away: move everything held, then ``more``, into a
+        pending file in ``folder`` (``distcomp.mlstore._pending``), the artifacts' copies beside
+        it, for distcomp to deliver once the store answers. Returns the file and what it holds;
+        the backlog is empty after. OSError: nothing was kept (the caller counts it lost)."""
+        assert self.folder, "a pending file belongs in the run folder"
+        os.makedirs(self.folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{PENDING}{os.getpid()}-", suffix=".tmp", dir=self.folder)  # 0600
+        final = os.path.join(self.folder, os.path.basename(tmp)[1:-len(".tmp")] + ".jsonl")
+        copies = final[:-len(".jsonl")] + ".files"
+        moved = 0
+
+        def keep(item: Item) -> str:
+            nonlocal moved
+            if isinstance(item, Artifact):  # its staged copy goes with it: /tmp is no place to wait
+                moved += 1
+                dest = os.path.join(copies, str(moved))
+                os.makedirs(copies, exist_ok=True)
+                shutil.move(item.staging_dir, dest)
+                item = Artifact(os.path.join(dest, os.path.relpath(item.staged, item.staging_dir)),
+                                item.artifact_path, item.is_dir, dest, item.files)
+            return _encode(item) + "\n"
+
+        held = self.kept + sum((counts(i) for i in more), Counts())
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                for item in self._memory:
+                    out.write(keep(item))
+                if self._in_file and self._path is not None:
+                    with open(self._path, "rb") as f:
+                        f.seek(self._read_at)
+                        for raw in f:
+                            line = raw.decode("utf-8")
+                            out.write(keep(_decode(line)) if line.startswith('{"a"') else line)
+                for item in more:
+                    out.write(keep(item))
+            os.rename(tmp, final)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        self._staged.clear()  # moved with the file: not ours to remove any more
+        self._memory.clear()
+        self._in_memory = 0
+        self._remove_file()
+        self.kept = Counts()
+        return final, held
 
     def _append(self, item: Item) -> None:
         if self._path is None:

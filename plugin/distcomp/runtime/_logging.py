@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import _masking
 from ._rankinfo import rank_info
 from ._records import Artifact, Metric, Param
 
@@ -189,7 +190,7 @@ def _step(step: object) -> int:
 def _param(key: object, value: object) -> Param | None:
     """The record to queue, or None when the same value was logged already."""
     k = _key(key, "param")
-    v = str(value)  # what MLflow stores
+    v = _masking.text(str(value))  # what MLflow stores; a secret of the rank's environment masked
     old = _params.get(k)
     if old is not None and old != v:
         raise ValueError(f"param {k!r} was logged as {old!r}; MLflow refuses to change it to {v!r}")

@@ -22,7 +22,9 @@ new run, and every rank makes its own. Patched here:
 - Lightning's ``MLFlowLogger`` without a ``run_id`` logs into the job's run (its
   ``experiment_name`` and ``run_name`` then name nothing; the main rank says where it went);
 - a run rank code still makes itself (``MlflowClient().create_run``) is tagged with the job's
-  run and recorded for the launcher, which tells the user at the end (``_made_runs``).
+  run and recorded for the launcher, which tells the user at the end (``_made_runs``);
+- every param and tag value, and a logged text or dict, is masked by the one rule: the values
+  of the rank's secret-named environment variables are written ``***`` (``_masking``).
 """
 
 from __future__ import annotations
@@ -155,7 +157,38 @@ def _patch_client(client: type) -> None:
     for name in WRITES:
         if hasattr(client, name):
             setattr(client, name, main_rank_only(getattr(client, name)))
+    for name in MASKED:
+        if hasattr(client, name):
+            setattr(client, name, _masked(getattr(client, name)))
     client.create_run = tell_made(client.create_run)  # type: ignore[attr-defined]
+
+
+# MlflowClient methods whose values are masked (``_masking``): the fluent API's log_param(s),
+# set_tag(s), log_text and log_dict all come through these
+MASKED = ("log_param", "set_tag", "log_batch", "log_text", "log_dict")
+
+
+def _masked(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` with every param and tag value, and a logged text or dict, masked."""
+    from . import _masking
+
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def write(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        given = bound.arguments
+        if "value" in given:  # log_param, set_tag: MLflow stores str(value)
+            given["value"] = _masking.text(str(given["value"]))
+        for key in ("params", "tags"):  # log_batch: Param and RunTag records
+            if given.get(key):
+                given[key] = [type(e)(e.key, _masking.text(str(e.value))) for e in given[key]]
+        if isinstance(given.get("text"), str):
+            given["text"] = _masking.text(given["text"])
+        if "dictionary" in given:
+            given["dictionary"] = _masking.data(given["dictionary"])
+        return original(*bound.args, **bound.kwargs)
+    return write
 
 
 def _send_async(client: Any) -> None:

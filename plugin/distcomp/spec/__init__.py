@@ -10,7 +10,7 @@ from typing import Mapping
 
 from ._diagnostics import Diagnostic, SpecError
 from ._jsonschema import json_schema
-from ._limits import MAX_ARG_STRLEN, arg_problem, command_problems
+from ._limits import MAX_ARG_STRLEN, arg_problem, command_problems, utf8_problem
 from ._loader import DIALECTS, LoadResult, check_file, check_text, detect, load, loads
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec
 from ._paths import SymlinkLoop, resolve as resolve_path
@@ -23,7 +23,7 @@ __all__ = [
     "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "NO_LAUNCHER", "OutputSpec", "RenderError",
     "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "builtin_launchers", "canonical_launcher",
     "check_file", "check_inputs", "check_text", "command_problems", "detect", "installed_launchers", "is_uri", "json_schema", "load",
-    "loads", "parse_value", "render_value", "resolve_path", "unknown_outputs",
+    "loads", "parse_value", "render_value", "resolve_path", "unknown_outputs", "utf8_problem",
 ]
 
 

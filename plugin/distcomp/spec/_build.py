@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from . import _template
 from ._diagnostics import DocPath, Problems, did_you_mean, one_of, show
+from ._limits import MAX_NAME
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec, frozen_map
 from ._paths import SymlinkLoop, resolve
 from ._source import Located
@@ -224,7 +225,7 @@ def literal_input(name: str, value: Any) -> InputSpec | None:
 
 def default_name(file: str) -> str:
     """A job file has no name: use its file name, made into a valid component name."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(file).stem).strip("-._")
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(file).stem)[:MAX_NAME].strip("-._")
     return stem or "component"
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from ._limits import MAX_NAME, NAME_WHY
 from ._schema import NAME_RE, Anything, Int, ListOf, MapOf, Node, Null, Num, Obj, Scalar, Str, Union
 
 COMPONENT_NAME = Str(
     "Component name: letters, digits, '.', '_' and '-', starting with a letter or digit.",
     pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", pattern_hint="letters, digits, '.', '_' or '-', starting with a letter or digit",
-    what="name",
+    what="name", max_length=MAX_NAME, length_hint=NAME_WHY,
 )
 VERSION = Union((Str(), Num()), "Component version, e.g. 1.0.0.", expected="a version string such as 1.0.0")
 TEXT = Str()

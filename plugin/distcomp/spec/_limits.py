@@ -9,6 +9,13 @@ from typing import Any, Mapping, Sequence
 
 from ._diagnostics import DocPath, Problems
 
+NAME_MAX = 255  # Linux: bytes in one file name
+# the longest tail distcomp puts after a component's name in a folder's name (a submitted job's
+# ``NAME-YYYYmmdd-HHMMSS-xxxxxx``); a longer name would make a run that can never start
+NAME_SUFFIX = len("-YYYYmmdd-HHMMSS-xxxxxx")
+MAX_NAME = NAME_MAX - NAME_SUFFIX
+NAME_WHY = f"a job's folder is named NAME-TIME-ID, and a file name has at most {NAME_MAX} bytes: shorten it"
+UTF8_HINT = "give the value as UTF-8 text (binary data goes in a file: a path input)"
 MAX_ARG_STRLEN = 32 * 4096  # Linux: one argv/env string, its terminating NUL included (128 KiB)
 LAUNCHER_ROOM = 16 * 1024  # what a launcher and tracking add to a rank's argv and env (flags, TF_CONFIG, ...)
 NUL_HINT = "remove it"
@@ -29,6 +36,21 @@ def arg_problem(text: str) -> tuple[str, str] | None:
     if size > MAX_ARG_STRLEN:
         return (f"is {size - 1} bytes, over Linux's limit of {MAX_ARG_STRLEN - 1} bytes for one argument or "
                 f"environment string (MAX_ARG_STRLEN, 128 KiB)", BIG_HINT)
+    return None
+
+
+def utf8_problem(text: str) -> str | None:
+    """Why ``text`` is not UTF-8 text, or None. Bytes that are not UTF-8 reach Python from argv
+    as lone surrogates (surrogateescape): exec could pass them, but no MLflow store, JSON record
+    or console takes them, so a value holding one is refused before anything is made."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        # a surrogateescape'd byte shows as that byte; any other lone surrogate as itself
+        what = (f"byte 0x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else
+                f"a lone surrogate (U+{ord(char):04X})")
+        return f"is not valid UTF-8 ({what} at character {exc.start + 1})"
     return None
 
 

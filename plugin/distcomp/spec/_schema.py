@@ -53,6 +53,8 @@ class Str(Node):
     expected: str = ""  # overrides the generated "one of: ..." clause
     # what to write instead of a value that is no string (e.g. a mapping written where another key belongs)
     type_hint: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    max_length: int | None = None  # characters
+    length_hint: str | None = None  # why the limit, and what to do
 
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, str)
@@ -61,6 +63,10 @@ class Str(Node):
         if not isinstance(value, str):
             problems.add(path, "wrong type", expected="a string", got=show(value),
                          hint=self.type_hint(value) if self.type_hint else None)
+            return False
+        if self.max_length is not None and len(value) > self.max_length:  # before the rest: never echo it whole
+            problems.add(path, f"the {self.what} is {len(value)} characters long",
+                         expected=f"at most {self.max_length}", hint=self.length_hint)
             return False
         if self.enum is not None:
             pool = {e.lower(): e for e in self.enum} if self.case_insensitive else {e: e for e in self.enum}
@@ -83,6 +89,8 @@ class Str(Node):
                 out["enum"] = list(self.enum)
         if self.pattern is not None:
             out["pattern"] = f"^(?:{self.pattern})$"
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
         return self._doc(out)
 
 

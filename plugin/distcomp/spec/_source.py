@@ -7,6 +7,7 @@ instead of silent overwrites or exceptions.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +76,13 @@ class _Builder:
             except Exception as exc:  # PyYAML's constructors raise anything: '!!int' alone is an IndexError
                 tag = node.tag.rsplit(":", 1)[-1]
                 del exc
-                raise _DocumentError(*_pos(node), path, f"{node.value!r} is not a valid YAML {tag}",
-                                     hint="fix the value, or quote it to make it a string") from None
+                text = str(node.value)
+                limit = sys.get_int_max_str_digits()
+                if tag == "int" and limit and len(text) > limit:  # Python's limit on an int's digits
+                    raise _DocumentError(*_pos(node), path, f"the integer has {len(text)} digits, over Python's "
+                                         f"limit of {limit}", hint="quote it to make it a string") from None
+                raise _DocumentError(*_pos(node), path, f"{text[:80] + '...' if len(text) > 80 else text!r} is not "
+                                     f"a valid YAML {tag}", hint="fix the value, or quote it to make it a string") from None
         inner = active | {id(node)}
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, path + (i,), inner) for i, child in enumerate(node.value)]

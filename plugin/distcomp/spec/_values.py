@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import UsageError
 from ..redact import Masker
 from ._diagnostics import did_you_mean, one_of, show
-from ._limits import arg_problem
+from ._limits import UTF8_HINT, arg_problem, utf8_problem
 
 if TYPE_CHECKING:
     from ._model import ComponentSpec, InputSpec
@@ -83,6 +84,9 @@ def _constraints(spec: "InputSpec", value: Any) -> tuple[str | None, str | None]
 def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     """Parse a command-line value; raises ValueError with a message naming the input. A relative
     port path is taken from ``base`` (default: this process's working folder)."""
+    not_text = utf8_problem(text)  # first: the byte count below encodes the text
+    if not_text:
+        raise ValueError(f"input '{spec.name}': the value {not_text}; {UTF8_HINT}")
     unpassable = arg_problem(text)
     if unpassable:
         raise ValueError(f"input '{spec.name}': the value {unpassable[0]}; {unpassable[1]}")
@@ -101,10 +105,10 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     if t == "integer":
         if not _INT.fullmatch(text.strip()):
             raise ValueError(f"input '{spec.name}' must be an integer, got {show(text)}")
-        value = int(text)
+        value = _int(spec, text)
     elif t == "number":
         if _INT.fullmatch(text.strip()):
-            value = int(text)  # exact, however long: 10 stays 10, not 10.0
+            value = _int(spec, text)  # exact: 10 stays 10, not 10.0
         else:
             try:
                 value = float(text)
@@ -123,6 +127,18 @@ def parse_value(spec: "InputSpec", text: str, base: Path | None = None) -> Any:
     if problem:  # "must be one of: a, b; got 'c'": a comma would read as one more enum value
         raise ValueError(f"input '{spec.name}' must be {expected}{';' if spec.enum else ','} got {show(value)}")
     return value
+
+
+def _int(spec: "InputSpec", text: str) -> int:
+    """``int(text)`` within Python's limit on digits (``sys.get_int_max_str_digits``), which a
+    value must also keep to be rendered back into the command line."""
+    digits = len(text.strip().lstrip("+-"))
+    limit = sys.get_int_max_str_digits()
+    if limit and digits > limit:
+        raise ValueError(f"input '{spec.name}' must be {'an integer' if spec.type == 'integer' else 'a number'} of "
+                         f"at most {limit} digits (Python's limit), got one of {digits} digits; pass large data in "
+                         "a file (a path input) instead")
+    return int(text)
 
 
 class InputError(UsageError, ValueError):
@@ -157,7 +173,9 @@ def check_inputs(spec: "ComponentSpec", given: Mapping[str, str],
             try:  # a port's default is a path, resolved like a given one
                 out[name] = parse_value(inp, given.get(name, inp.default), base)
             except ValueError as exc:  # the message shows the value: masked when the name is secret
-                problems.append(Masker.of({name: given.get(name, inp.default)}).text(str(exc)))
+                raw = given.get(name, inp.default)  # ... unless it is no text, which it then does not show
+                unmaskable = isinstance(raw, str) and utf8_problem(raw)
+                problems.append(str(exc) if unmaskable else Masker.of({name: raw}).text(str(exc)))
         elif inp.default is not None:
             out[name] = inp.default
         elif not inp.optional:

@@ -79,9 +79,9 @@ LOCAL = TargetType(
                 "command, submit starts the job in the background",
     options=(
         INPUTS,
-        TargetOption("outputs", "pairs", path="here", flag="--output", short="-o", metavar="NAME=PATH",
+        TargetOption("outputs", "pairs", path="here", writes=True, flag="--output", short="-o", metavar="NAME=PATH",
                      help="where an output goes (default RUN_DIR/outputs/NAME)"),
-        TargetOption("run_dir", path="here", metavar="DIR", submit_only=True,
+        TargetOption("run_dir", path="here", writes=True, metavar="DIR", submit_only=True,
                      help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)"),
         TargetOption("env", "pairs", metavar="NAME=VALUE", submit_only=True,
                      help="a variable for every rank (repeatable; over the spec's environment_variables)"),
@@ -201,7 +201,7 @@ SLURM = TargetType(
                 "torch/deepspeed rank or TF task, mpirun in the allocation for mpi; code and logs in a job folder",
     options=(
         INPUTS,
-        TargetOption("outputs", "pairs", path="here", flag="--output", short="-o", metavar="NAME=PATH",
+        TargetOption("outputs", "pairs", path="here", writes=True, flag="--output", short="-o", metavar="NAME=PATH",
                      help="where an output goes, on the shared file system (default JOB_FOLDER/outputs/NAME)"),
         TargetOption("partition", metavar="NAME", help="Slurm partition (default: the cluster's)"),
         TargetOption("account", metavar="NAME", help="Slurm account to charge"),
@@ -212,7 +212,7 @@ SLURM = TargetType(
         TargetOption("cpus_per_task", "int", metavar="N", minimum=1, help="CPUs per rank"),
         TargetOption("sbatch", "list", metavar="OPTION",
                      help="an extra #SBATCH line, e.g. --sbatch=--qos=high (repeatable)"),
-        TargetOption("job_dir", path="here", metavar="DIR",
+        TargetOption("job_dir", path="here", writes=True, metavar="DIR",
                      help="shared folder for job folders (default $DISTCOMP_SLURM_DIR, else ~/distcomp-slurm)"),
         TargetOption("code_store", metavar="s3://BUCKET/PREFIX",
                      help="for nodes that do not see the code folder: submit uploads the code to this S3-compatible "
@@ -230,7 +230,7 @@ RAY = TargetType(
                 "each; the cluster needs ray, no distcomp",
     options=(
         INPUTS,
-        TargetOption("outputs", "pairs", path="there", flag="--output", short="-o", metavar="NAME=PATH",
+        TargetOption("outputs", "pairs", path="there", writes=True, flag="--output", short="-o", metavar="NAME=PATH",
                      help="where an output goes: an absolute path every node sees (each output needs one)"),
         TargetOption("address", metavar="URL", submit_only=True,
                      help="the cluster's Jobs API, http://HOST:8265 (default $RAY_ADDRESS)"),

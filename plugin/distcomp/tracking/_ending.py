@@ -1,6 +1,7 @@
 """The end of a job's run: its logs attached, its outcome and losses tagged, its status set.
 
-Every step is retried as MLflow's client retries (``_retry``). The status returned is the one
+Every step is retried as MLflow's client retries (``_retry``), for ``END_WAIT_S`` in all: then
+the end waits on disk with what the ranks left (``_handover``). The status returned is the one
 the store holds: the job's end (FINISHED, FAILED, KILLED) once the store accepted it, else
 RUNNING, so nobody prints a state the store does not have. What the ranks could not deliver
 (their reports in ``RUN_DIR/tracking``) is added up into ``status.json``, the problems (the
@@ -9,21 +10,22 @@ console) and the run's ``distcomp.undelivered`` tag.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..outcome import JobState
 from ..redact import NONE, Masker
 from ..mlstore._delivery import Counts, add_to_status, describe as describe_loss, read_reports
 from ._extra import EXTRA_RUNS_TAG, describe as describe_extra, extra_runs
-from ..mlstore._records import (FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable,
-                                TrackingError, truncate)
+from ..mlstore._records import FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable, truncate
+from ..mlstore._store import within
+from ._handover import REPORTS_DIR, PendingEnd, conclude, delivering, end_wait, now_ms
 
 if TYPE_CHECKING:
     from ..results import RunResult
     from ..mlstore._store import Store
 
-REPORTS_DIR = "tracking"  # in the run folder: the ranks' delivery reports and backlog files
 
 
 def outcome_tags(result: "RunResult | None", state: str, error: str, root_cause: str = "") -> dict[str, str]:
@@ -61,22 +63,25 @@ def undelivered(run_dir: Path, run: RunRef) -> tuple[Counts, list[str]]:
     return lost, problems
 
 
-def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, error: str,
+def end(store: "Store", run: RunRef | str, result: "RunResult | None", log_dir: Path, error: str,
         state: str, started_ms: int = 0, masker: Masker = NONE, root_cause: str = "",
         more_tags: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
     """Attach the logs, tag the outcome (``more_tags``: more tags of it) and the runs rank code made
     beside the job's (those made since ``started_ms``; 0: only those the ranks recorded), end the
     run; returns (the status the store holds, problems). Every tag passes the job's ``masker``
-    (the failure's last lines)."""
+    (the failure's last lines). ``run``: its id alone when the store did not answer the look-up."""
     state = JobState.parse(str(result.state if result is not None else state))
     status = state.mlflow_status
     tags = masker.data({**(more_tags or {}), **outcome_tags(result, state, error, root_cause)})
     run_dir = log_dir.parent
+    store = within(store, end_wait())  # minutes of retries would hold the job's end: its rest waits on disk
+    given = run if isinstance(run, RunRef) else None
+    run = given or RunRef(str(run), "", "")
     lost, problems = undelivered(run_dir, run)
     if lost.total:
         tags["distcomp.undelivered"] = str(lost.total)
         tags.update({f"distcomp.undelivered.{k}": str(v) for k, v in lost.as_dict().items()})
-    extra, more = extra_runs(store, run, run_dir / REPORTS_DIR, started_ms)
+    extra, more = extra_runs(store, run, run_dir / REPORTS_DIR, started_ms if given else 0)
     problems += more
     if extra:
         warning = describe_extra(run, extra)
@@ -85,33 +90,9 @@ def end(store: "Store", run: RunRef, result: "RunResult | None", log_dir: Path, 
     status_json = run_dir / "status.json"
     section: dict[str, object] = {"run_id": run.run_id, "undelivered": lost.as_dict()}
     add_to_status(status_json, "tracking", section)  # before it is attached: the copy in MLflow says it too
-    files = sorted((p, f"logs/{p.name}") for p in log_dir.glob("*.log") if p.is_file())
-    if status_json.is_file():
-        files.append((status_json, "status.json"))
-    held = "RUNNING"
-    steps: list[tuple[str, Callable[[], object]]] = [
-        ("attach the logs", lambda: store.upload(run, files)),
-        ("tag the outcome", lambda: problems.extend(store.log(run.run_id, tags))),
-        (f"mark it {status}", lambda: store.terminate(run.run_id, status))]
-    for i, (step, call) in enumerate(steps):
-        try:
-            call()
-        except StoreUnavailable as exc:  # after the retries: the next steps would wait as long, in vain
-            skipped = ", ".join(s for s, _ in steps[i + 1:])
-            problems.append(f"MLflow run {run.run_id}: could not {step}: {exc}" +
-                            (f"; did not try to {skipped}" if skipped else ""))
-            break
-        except (TrackingError, OSError) as exc:
-            problems.append(f"MLflow run {run.run_id}: could not {step}: {exc}")
-        else:
-            if step.startswith("mark it"):
-                held = status
-    if held != status:
-        problems.append(f"MLflow run {run.run_id} is left RUNNING; once the store answers, end it with: python -c "
-                        f"\"import mlflow; mlflow.MlflowClient('{store.uri}').set_terminated('{run.run_id}', "
-                        f"'{status}')\"")
-    add_to_status(status_json, "tracking", {**section, "run_status": held, "problems": problems})
-    return held, problems
+    # not while `distcomp status` delivers an earlier end; a folder that is no run folder has none
+    with delivering(run_dir / REPORTS_DIR) if status_json.is_file() else nullcontext():
+        return conclude(store, given, run_dir, PendingEnd(run.run_id, store.uri, status, now_ms(), tags), problems)
 
 
 def end_run(uri: str, run_id: str, state: JobState, *, message: str = "", cause: str = "", log_dir: Path,
@@ -121,8 +102,12 @@ def end_run(uri: str, run_id: str, state: JobState, *, message: str = "", cause:
     store, opened here. Raises TrackingError when the store cannot be opened or has no such run."""
     from ..mlstore._store import open_store
 
-    store = open_store(uri, environ)
-    return end(store, store.get_run(run_id), None, log_dir, message, str(state), started_ms, masker, cause, more_tags)
+    store = within(open_store(uri, environ), end_wait(environ))
+    try:
+        run: RunRef | str = store.get_run(run_id)
+    except StoreUnavailable:  # its end waits in the run folder (or the problems say how to end it by hand)
+        run = run_id
+    return end(store, run, None, log_dir, message, str(state), started_ms, masker, cause, more_tags)
 
 
 def ended_state(store: "Store", run_id: str) -> str:

@@ -355,7 +355,9 @@ def test_cli_compile_writes_a_component_azure_loads(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "az").iterdir()] == ["component.yml"]  # no temporary file left
     stdout = distcomp("compile", "--target", "azureml", str(spec), "--nodes", "2", cwd=tmp_path / "az")
     assert stdout.returncode == 0, stdout.stderr
-    assert stdout.stdout == (tmp_path / "az/component.yml").read_text()
+    mark, _, written = (tmp_path / "az/component.yml").read_text().partition("\n")
+    assert mark.startswith("# Written by distcomp")  # what --out may write again without --force
+    assert stdout.stdout == written
 
 
 @pytest.mark.parametrize("args,message", [
@@ -376,12 +378,13 @@ def test_cli_reports_what_azure_refuses_and_writes_nothing(tmp_path: Path) -> No
         "type: command\nname: bad\ncommand: python x.py\nenvironment: azureml:e:1\n"
         "distribution: {type: pytorch, process_count_per_instance: 2}\n"
         "resources: {instance_count: 2, properties: 7}\n")
-    (tmp_path / "c.yml").write_text("previous\n")
+    previous = "# Written by distcomp (`distcomp compile --target azureml`); it may write this file again.\nprevious\n"
+    (tmp_path / "c.yml").write_text(previous)  # an earlier output of distcomp's: --out may replace it
     proc = distcomp("compile", "--target", "azureml", "component.yml", "--out", "c.yml", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == ("distcomp compile: azure-ai-ml refuses the component: resources.properties: "
                            "Not a valid mapping type.\n")
-    assert (tmp_path / "c.yml").read_text() == "previous\n"  # the earlier output is untouched
+    assert (tmp_path / "c.yml").read_text() == previous  # the earlier output is untouched
 
 
 def test_cli_without_environment_says_what_to_give(tmp_path: Path) -> None:

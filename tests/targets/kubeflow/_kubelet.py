@@ -59,7 +59,7 @@ def _resolve(container: dict[str, Any], secrets: Mapping[str, Mapping[str, str]]
     for source in container.pop("envFrom", None) or []:
         name = source["secretRef"]["name"]
         assert name in secrets, f"envFrom: no Secret {name!r}: the container would not start"
-        env += [{"name": k, "value": v} for k, v in secrets[name].items()]
+        env += [{"name": k, "value": v.replace("$", "$$")} for k, v in secrets[name].items()]
     for var in container.get("env") or []:
         ref = (var.get("valueFrom") or {}).get("secretKeyRef")
         if ref is None:
@@ -69,7 +69,8 @@ def _resolve(container: dict[str, Any], secrets: Mapping[str, Mapping[str, str]]
         if ref["key"] not in data:
             assert ref.get("optional"), f"env {var['name']}: Secret {ref['name']} has no key {ref['key']}"
             continue
-        env.append({"name": var["name"], "value": data[ref["key"]]})
+        # the kubelet expands a literal value, never one from a Secret: escaped, it stays as stored
+        env.append({"name": var["name"], "value": data[ref["key"]].replace("$", "$$")})
     if env:
         container["env"] = env
 

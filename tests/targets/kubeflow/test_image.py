@@ -111,7 +111,7 @@ def test_the_example_s_context_holds_the_dockerfile_wheel_requirements_and_code(
     assert ctx.wheel == WHEEL
     assert ctx.wheel_source == f"built offline from the source tree {REPO}"
     assert ctx.code_files == ("component.yaml", "train.py")
-    assert sorted(tree(ctx.path)) == sorted(ctx.files)
+    assert sorted(tree(ctx.path)) == sorted([*ctx.files, ".distcomp-made"])  # the marker --force looks for
     assert tree(ctx.path / "code") == {name: (EXAMPLE / name).read_bytes() for name in ctx.code_files}
     assert (ctx.path / "requirements.txt").read_text().startswith("# pytorch-ddp-example@0.1.0 names no Python "
                                                                   "requirements")
@@ -232,7 +232,7 @@ def test_cli_writes_the_context_and_refuses_what_it_must(tmp_path: Path) -> None
         "requirements), code/ (2 files)",
         f"distcomp build-context: next: docker build -t REGISTRY/NAME:TAG {dest} && docker push REGISTRY/NAME:TAG; "
         f"then distcomp compile {EXAMPLE} --target kubeflow --image REGISTRY/NAME:TAG --code image"]
-    assert sorted(tree(dest)) == [".dockerignore", "Dockerfile", "code/component.yaml", "code/train.py",
+    assert sorted(tree(dest)) == [".distcomp-made", ".dockerignore", "Dockerfile", "code/component.yaml", "code/train.py",
                                   "requirements.txt"]
     # nothing to install: no RUN at all
     assert [w for w, _ in instructions((dest / "Dockerfile").read_text())] == ["FROM", "LABEL", "COPY", "WORKDIR"]
@@ -265,7 +265,7 @@ def test_cli_writes_the_context_and_refuses_what_it_must(tmp_path: Path) -> None
     (dest / "stale.txt").write_text("old")
     proc = distcomp_cli("build-context", str(EXAMPLE), str(dest), "--no-distcomp", "--force")
     assert proc.returncode == 0, proc.stderr
-    assert sorted(tree(dest)) == [".dockerignore", "Dockerfile", "code/component.yaml", "code/train.py",
+    assert sorted(tree(dest)) == [".distcomp-made", ".dockerignore", "Dockerfile", "code/component.yaml", "code/train.py",
                                   "requirements.txt"]
     assert leftovers(tmp_path) == []
 

@@ -65,6 +65,9 @@ class FakeApi(FakeKube):
 
             def do_POST(self) -> None:
                 body = self._record()
+                if self.path.endswith("/secrets"):  # the job's Secret (test_secrets_k8s)
+                    self._send(201, body)
+                    return
                 if self.path.endswith("/configmaps"):  # the code's ConfigMap: made after the job
                     if api.configmap is not None:
                         self._send(409, {"kind": "Status", "status": "Failure", "reason": "AlreadyExists",

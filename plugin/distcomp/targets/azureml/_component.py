@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...redact import is_secret
 from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec, is_uri
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
@@ -105,6 +106,11 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         prelude, everyone, more = role_settings(plan, distribution, job_image)
         doc["command"], variables = prelude + doc["command"], {**variables, **everyone}
         notes += more
+    secret = sorted(k for k, v in variables.items() if is_secret(k) and v)
+    if secret:
+        variables = {k: v for k, v in variables.items() if k not in secret}
+        notes.append(f"environment variable(s) {', '.join(secret)}: left out (a secret-named value is never written "
+                     "in clear into a component); set them when the job is submitted (its environment_variables)")
     if variables:
         doc["environment_variables"] = variables
     if distribution is not None:
@@ -168,7 +174,10 @@ def _input(spec: InputSpec, notes: list[str]) -> dict[str, Any]:
         out = {"type": "string" if spec.type == "enum" else spec.type}
         if spec.enum:
             out["enum"] = list(spec.enum)
-        if spec.default is not None:
+        if spec.default is not None and is_secret(spec.name):  # the one rule: a component is a file anyone reads
+            notes.append(f"input {spec.name!r}: its default was left out (a secret-named value is never written in "
+                         "clear into a component); give its value when the job is submitted")
+        elif spec.default is not None:
             out["default"] = spec.default
         for key in ("min", "max"):
             if getattr(spec, key) is not None:

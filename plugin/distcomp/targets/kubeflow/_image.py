@@ -86,6 +86,8 @@ def write_context(spec: Union["ComponentSpec", str, "os.PathLike[str]"], dest: "
     if not requirements:
         notes.append("requirements.txt is empty (no conda pip: list, no requirements.txt in the code folder): the "
                      f"base image {base} must hold what the code imports, or add it to requirements.txt")
+    from ..._files import mark_folder
+
     tmp = target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
         tmp.mkdir(parents=True)
@@ -108,6 +110,7 @@ def write_context(spec: Union["ComponentSpec", str, "os.PathLike[str]"], dest: "
         (tmp / "requirements.txt").write_text(_requirements_text(context), encoding="utf-8")
         (tmp / "Dockerfile").write_text(dockerfile(context, spec_arg or str(spec.source)), encoding="utf-8")
         (tmp / ".dockerignore").write_text(DOCKERIGNORE, encoding="utf-8")
+        mark_folder(tmp, "distcomp build-context")  # what --force may replace (not sent: .dockerignore)
         _swap(tmp, target)
     except OSError as exc:  # a full disk, a folder it may not write
         shutil.rmtree(tmp, ignore_errors=True)
@@ -127,15 +130,21 @@ def _check_dest(dest: Path, spec: "ComponentSpec", force: bool) -> None:
     if spec.code.resolve().is_relative_to(real) or spec.source.resolve().is_relative_to(real):
         raise BuildContextError(f"{dest} holds the component's spec or code: give a folder of its own for the build "
                                 "context")
+    from ..._owned import folder_problem
+
+    why = folder_problem(dest, spec.code, force)  # never a system folder or a registry; --force: only a context
+    if why:
+        raise BuildContextError(f"{dest} {why}")
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise BuildContextError(f"{dest} is not empty: give a new or empty folder, or --force to replace it")
 
 
 def _swap(tmp: Path, dest: Path) -> None:
-    """Put ``tmp`` where ``dest`` is; what was there goes only once the new folder is in place."""
+    """Put ``tmp`` where ``dest`` is; what was there goes only once the new folder is in place,
+    and only if distcomp made it (its marker, checked again just before it is moved)."""
     from ..._files import swap_folder
 
-    swap_folder(tmp, dest)
+    swap_folder(tmp, dest, marked_only=True)
 
 
 def _code_files(spec: "ComponentSpec", dest: Path) -> dict[str, Path]:

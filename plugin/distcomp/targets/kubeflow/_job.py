@@ -24,6 +24,8 @@ class KubeflowJob:
     manifest: dict[str, Any]
     code: "CodePlan"
     outputs: "OutputPlan"
+    # the job's secrets, which the manifest takes by secretKeyRef (``_secretref``); None: it has none
+    secret: dict[str, Any] | None = None
 
     def objects(self) -> list[dict[str, Any]]:
         """What is applied to the cluster: the code's ConfigMap first when there is one."""
@@ -57,7 +59,9 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
     """The job ``options`` describe (``extra_env``: e.g. the MLflow run's). ``code``: the plan
     an earlier call made for the same options (not packed and hashed again)."""
     from ...plugins import get_plugin_manager
+    from ...redact import job_masker
     from ...spec import InputError, check_inputs, unknown_outputs
+    from . import _secretref
     from ._code import apply as apply_code
     from ._code import plan_code
     from ._compile import compile_job, job_name
@@ -95,7 +99,10 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
         apply_outputs(manifest, outputs, code)
     except UsageError as exc:
         raise type(exc)(str(exc).replace("\n", "\n  ")) from None
-    return KubeflowJob(manifest, code, outputs)
+    # last, when every container is built: no secret stays in clear in any of them
+    secret = _secretref.apply(manifest, job_masker(spec, values, {**dict(options.get("env") or {}),
+                                                                   **(extra_env or {})}))
+    return KubeflowJob(manifest, code, outputs, secret)
 
 
 def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":

@@ -127,8 +127,9 @@ def create(ref: JobRef, manifest: Mapping[str, Any], api_client: Any,
 
 def create_owned(ref: JobRef, job: Mapping[str, Any], obj: Mapping[str, Any], api_client: Any,
                  notify: Callable[[str], None] | None = None) -> None:
-    """Create ``obj`` (a ConfigMap) owned by the job, so the cluster deletes it with the job;
-    when it cannot be made the job cannot run, so the job is deleted and the error raised."""
+    """Create ``obj`` (a ConfigMap, or the job's Secret) owned by the job, so the cluster deletes
+    it with the job; when it cannot be made the job cannot run, so the job is deleted and the
+    error raised."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
@@ -140,37 +141,41 @@ def create_owned(ref: JobRef, job: Mapping[str, Any], obj: Mapping[str, Any], ap
                                                 "name": ref.name, "uid": meta["uid"]}]
     core = CoreV1Api(api_client)
     name = body["metadata"]["name"]
+    kind = str(obj.get("kind") or "ConfigMap")
+    what = "the job's secrets" if kind == "Secret" else "the code"
     try:
         for attempt in range(STALE_TRIES):
             try:
-                core.create_namespaced_config_map(ref.namespace, body)
+                getattr(core, f"create_namespaced_{_SNAKE[kind]}")(ref.namespace, body)
                 break
             except ApiException as exc:
                 # the same job name submitted again before the cluster collected the last one's code
-                if exc.status != 409 or attempt == STALE_TRIES - 1 or not _drop_stale(core, ref, name, meta.get("uid")):
+                if exc.status != 409 or attempt == STALE_TRIES - 1 or \
+                        not _drop_stale(core, ref, name, meta.get("uid"), kind):
                     raise
                 time.sleep(1.0)
     except ApiException as exc:
-        why = f"the cluster refused ConfigMap {ref.namespace}/{name}: {exc.status} {exc.reason}"
+        why = f"the cluster refused {kind} {ref.namespace}/{name}: {exc.status} {exc.reason}"
         if exc.status == 409:
-            why += " (a ConfigMap of that name that distcomp did not make for this job: choose another --name)"
+            why += f" (a {kind} of that name that distcomp did not make for this job: choose another --name)"
         raise SubmitError(f"{delete(ref, api_client, why)}: {(exc.body or '')[:300]}") from None
     except (OSError, HTTPError) as exc:
-        raise SubmitError(delete(ref, api_client, f"cannot create the code's ConfigMap ({exc})")) from None
+        raise SubmitError(delete(ref, api_client, f"cannot create the {kind} of {what} ({exc})")) from None
     if notify is not None:
-        notify(f"created ConfigMap {ref.namespace}/{body['metadata']['name']} (the code, deleted with the job)")
+        notify(f"created {kind} {ref.namespace}/{body['metadata']['name']} ({what}, deleted with the job)")
 
 
 STALE_TRIES = 5
+_SNAKE = {"ConfigMap": "config_map", "Secret": "secret"}  # the kinds a job owns: CoreV1Api's method names
 
 
-def _drop_stale(core: Any, ref: JobRef, name: str, uid: str | None) -> bool:
-    """Delete the ConfigMap ``name`` when it is an earlier job's code (distcomp's label for this
-    job name, owned by another uid, or by none); False when it is someone else's."""
+def _drop_stale(core: Any, ref: JobRef, name: str, uid: str | None, kind: str = "ConfigMap") -> bool:
+    """Delete the ConfigMap (or Secret) ``name`` when it is an earlier job's (distcomp's label for
+    this job name, owned by another uid, or by none); False when it is someone else's."""
     from kubernetes.client.exceptions import ApiException
 
     try:
-        old = core.read_namespaced_config_map(name, ref.namespace)
+        old = getattr(core, f"read_namespaced_{_SNAKE[kind]}")(name, ref.namespace)
     except ApiException as exc:
         return exc.status == 404  # gone meanwhile: create again
     labels = old.metadata.labels or {}
@@ -179,7 +184,7 @@ def _drop_stale(core: Any, ref: JobRef, name: str, uid: str | None) -> bool:
             or (uid is not None and uid in owners):
         return False
     try:
-        core.delete_namespaced_config_map(name, ref.namespace)
+        getattr(core, f"delete_namespaced_{_SNAKE[kind]}")(name, ref.namespace)
     except ApiException as exc:
         return exc.status == 404
     return True

@@ -76,8 +76,17 @@ class KubeflowTarget:
         kind = f"{manifest['kind']} {manifest['metadata']['name']}"
         if len(job.objects()) > 1:
             kind += " and the ConfigMap of its code"
-        return Compiled(kind=kind, text=yaml.safe_dump_all(job.objects(), sort_keys=False), data=manifest,
-                        notes=(*said, *job.notes()), late=LATE, native=job)
+        text = yaml.safe_dump_all(job.objects(), sort_keys=False)
+        if job.secret is None:
+            return Compiled(kind=kind, text=text, data=manifest, notes=(*said, *job.notes()), late=LATE, native=job)
+        from ._secretref import masked_text, secret_notes, writer
+
+        # shown: the job, and its Secret only as comments with every value masked; written (--out):
+        # the job, and the Secret in a file of its own beside it, mode 600
+        shown = text + "# the job reads its secrets from this Secret, which must exist first (values masked here; " \
+            "`distcomp compile --out FILE` writes it, mode 600, beside FILE):\n" + masked_text(job.secret)
+        return Compiled(kind=kind, text=shown, writer=writer(text, job.secret), data=manifest,
+                        notes=(*said, *job.notes(), *secret_notes(job.secret)), late=LATE, native=job)
 
     # -- submitting ------------------------------------------------------------------------
     def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str | None:
@@ -114,7 +123,8 @@ class KubeflowTarget:
         ref = ref_of(manifest, options.get("namespace") or "default", job_type_of(manifest, get_plugin_manager()))
         self._job = built
         created = create(ref, manifest, self._api, notify)
-        for obj in built.objects()[:-1]:  # the code's ConfigMap, owned by the job: deleted with it
+        # the code's ConfigMap and the job's Secret, owned by the job: deleted with it
+        for obj in [*built.objects()[:-1], *([built.secret] if built.secret is not None else [])]:
             create_owned(ref, created, obj, self._api, notify)
         return ref.id
 

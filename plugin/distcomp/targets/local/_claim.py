@@ -36,10 +36,19 @@ ADOPTED = ".distcomp.adopted"  # the watchdog's note of the supervisor's childre
 # "new" meaning started after the watchdog itself (not after its Python came up: on a loaded
 # machine a rank may have started and left a daemon by then),
 # with their start times: without a cgroup, that is how such a process is found after the
-# supervisor died (one adopted in the last 0.2 s before a SIGKILL can escape).
+# supervisor died (one adopted in the last 0.2 s before a SIGKILL can escape). Each line is
+# signed ("PID START MAC", HMAC-SHA256 with the job's note key, which only its reap record holds,
+# mode 600): a note anyone else wrote names no process to stop (``_reap.adopted``).
 _WATCHDOG = (
     "import os, select, sys\n"
     "fd, note, sup = int(sys.argv[1]), sys.argv[2], os.getppid()\n"
+    "try:\n"
+    "    import json\n"
+    "    with open(sys.argv[-1], 'rb') as f: key = json.load(f)['options']['note_key'].encode()\n"
+    "except (OSError, ValueError, KeyError, TypeError, AttributeError): key = None\n"
+    "def sign(pid, start):\n"
+    "    import hmac\n"
+    "    return hmac.new(key, f'{pid} {start}'.encode(), 'sha256').hexdigest()\n"
     "mark = b'\\0DISTCOMP_JOB_COOKIE=' + sys.argv[3].encode() + b'\\0'\n"
     "def kids():\n"
     "    out = set()\n"
@@ -68,9 +77,9 @@ _WATCHDOG = (
     "    now = {p: t for p, t in seen.items() if started(p) == t}\n"
     "    now.update((p, started(p)) for p in kids() - old - seen.keys() if not marked(p))\n"
     "    now = {p: t for p, t in now.items() if t}\n"
-    "    if now != seen and os.path.isdir(os.path.dirname(note)):\n"
+    "    if now != seen and key and os.path.isdir(os.path.dirname(note)):\n"
     "        try:\n"
-    "            with open(note + '.tmp', 'w') as f: f.write(''.join(f'{p} {t}\\n' for p, t in now.items()))\n"
+    "            with open(note + '.tmp', 'w') as f: f.write(''.join(f'{p} {t} {sign(p, t)}\\n' for p, t in now.items()))\n"
     "            os.replace(note + '.tmp', note)\n"
     "        except OSError: pass\n"
     "    seen = now\n"
@@ -93,6 +102,7 @@ class Claim:
     job_id: str
     cookie: str
     lock_fd: int
+    note_key: str = ""  # signs the watchdog's ADOPTED note; kept in its reap record only (mode 600)
     created: list[Path] = field(default_factory=list)  # what claiming made, removed if the job never starts
     watchdog: subprocess.Popen[bytes] | None = None
     started: bool = False  # set once the job's status.json is written: from then on everything stays
@@ -167,7 +177,7 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
     created: list[Path] = []
     missing = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o775)  # never writable by all: its reap record is trusted
         path = run_dir / LOCK_NAME
         if not path.exists():
             created.append(path)
@@ -183,7 +193,7 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(me).encode(), 0)
     # the cookie: secrets.token_hex(16), without importing secrets (hmac's OpenSSL load, at every start)
-    held_claim = Claim(run_dir, job_id, os.urandom(16).hex(), fd, created)
+    held_claim = Claim(run_dir, job_id, os.urandom(16).hex(), fd, os.urandom(16).hex(), created)
     if watchdog:
         _start_watchdog(held_claim, grace)
     return held_claim
@@ -198,7 +208,7 @@ def _start_watchdog(c: Claim, grace: float) -> None:
     record = c.run_dir.absolute() / REAP_RECORD
     try:
         write_record(record, JobRecord("reap", options={"run_dir": str(c.run_dir.absolute()), "lock_fd": c.lock_fd,
-                                                        "cookie": c.cookie, "grace": grace}))
+                                                        "cookie": c.cookie, "grace": grace, "note_key": c.note_key}))
     except OSError:
         return  # no watchdog: the job still runs, `distcomp reap` can close it later
     reap = [sys.executable, "-m", "distcomp.worker", str(record)]

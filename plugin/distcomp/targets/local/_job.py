@@ -61,12 +61,15 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     from ...jobs import create_outputs, default_run_dir, job_base, make_job
     from ...plan import make_plan
     from ...redact import job_masker
-    from ...spec import InputError, RenderError
+    from ...spec import InputError, RenderError, utf8_problem
     from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
 
     notify = say or (lambda _m: None)
     if not request.tracking and (request.system_metrics or request.experiment):
         raise UsageError("tracking is off; an experiment and system metrics need it on")
+    not_text = utf8_problem(request.experiment) if request.experiment else None
+    if not_text:  # the MLflow store could not take it: refused before anything exists
+        raise UsageError(f"--experiment {request.experiment!r} {not_text}; give the experiment's name as UTF-8 text")
     bad = [n for n in request.env if not _ENV_NAME.match(n)]
     if bad:
         raise UsageError(f"--env {bad[0]!r}: not a variable name (letters, digits and '_', not first a digit)")

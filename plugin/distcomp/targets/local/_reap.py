@@ -5,6 +5,8 @@ A status.json saying ``running`` belongs to a live job while its run folder's lo
 with the same start time (a reused pid has another), same boot. Otherwise the supervisor
 died: every process still carrying the job's cookie, and every process in the job's cgroup
 where it had one (``_cgroup``: one that cleared its environment too), is stopped (SIGTERM, grace, SIGKILL),
+and so is an orphan the job's watchdog noted (``ADOPTED``) under the job's own signature: a note
+anyone else wrote, or a line of it changed, names no process to stop,
 status.json becomes ``failed`` saying so, the outputs keep their incomplete markers, and the
 job's MLflow run is marked FAILED with the reason as ``distcomp.failure``. A job of another
 host is reported, not touched (its processes are out of reach), unless ``force``.
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import _cgroup, _partial, _procs, _status
-from ._claim import ADOPTED, LOCK_NAME, describe_holder, holder, lock
+from ._claim import ADOPTED, LOCK_NAME, REAP_RECORD, describe_holder, holder, lock
 
 Outcome = Literal["closed", "running", "elsewhere", "ended"]
 STATUS = ("succeeded", "failed", "timed_out", "cancelled", "interrupted")  # final states of status.json (interrupted: older versions)
@@ -54,27 +56,49 @@ def job_cgroup(status: dict[str, Any], cookie: str) -> str | None:
     return path
 
 
-def adopted(run_dir: Path) -> set[int]:
+def note_key(run_dir: Path) -> str | None:
+    """The key that signs the watchdog's ADOPTED note: in the job's reap record (mode 600, this
+    user's: ``jobrecord.read_record`` refuses any other), while the job has not ended well."""
+    from ...jobrecord import RecordError, read_record
+
+    try:
+        record = read_record(run_dir / REAP_RECORD)
+    except RecordError:
+        return None
+    key = record.options.get("note_key") if record.action == "reap" else None
+    return key if isinstance(key, str) and key else None
+
+
+def adopted(run_dir: Path, key: str | None) -> set[int]:
     """The supervisor's children its watchdog noted (``ADOPTED``) that still run as the same
-    process (same start time): with their descendants, they are the job's."""
+    process (same start time): with their descendants, they are the job's. Only a line signed with
+    the job's note ``key`` counts: the note is a file in the run folder, and whoever could write
+    it would otherwise choose which of this user's processes a reap kills."""
+    if not key:
+        return set()
     try:
         lines = (run_dir / ADOPTED).read_text(encoding="ascii").splitlines()
     except (OSError, ValueError):
         return set()
+    import hmac
+
     found = set()
     for line in lines:
-        pid, _, start = line.partition(" ")
-        if pid.isdigit() and start.isdigit() and _procs.start_time(int(pid)) == int(start):
+        pid, start, mac = (line.split(" ") + ["", ""])[:3]
+        signed = hmac.new(key.encode(), f"{pid} {start}".encode(), "sha256").hexdigest()
+        if (pid.isdigit() and start.isdigit() and hmac.compare_digest(mac, signed)
+                and _procs.start_time(int(pid)) == int(start)):
             found.add(int(pid))
     return found
 
 
-def stop_job(cookie: str, cgroup: str | None, grace: float, run_dir: Path | None = None) -> tuple[int, set[int]]:
+def stop_job(cookie: str, cgroup: str | None, grace: float, run_dir: Path | None = None,
+             key: str | None = None) -> tuple[int, set[int]]:
     """Stop every process of a job whose supervisor is gone: by its cookie, its cgroup (then
-    removed), what its watchdog noted the supervisor adopted (in ``run_dir``), and descent;
-    returns how many there were and the pids that would not die."""
+    removed), what its watchdog noted the supervisor adopted (in ``run_dir``, signed with ``key``),
+    and descent; returns how many there were and the pids that would not die."""
     def find() -> set[int]:
-        held = _cgroup.members(cgroup) | (adopted(run_dir) if run_dir is not None else set())
+        held = _cgroup.members(cgroup) | (adopted(run_dir, key) if run_dir is not None else set())
         return (_procs.job_processes(cookie, held) if cookie or held else set()) | held
 
     n = _procs.stop(find, grace)
@@ -105,14 +129,15 @@ def stopped(how: str, n: int, left: set[int], cgroup: str | None) -> str:
 def job_left(status: dict[str, Any], run_dir: Path) -> bool:
     """Whether any process of the job still runs here (by its cookie, cgroup or adoption)."""
     cookie = str(status.get("cookie") or "")
-    return bool(_cgroup.members(job_cgroup(status, cookie)) or adopted(run_dir)
+    return bool(_cgroup.members(job_cgroup(status, cookie)) or adopted(run_dir, note_key(run_dir))
                 or (cookie and _procs.job_processes(cookie)))
 
 
 def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | None = None,
-         cookie: str | None = None, cancel: bool = False) -> Reaped:
-    """Close ``run_dir``'s job if its supervisor is gone. ``lock_fd`` and ``cookie`` are the
-    watchdog's: it holds the folder's lock already and knows its supervisor died. ``cancel``:
+         cookie: str | None = None, cancel: bool = False, key: str | None = None) -> Reaped:
+    """Close ``run_dir``'s job if its supervisor is gone. ``lock_fd``, ``cookie`` and ``key`` are
+    the watchdog's: it holds the folder's lock already and knows its supervisor died (``key``
+    signs its ADOPTED note; else it is read from the job's reap record). ``cancel``:
     ``distcomp cancel`` of such a job, which ends it ``cancelled`` (its MLflow run KILLED)."""
     fd = -1
     try:
@@ -124,21 +149,22 @@ def reap(run_dir: Path, grace: float = 5.0, force: bool = False, lock_fd: int | 
             if not held:
                 info = holder(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
                 return Reaped(run_dir, "running", f"{describe_holder(info)}: left alone")
-        return _reap(run_dir, grace, force, lock_fd is not None, cookie, cancel)
+        return _reap(run_dir, grace, force, lock_fd is not None, cookie, cancel, key)
     finally:
         if fd >= 0:
             os.close(fd)
 
 
 def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str | None,
-          cancel: bool = False) -> Reaped:
+          cancel: bool = False, key: str | None = None) -> Reaped:
     status = _status.read(run_dir / _status.NAME) or {}
+    key = key or note_key(run_dir)
     state = status.get("state")
     ours = cookie is None or status.get("cookie") == cookie
     cookie = cookie or str(status.get("cookie") or "")
     cgroup = job_cgroup(status, cookie) if ours else None
     if state != "running" or not ours:  # ended (or, for a watchdog, never started): only leftovers
-        n = stop_job(cookie, cgroup, grace, run_dir)[0] if watchdog and cookie else 0
+        n = stop_job(cookie, cgroup, grace, run_dir, key)[0] if watchdog and cookie else 0
         if not ours:
             said = "the job had not started: nothing to do"
         else:
@@ -148,6 +174,15 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
             ended, problems = _close_mlflow(status, run_dir, str(status.get("message") or ""), state)
             if ended:
                 return Reaped(run_dir, "closed", f"the supervisor died after the job {state}; {ended}", tuple(problems))
+        if ours and state in STATUS and not watchdog:  # its MLflow run's end may wait in the folder for the store
+            later = deliver_waiting(run_dir)
+            if later is not None:
+                held, problems = later
+                return Reaped(run_dir, "ended" if held == "RUNNING" else "closed",
+                              f"already ended ({state}); " + (f"delivered what waited for MLflow: MLflow run "
+                                                              f"{_run_id(status)}: {held}" if held != "RUNNING" else
+                                                              "its MLflow run's end still waits for the store"),
+                              tuple(problems))
         return Reaped(run_dir, "ended", said)
     found = status.get("supervisor")
     sup: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -160,7 +195,7 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
         return Reaped(run_dir, "running", f"job {job} is running (pid {pid} on host {host}): left alone")
     problems = []
     if host == here:
-        n, left = stop_job(cookie, cgroup, grace, run_dir)
+        n, left = stop_job(cookie, cgroup, grace, run_dir, key)
         how = "its watchdog" if watchdog else "distcomp cancel" if cancel else "distcomp reap"
         message = f"the supervisor (pid {pid} on host {host}) died; " + stopped(how, n, left, cgroup)
         if left:
@@ -188,6 +223,20 @@ def _reap(run_dir: Path, grace: float, force: bool, watchdog: bool, cookie: str 
     said, more = _close_mlflow(status, run_dir, message, final)
     return Reaped(run_dir, "closed", message + (f"; status.json: {final}" if not problems else "")
                   + (f"; {said}" if said else ""), tuple(problems + more))
+
+
+def deliver_waiting(run_dir: Path) -> tuple[str, list[str]] | None:
+    """An ended job whose MLflow run's end, and the points its ranks could not deliver, wait in
+    the run folder for a store that did not answer: delivered now if the store answers; (the
+    status the store holds, problems), or None when nothing waits."""
+    from ...tracking import deliver_later
+
+    return deliver_later(run_dir)
+
+
+def _run_id(status: dict[str, Any]) -> str:
+    found = status.get("mlflow")
+    return str(found.get("run_id") or "?") if isinstance(found, dict) else "?"
 
 
 def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: str) -> tuple[str, list[str]]:

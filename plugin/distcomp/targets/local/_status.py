@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..._files import write_atomic
+from ...errors import UsageError
 from ...redact import NONE, Masker
 from ._procs import boot_id, start_time
 
@@ -40,6 +41,67 @@ def read(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+# what ``status``, ``logs`` and ``cancel`` read, and the JSON types each may have (None: absent)
+_NUMBER, _TEXT, _MAP = (int, float), (str,), (dict,)
+_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "state": (_TEXT, "a job state"), "message": (_TEXT, "a string"), "job_id": (_TEXT, "a string"),
+    "exit_code": ((int,), "an integer"), "started_at": (_NUMBER, "a number"), "wall_s": (_NUMBER, "a number"),
+    "outputs": (_MAP, "an object"), "mlflow": (_MAP, "an object"), "root_cause": (_MAP, "an object"),
+    "supervisor": (_MAP, "an object"), "cookie": (_TEXT, "a string"),
+}
+_INNER: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "mlflow": {"run_id": (_TEXT, "a string"), "tracking_uri": (_TEXT, "a string"),
+               "experiment_id": (_TEXT, "a string")},
+    "root_cause": {"returncode": ((int,), "an integer"), "detail": (_TEXT, "a string"),
+                   "tail": ((list,), "a list of strings")},
+    "supervisor": {"pid": ((int,), "an integer"), "start_time": (_NUMBER, "a number")},
+}
+
+
+def type_problem(data: Mapping[str, Any]) -> str | None:
+    """What in a status.json is of a type distcomp never writes (``{"state": 5}``: a file
+    edited or written by something else), or None; absent and null fields are fine."""
+    from ...outcome import JobState
+
+    def wrong(key: str, value: Any, types: tuple[type, ...], expected: str) -> str | None:
+        if value is None:
+            return None
+        bad = isinstance(value, bool) or not isinstance(value, types)
+        if expected == "a job state":
+            expected = "one of: " + ", ".join(s.value for s in JobState)
+            try:
+                bad = bad or not JobState.parse(value)
+            except (ValueError, TypeError):
+                bad = True
+        if not bad and types == (list,):
+            bad = not all(isinstance(line, str) for line in value)
+        return f"{key!r} is {json.dumps(value)[:60]}, expected {expected}" if bad else None
+
+    for key, (types, expected) in _FIELDS.items():
+        problem = wrong(key, data.get(key), types, expected)
+        if problem:
+            return problem
+        inner = data.get(key)
+        if not isinstance(inner, dict):
+            continue
+        for sub, (kinds, what) in _INNER.get(key, {}).items():
+            problem = wrong(f"{key}.{sub}", inner.get(sub), kinds, what)
+            if problem:
+                return problem
+    return None
+
+
+def checked(path: Path) -> dict[str, Any]:
+    """``read``, for a command that acts on what it says (``status``, ``logs``, ``cancel``): a
+    record with a field of the wrong type is a UsageError naming the file and the field."""
+    data = read(path) or {}
+    problem = type_problem(data)
+    if problem:
+        raise UsageError(f"{path}: {problem}; distcomp did not write this (the file was edited or replaced): "
+                         "restore it, or give a run folder distcomp made")
+    return data
 
 
 def now() -> float:

@@ -98,7 +98,7 @@ class LocalTarget:
         record = JobRecord("run", again, str(cwd), dict(options.get("inputs") or {}),
                            dict(options.get("outputs") or {}), dict(options.get("env") or {}),
                            {k: v for k, v in run_options.items() if v is not None})
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o775)  # never writable by all: the worker refuses that
         # what the background process does is a record it reads, never flags: mode 600, it holds the inputs
         job_file = write_record(run_dir / JOB_RECORD, record)
         argv = [sys.executable, "-m", "distcomp.worker", str(job_file)]
@@ -120,8 +120,19 @@ class LocalTarget:
 
     def status(self, job: str) -> JobOutcome:
         run_dir = run_folder(job)
-        data = _read(run_dir)
+        data = _checked(run_dir)
         state = JobState.parse(str(data.get("state", "unknown")))
+        if state.terminal:  # its MLflow run's end may wait in the folder for the store: delivered now
+            from ._reap import deliver_waiting
+
+            later = deliver_waiting(run_dir)
+            if later is not None:
+                held, problems = later
+                said = "still waits: the store did not take it" if held == "RUNNING" else \
+                    f"delivered with what waited in {run_dir / 'tracking'}: {held}"
+                for line in [f"the end of MLflow run {(data.get('mlflow') or {}).get('run_id')} {said}", *problems]:
+                    print(f"distcomp status: {line}", file=sys.stderr, flush=True)
+                data = _checked(run_dir)
         message = str(data.get("message") or "")
         if state is JobState.RUNNING and not _alive(data):
             state, message = JobState.UNKNOWN, (f"status.json says running, but its `distcomp run` is gone; "
@@ -149,7 +160,7 @@ class LocalTarget:
         offsets: dict[Path, int] = {}
         partial: dict[Path, str] = {}
         while True:
-            data = _read(run_dir)
+            data = _checked(run_dir)
             ended = JobState.parse(str(data.get("state", "running"))).terminal or (
                 not _alive(data) and not _left(data, run_dir))
             files = chosen if rank is not None else sorted(logs.glob("*.log")) if logs.is_dir() else []
@@ -166,7 +177,7 @@ class LocalTarget:
         cancelled here: what it left is stopped (by its cookie and cgroup, as ``distcomp reap``
         does), its MLflow run ended KILLED; what could not be done is a JobError."""
         run_dir = run_folder(job)
-        data = _read(run_dir)
+        data = _checked(run_dir)
         if data.get("state") != "running":
             return self.status(job)
         if not _alive(data):
@@ -199,6 +210,13 @@ def _read(run_dir: Path) -> dict[str, Any]:
     from ._status import NAME, read
 
     return read(run_dir / NAME) or {}
+
+
+def _checked(run_dir: Path) -> dict[str, Any]:
+    """status.json for a command that acts on it: a field of the wrong type is a UsageError."""
+    from ._status import NAME, checked
+
+    return checked(run_dir / NAME)
 
 
 def _alive(data: Mapping[str, Any]) -> bool:

@@ -1,9 +1,5 @@
-"""The cluster's Jobs API: its address, a client that says in one line why it cannot be had,
-and where this machine remembers which address each job went to.
-
-``$XDG_STATE_HOME/distcomp/ray/ID`` holds the address job ID was submitted to, so ``distcomp
-status|logs|cancel ray:ID`` find it from any shell; a job submitted elsewhere is asked at
-``$RAY_ADDRESS``.
+"""The cluster's Jobs API: its address, and a client that says in one line why it cannot be
+had (which address each job went to: ``_ids``).
 """
 
 from __future__ import annotations
@@ -12,11 +8,11 @@ import json
 import logging
 import os
 import re
+import shlex
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import UsageError
@@ -25,12 +21,8 @@ if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
 MIN_VERSION = (2, 9)  # the Jobs API with submission ids and stop/tail as used here
-_ID = re.compile(r"^[A-Za-z0-9_.-]+\Z")
-
-
-def index_dir() -> Path:
-    state = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(os.path.abspath(state)) / "distcomp" / "ray"
+_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")  # python, python3.11, pypy3
+_PATH = re.compile(r"[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]*")  # one path: quoted in the entrypoint, so any other character is a file name's
 
 
 def address_of(options: Mapping[str, Any]) -> str:
@@ -41,9 +33,32 @@ def address_of(options: Mapping[str, Any]) -> str:
                          "or set RAY_ADDRESS")
     if "://" not in address:
         address = "http://" + address
-    if not address.startswith(("http://", "https://")):
+    if not address.startswith(("http://", "https://")) or not _url_ok(address):
         raise UsageError(f"--address {address!r}: give the Jobs API's URL, http://HOST:PORT (the dashboard's port)")
     return address.rstrip("/")
+
+
+def python_of(options: Mapping[str, Any]) -> str:
+    """``--python``, the cluster's interpreter that runs the driver (default ``python``), as one
+    word of the entrypoint's shell text: a command name or a path, never more shell."""
+    python = str(options.get("python") or "python")
+    if not (_WORD.fullmatch(python) or ("/" in python and _PATH.fullmatch(python))):
+        raise UsageError(f"--python {python!r}: give the cluster's Python interpreter as one command name (python3) "
+                         "or one path (/opt/conda/bin/python), nothing more")
+    return shlex.quote(python)
+
+
+def _url_ok(address: str) -> bool:
+    """A URL urllib and Ray's client can open: a host, a port that is a number, and no space or
+    control character anywhere (``http://a b`` is http.client's InvalidURL, not an address)."""
+    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in address):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(address)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number in range
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def check(address: str) -> str:
@@ -72,26 +87,6 @@ def client(address: str) -> "JobSubmissionClient":
         return JobSubmissionClient(address)
     except (ConnectionError, RuntimeError) as exc:
         raise UsageError(f"cannot reach the Ray Jobs API at {address}: {str(exc).splitlines()[0]}") from None
-
-
-def remember(job_id: str, address: str) -> None:
-    folder = index_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / job_id).write_text(address + "\n", encoding="utf-8")
-
-
-def job_address(job_id: str) -> str:
-    """The address job ``job_id`` went to (this machine's index), else ``$RAY_ADDRESS``."""
-    if not _ID.match(job_id):
-        raise UsageError(f"{job_id!r} is not a Ray job id (as `distcomp submit --target ray` printed it: ray:ID)")
-    try:
-        return (index_dir() / job_id).read_text(encoding="utf-8").strip()
-    except OSError:
-        pass
-    if not os.environ.get("RAY_ADDRESS", "").strip():
-        raise UsageError(f"Ray job {job_id} was not submitted from this machine and RAY_ADDRESS is not set: set it to "
-                         "the cluster's Jobs API URL")
-    return address_of({})
 
 
 def info(c: "JobSubmissionClient", job_id: str, address: str) -> Any:

@@ -63,7 +63,9 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
     from ...plan import make_plan
     from ...redact import job_masker
     from ...spec import InputError, RenderError, check_inputs
+    from ._client import python_of
 
+    python_of(options)  # a bad --python before any other work
     outputs = dict(options.get("outputs") or {})
     values, problems = check_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
     problems = output_problems(spec, outputs) + problems
@@ -98,7 +100,7 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
         runtime_env["pip"] = packages
     holds = {n: "file" if spec.outputs[n].holds == "file" else "folder" for n in outputs}
     data: dict[str, Any] = {
-        "submission_id": JOB_NAME, "entrypoint": f"{options.get('python') or 'python'} {ENTRYPOINT}",
+        "submission_id": JOB_NAME, "entrypoint": f"{python_of(options)} {ENTRYPOINT}",
         "runtime_env": runtime_env,
         "placement_group": {"strategy": "STRICT_SPREAD", "bundles": [one] * plan.topology.nodes,
                             "wait_s": float(options.get("placement_timeout") or 300.0)},

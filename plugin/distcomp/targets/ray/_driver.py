@@ -194,7 +194,9 @@ def node_class() -> Any:
                 os.makedirs(path if kind == "folder" else os.path.dirname(path) or ".", exist_ok=True)
             self.folder = tempfile.mkdtemp(prefix=f"distcomp-ray-node{self.index}-")
             record = {**record, "cwd": os.getcwd(), "env": with_hook(record["env"])}  # cwd: the working_dir here
-            with open(os.path.join(self.folder, "node.json"), "w", encoding="utf-8") as f:
+            # mode 600 whatever the worker's umask: the agent refuses a record others may write
+            fd = os.open(os.path.join(self.folder, "node.json"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(record, f)
             if secrets:
                 fd = os.open(os.path.join(self.folder, record["secrets"]), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

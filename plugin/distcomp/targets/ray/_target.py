@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from ...errors import JobError, UsageError
 from ...outcome import JobOutcome, JobState
 from ...target import Compiled, Notify
-from . import _client, _joblog
+from . import _client, _ids, _joblog
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -74,19 +74,26 @@ class RayTarget:
         runtime_env = dict(data["runtime_env"])
         with tempfile.TemporaryDirectory(prefix="distcomp-ray-") as tmp:
             runtime_env["py_modules"] = [str(stage(Path(tmp), config, job.masker))]
+            metadata = {"distcomp_component": spec.ref, "mlflow_run_id": job.tracking.run_id if job.tracking else ""}
             job_id = _client.submit(client, address, entrypoint=data["entrypoint"], submission_id=job.name,
-                                    runtime_env=runtime_env,
-                                    metadata={"distcomp_component": spec.ref,
-                                              "mlflow_run_id": job.tracking.run_id if job.tracking else ""})
-        _client.remember(job_id, address)
+                                    runtime_env=runtime_env, metadata=metadata)
+        _ids.remember(job_id, address, metadata)
         notify(f"submitted Ray job {job_id} ({spec.ref}) to {address}")
         return str(job_id)
 
     # -- a submitted job -------------------------------------------------------------------
+    def place(self, job_id: str) -> str:
+        """The Jobs API's address: a Ray job id names one job only at one cluster."""
+        return _ids.job_address(job_id.removeprefix(PREFIX))
+
     def _client(self, job_id: str) -> tuple[Any, str, str]:
+        """The client of the cluster the job went to, once it is sure the job there is the one
+        submitted (never another job that took its id)."""
         job_id = job_id.removeprefix(PREFIX)
-        address = _client.job_address(job_id)
-        return _client.client(address), job_id, address
+        address = _ids.job_address(job_id)
+        client = _client.client(address)
+        _ids.check(job_id, address, _client.info(client, job_id, address))
+        return client, job_id, address
 
     def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome:
         """Until Ray says the job ended (or ``timeout``): one small Jobs API request every

@@ -51,14 +51,27 @@ SWEEP = ('pids=$(grep -lzxF "' + COOKIE + '=$1" /proc/[0-9]*/environ 2>/dev/null
          'exit 0')
 
 
-def cleanup(first: str = "") -> str:
+# The job's secrets file goes when the job has ended by itself: its script ends while Slurm still
+# says RUNNING; the ranks' logs are masked with it first (``_forget``). A requeue or a preemption
+# (the job PENDING again: this script runs again and reads the file), a cancel or a time limit
+# end it otherwise; then distcomp's status or reap does the same once Slurm says the job ended.
+# (Bash gives a trap run by a signal the status of the last command, not 128+N: Slurm's word is
+# the one to trust.) After the sweep, so a signal that lands while the trap runs keeps the file.
+def forget_secrets(python: str) -> str:
+    return ('scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | grep -q " JobState=RUNNING " '
+            f'&& {shlex.quote(python)} -m distcomp.targets.slurm._forget "$DISTCOMP_JOB_FOLDER"')
+
+
+def cleanup(first: str = "", last: str = "") -> str:
     """The batch script's EXIT trap: the sweep on every node (``first``: shell lines the sweep
-    runs before it, e.g. a trap that removes the node's code folder when it ends)."""
+    runs before it, e.g. a trap that removes the node's code folder when it ends; ``last``: a
+    line the batch script runs after the sweep)."""
     return (f'export {COOKIE}="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
             'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
             f'    env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
             '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
             f'      /bin/sh -c {shlex.quote(first + SWEEP)} sweep "${COOKIE}"\n'
+            + (f'    {last}\n' if last else '') +
             '}\n'
             'trap distcomp_cleanup EXIT')
 
@@ -256,9 +269,12 @@ def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Reso
         f"# the node agents' record: the replicas, their env and the command (a secret: its index in {SECRETS})",
         f"cat >\"$DISTCOMP_JOB_FOLDER/{RECORD}\" <<'{HEREDOC}'",
         text + HEREDOC,
+        "# writable by its owner only, whatever the job's umask: the agents refuse a record others may change",
+        f"chmod go-w \"$DISTCOMP_JOB_FOLDER/{RECORD}\"",
         "# what the ranks leave is stopped on every node when this script ends"
-        + (" (and the node's code folder removed)" if local else ""),
-        cleanup(remove_code(local)) if local else CLEANUP,
+        + (" (and the node's code folder removed)" if local else "")
+        + (f"; {SECRETS} is removed when the job ended by itself" if masker else ""),
+        cleanup(remove_code(local) if local else "", forget_secrets(python) if masker else ""),
         *([fetch_step(code, local, python, t.nodes)] if code is not None and local else []),
         "# the values the agents bind: each node's name and address, the job's ports",
         NODES + NEXT_PORT + ports + CPUS,

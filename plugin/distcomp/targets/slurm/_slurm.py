@@ -135,3 +135,32 @@ def parse_fields(line: str) -> dict[str, str]:
 
 def cancel(job_id: str) -> None:
     run(["scancel", job_id], "cancelling the job")
+
+
+_CLUSTERS: dict[str, str] = {}  # SLURM_CONF -> the ClusterName the controller told, once per process
+
+
+def cluster_name() -> str:
+    """The cluster's ``ClusterName`` (its slurm.conf, else ``scontrol show config`` for a
+    configless one): a job id is unique only within one cluster, so distcomp's index of jobs
+    is keyed by it; "" where neither says."""
+    conf = os.environ.get("SLURM_CONF", "")
+    try:
+        with open(conf or "/etc/slurm/slurm.conf", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, eq, value = line.split("#")[0].partition("=")
+                if eq and key.strip().lower() == "clustername" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    if conf not in _CLUSTERS:
+        try:
+            proc = run(["scontrol", "show", "config"], "asking Slurm for its configuration", check=False)
+        except (UsageError, JobError, OSError, subprocess.SubprocessError):
+            return ""
+        name = next((line.partition("=")[2].strip() for line in proc.stdout.splitlines()
+                     if line.partition("=")[0].strip() == "ClusterName"), "")
+        if not name:
+            return ""  # asked again next time: the controller may answer then
+        _CLUSTERS[conf] = name
+    return _CLUSTERS[conf]

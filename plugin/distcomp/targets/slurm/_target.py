@@ -4,11 +4,15 @@ cluster's shared file system, its id Slurm's job id.
 The job folder (``JOB_DIR/NAME-TIME-XXXX``) holds the spec and a snapshot of its code (the job
 never runs from the user's working copy), the script, ``job.json`` (the Slurm id, the MLflow
 run), the ranks' logs and exit records, and, once someone saw the end, ``outcome.json``.
-``JOB_DIR/.ids/ID`` names the folder of Slurm job ID, so status, logs and cancel find a job
-after Slurm has forgotten it (MinJobAge). The job's MLflow run is the core's (``distcomp.target``):
-created before sbatch, its env handed to every rank through the script, and ended by the job
-handle once it sees the end; ``outcome.json`` is made once, exclusively, by whoever first sees
-it (``wait``, ``status``, ``cancel``), and names the run for a process that did not submit.
+``JOB_DIR/.ids/CLUSTER/ID`` names the folder of Slurm job ID of the cluster whose
+``ClusterName`` is CLUSTER (an id is unique only within one cluster, and a cluster set up again
+counts from 1 again), so status, logs and cancel find a job after Slurm has forgotten it
+(MinJobAge); a found folder is used only when its record is of that cluster's job ID and, while
+Slurm still knows the job, the job's ``WorkDir`` is that folder. The job's MLflow run is the
+core's (``distcomp.target``): created before sbatch, its env handed to every rank through the
+script, and ended by the job handle once it sees the end; ``outcome.json`` is made once,
+exclusively, by whoever first sees it (``wait``, ``status``, ``cancel``), and names the run for a
+process that did not submit.
 
 The job's secrets (``distcomp.redact``) are in ``secrets.sh`` only (mode 600), which the script
 reads: ``job.sbatch`` names them (and is mode 600 too when the job has any), and everything
@@ -186,9 +190,11 @@ class SlurmTarget:
             shutil.rmtree(folder, ignore_errors=True)  # no job: no folder that status or reap would find
             raise
         record["slurm_job_id"] = job_id
+        record["cluster"] = _slurm.cluster_name()
         _write_json(folder / RECORD, record)
-        (job_dir / IDS).mkdir(exist_ok=True)
-        (job_dir / IDS / job_id).write_text(str(folder) + "\n", encoding="utf-8")
+        index = _index(job_dir, record["cluster"], job_id)
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text(str(folder) + "\n", encoding="utf-8")
         notify(f"submitted Slurm job {job_id} ({spec.ref}); job folder: {folder}")
         return job_id
 
@@ -198,6 +204,12 @@ class SlurmTarget:
             shutil.copyfile(path, into / path.name)
 
     # -- a submitted job -------------------------------------------------------------------
+    def place(self, job_id: str) -> str:
+        """The cluster's name: a Slurm job id names one job only within one cluster."""
+        from . import _slurm
+
+        return _slurm.cluster_name()
+
     def _folder(self, job_id: str) -> Path:
         from . import _slurm
 
@@ -205,16 +217,34 @@ class SlurmTarget:
         if not job_id.isdigit():
             raise UsageError(f"{job_id!r} is not a Slurm job id (a number, as `distcomp submit --target slurm` "
                              "printed it)")
+        cluster = _slurm.cluster_name()
+        unasked: JobError | UsageError | None = None
+        try:
+            live = _slurm.show(job_id)
+        except (JobError, UsageError) as exc:  # no Slurm to ask here, or it does not answer: the record alone says
+            live, unasked = None, exc
+        others = []
         for base in dict.fromkeys(p for p in (self._job_dir, default_job_dir()) if p is not None):
-            index = base / IDS / job_id
-            if index.is_file():
-                return Path(index.read_text(encoding="utf-8").strip())
-        found = _slurm.show(job_id)
-        work = Path(found.fields.get("WorkDir", "")) if found is not None else None
-        if work is not None and (work / RECORD).is_file():
+            try:
+                folder = Path(_index(base, cluster, job_id).read_text(encoding="utf-8").strip())
+            except OSError:
+                continue
+            why = _not_the_job(folder, job_id, cluster, live)
+            if why is None:
+                return folder
+            others.append(f"{folder}: {why}")
+        work = Path(live.fields.get("WorkDir", "")) if live is not None else None
+        if work is not None and _not_the_job(work, job_id, cluster, live) is None:
             return work
-        raise UsageError(f"Slurm job {job_id} is not a distcomp job this machine knows (no index under "
-                         f"{default_job_dir() / IDS}; set DISTCOMP_SLURM_DIR to the job dir it was submitted with)")
+        if unasked is not None and not others:  # no record here and no Slurm to ask: what is wrong is Slurm's
+            raise unasked
+        on = f" on cluster {cluster!r}" if cluster else ""
+        if others:  # never another job's logs or outcome: that id named another job once
+            raise UsageError(f"Slurm job {job_id} is not a distcomp job this machine knows{on}: the job dir's record "
+                             f"of id {job_id} is of another job ({'; '.join(others)})")
+        raise UsageError(f"Slurm job {job_id} is not a distcomp job this machine knows{on} (no index under "
+                         f"{_index(default_job_dir(), cluster, job_id).parent}; set DISTCOMP_SLURM_DIR to the job dir "
+                         "it was submitted with)")
 
     def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome:
         from . import _slurm
@@ -358,7 +388,32 @@ class SlurmTarget:
                      folder / f"slurm-{sid}.out"]:
             _mask_file(path, masker)  # before the logs become MLflow artifacts (the job handle attaches them)
         _write_json(folder / OUTCOME, outcome.to_json())
+        # Slurm says the job ended (it requeues it no more): its secrets go, the logs being masked
+        (folder / _secrets.NAME).unlink(missing_ok=True)
         return outcome
+
+
+def _index(job_dir: Path, cluster: str, job_id: str) -> Path:
+    """``JOB_DIR/.ids/CLUSTER/ID``: a folder per cluster name (made safe as a file name)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in cluster)
+    return job_dir / IDS / (safe if safe[:1].isalpha() else f"_{safe}") / job_id
+
+
+def _not_the_job(folder: Path, job_id: str, cluster: str, live: "SlurmJob | None") -> str | None:
+    """Why ``folder`` is not the folder of Slurm job ``job_id`` of cluster ``cluster`` (Slurm's
+    ``live`` view of that job, None once it forgot it), or None when it is."""
+    try:
+        record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "no readable job.json"
+    if not isinstance(record, dict) or str(record.get("slurm_job_id", "")) != job_id:
+        return f"its job.json is not of Slurm job {job_id}"
+    if cluster and record.get("cluster") and record["cluster"] != cluster:
+        return f"it ran on cluster {record.get('cluster')!r}"
+    work = live.fields.get("WorkDir", "") if live is not None else ""
+    if work and os.path.realpath(work) != os.path.realpath(folder):
+        return f"Slurm's job {job_id} works in {work}"
+    return None
 
 
 def _masker(folder: Path) -> "Masker":
@@ -462,7 +517,7 @@ def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker", copy_cod
     code folder, a full disk), so a refused job leaves no folder. With secrets, logs/ (what ranks
     print, secrets too until the end masks them) is the owner's only."""
     new_job_dir = not folder.parent.exists()
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, mode=0o775)  # never writable by all, whatever the umask: the agents refuse that
     try:
         if copy_code:
             _copy_code(spec, folder / "code")
