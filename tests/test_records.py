@@ -439,7 +439,8 @@ def test_tensorflow_parameter_servers_as_azure_ml_lays_them_out(tmp_path: Path) 
     configs = [json.loads(bind(r.env["TF_CONFIG"], values)) for r in t.replicas]
     cluster = {"worker": ["10.0.0.1:20000", "10.0.0.1:20001", "10.0.0.2:20002", "10.0.0.2:20003"],
                "ps": ["10.0.0.1:20004"]}
-    assert configs == [{"cluster": cluster, "task": {"type": r.role, "index": r.index}} for r in t.replicas]
+    assert configs == [{"cluster": cluster, "task": {"type": r.role, "index": r.index}, "environment": "cloud"}
+                       for r in t.replicas]
     assert all(set(r.env) == {"TF_CONFIG"} and r.argv == (COMMAND,) for r in t.replicas)
 
 
@@ -451,7 +452,7 @@ def test_tensorflow_without_parameter_servers_has_no_chief(tmp_path: Path) -> No
     assert not any(r.service for r in t.replicas)
     config = json.loads(bind(t.replicas[2].env["TF_CONFIG"], all_values(t)))
     assert config == {"cluster": {"worker": ["10.0.0.1:20000", "10.0.0.1:20001", "10.0.0.1:20002"]},
-                      "task": {"type": "worker", "index": 2}}
+                      "task": {"type": "worker", "index": 2}, "environment": "cloud"}
 
 
 def test_tensorflow_declared_chief_and_evaluator(tmp_path: Path) -> None:
@@ -465,7 +466,8 @@ def test_tensorflow_declared_chief_and_evaluator(tmp_path: Path) -> None:
     assert t.ports == ("chief-0", "worker-0", "worker-1")  # the evaluator is outside the cluster
     configs = [json.loads(bind(r.env["TF_CONFIG"], all_values(t))) for r in t.replicas]
     cluster = {"chief": ["10.0.0.1:20000"], "worker": ["10.0.0.1:20001", "10.0.0.2:20002"]}
-    assert configs == [{"cluster": cluster, "task": {"type": r.role, "index": r.index}} for r in t.replicas]
+    assert configs == [{"cluster": cluster, "task": {"type": r.role, "index": r.index}, "environment": "cloud"}
+                       for r in t.replicas]
 
 
 def test_a_kubeflow_job_record_carries_what_submit_needs() -> None:

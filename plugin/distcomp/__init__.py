@@ -4,12 +4,13 @@ The Python API (``distcomp.load``, ``run``, ``compile``, ``dryrun``, ``submit``,
 ``render``, ``schema``, ``reap``, ``build_context``, ``nodes_range``, ``target_nodes`` and the
 ``distcomp.registry`` actions; ``component``, ``Input``, ``Output`` and ``export`` for
 Python-function components, see ``distcomp.function``) is loaded on first use, so that ``import distcomp`` (and the
-``distcomp`` command) stays fast.
+``distcomp`` command) stays fast. So is each public submodule: ``import distcomp`` then
+``distcomp.runtime.log_metrics(...)`` works, as ``import distcomp.runtime`` would.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from ._lazy import exports
 
 __version__ = "0.1.0"
 __all__ = ["FunctionComponent", "Input", "JobHandle", "JobOutcome", "JobState", "NodeRange", "Output", "ReapReport",
@@ -17,21 +18,22 @@ __all__ = ["FunctionComponent", "Input", "JobHandle", "JobOutcome", "JobState", 
            "component", "dryrun", "export", "job", "load", "nodes_range", "reap", "registry", "render", "run", "schema",
            "submit", "target_nodes", "validate"]
 
-_API = {"JobHandle": "api", "compile": "api", "dryrun": "api", "job": "api", "load": "api", "run": "api", "submit": "api",
-        "JobOutcome": "outcome", "JobState": "outcome",
-        "SpecCheck": "_specs_api", "ValidationReport": "_specs_api", "Rendered": "_specs_api",
-        "validate": "_specs_api", "render": "_specs_api", "schema": "_specs_api",
-        "ReapReport": "_reap_api", "reap": "_reap_api", "build_context": "_image_api",
-        "component": "function._component", "FunctionComponent": "function._component",
-        "Input": "function._ports", "Output": "function._ports", "export": "function._export",
-        "NodeRange": "_nodes", "TargetNodes": "_nodes", "nodes_range": "_nodes", "target_nodes": "_nodes"}
-_PACKAGES = ("registry",)  # distcomp.registry.publish(...) after a bare `import distcomp`
-
-
-def __getattr__(name: str) -> Any:
-    if name in _API or name in _PACKAGES:
-        import importlib
-
-        module = importlib.import_module(f"{__name__}.{_API.get(name, name)}")
-        return module if name in _PACKAGES else getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_MODULES = {  # module: the names it provides
+    "api": ("JobHandle", "compile", "dryrun", "job", "load", "run", "submit"),
+    "outcome": ("JobOutcome", "JobState"),
+    "_specs_api": ("SpecCheck", "ValidationReport", "Rendered", "validate", "render", "schema"),
+    "_reap_api": ("ReapReport", "reap"),
+    "_image_api": ("build_context",),
+    "function._component": ("component", "FunctionComponent"),
+    "function._ports": ("Input", "Output"),
+    "function._export": ("export",),
+    "_nodes": ("NodeRange", "TargetNodes", "nodes_range", "target_nodes"),
+}
+# Every public submodule is an attribute too, as after `import distcomp.runtime`: a function
+# component or script that only did `import distcomp` calls distcomp.runtime.log_metrics(...).
+# tests/test_package_attributes.py holds this list to the package's folder.
+_SUBMODULES = ("agent", "agentboot", "agentjob", "api", "azureml", "cli", "delivery", "errors", "function", "hookspec",
+               "instances", "jobrecord", "jobs", "kfp", "kinds", "launchers", "mlstore", "outcome", "plan", "plugins",
+               "records", "redact", "registry", "results", "runtime", "spec", "target", "targets", "tracking",
+               "worker")
+__getattr__, __dir__ = exports(__name__, _MODULES, globals(), _SUBMODULES)

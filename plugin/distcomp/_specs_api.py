@@ -41,7 +41,7 @@ class SpecCheck:
     nodes: int = 0
     processes_per_node: int = 0
     layout: str | None = None  # the command's own launcher, as the plan describes it
-    warnings: tuple[str, ...] = ()  # the plan's: own-launcher contradictions, launcher advice
+    warnings: tuple[str, ...] = ()  # the plan's (own-launcher contradictions, launcher advice); a launcher not here
 
     @property
     def ok(self) -> bool:
@@ -140,6 +140,7 @@ def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> Validation
     a function component (or ``FILE.py:FUNCTION``) is checked as the spec it makes. A bad spec
     is reported, never raised; a folder with no spec in it, or a function that is no component,
     raises a UsageError."""
+    from .launchers.own import missing
     from .plan import make_plan
 
     table = _launchers()
@@ -158,8 +159,11 @@ def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> Validation
         own, ppn = plan.own, dist.processes_per_node or 1
         if own is not None and not own.once:  # what really runs: the user's launcher's count
             ppn = own.processes_per_node or ppn
+        # only here, not in the plan: a compile for a cluster need not find the program on this machine
+        absent = missing(spec) if own is not None else None
         checks.append(SpecCheck(_shown(file), result.diagnostics, spec, dist.launcher, dist.nodes, ppn,
-                                own.describe() if own is not None else None, tuple(plan.warnings)))
+                                own.describe() if own is not None else None,
+                                (*plan.warnings, *([absent] if absent else []))))
     return ValidationReport(tuple(checks))
 
 

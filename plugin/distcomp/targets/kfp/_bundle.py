@@ -19,7 +19,7 @@ import yaml
 
 from ..._files import targz
 from ...spec import BUILTIN_LAUNCHERS, ComponentSpec, check_text
-from ._errors import KfpTargetError
+from ._errors import KfpTargetError, ask
 
 SPEC_FILE = "component.yaml"
 CODE_DIR = "code"
@@ -71,7 +71,7 @@ def _code_files(spec: ComponentSpec) -> list[tuple[str, bytes, int]]:
 
     if not spec.code.is_dir():
         raise KfpTargetError(f"the code folder {spec.code} does not exist: the step embeds it (create it, or, for code "
-                             "already inside the image, give its folder there: --code-path PATH, code_path=PATH in Python)")
+                             f"already inside the image, give its folder there: {ask('code_path')})")
     out = []
     for rel, path in sorted(code_files(spec, KfpTargetError).items()):
         mode = 0o755 if os.access(path, os.X_OK) else 0o644

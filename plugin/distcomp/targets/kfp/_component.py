@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ...spec import ComponentSpec, check_file
 from .._spec import SpecLike, resolve_spec
 from ._bundle import pack
-from ._errors import KfpTargetError
+from ._errors import KfpTargetError, ask, name
 from ._interface import step_interface
 from ._source import Submit, function_source
 
@@ -104,8 +104,8 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
         raise KfpTargetError(
             f"{spec.ref}: the step's program with the embedded code is {len(program) / 1024:.0f} KiB, over the "
             f"128 KiB a container command argument may have (largest files from {spec.code}: {bundle.largest()}); "
-            "give data as an input rather than in the code folder, or put the code in the image and give its folder there: "
-            "--code-path PATH (distcomp compile --target kfp), code_path=PATH (Python)")
+            f"give data as an input rather than in the code folder, or put the code in the image and give its folder "
+            f"there: {ask('code_path')}")
     return component
 
 
@@ -123,6 +123,11 @@ def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, n
                                pip_index_urls=pip_index_urls, install_kfp_package=install_kfp_package,
                                code_path=code_path, timeout=timeout, max_restarts=max_restarts,
                                shared_volume=shared_volume, poll=poll, job_options=job_options)
+    return write_component(component, path)
+
+
+def write_component(component: "PythonComponent", path: str | os.PathLike[str]) -> Path:
+    """A loaded component as the file ``compile_component`` writes."""
     from kfp import compiler
 
     out = Path(path)
@@ -153,7 +158,7 @@ def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: flo
             options["nproc_per_node"] = spec.distribution.processes_per_node
     if timeout is not None:
         if timeout <= 0:
-            raise KfpTargetError(f"timeout must be > 0 seconds (got {timeout})")
+            raise KfpTargetError(f"{name('timeout')} must be > 0 seconds (got {timeout})")
         options["timeout"] = float(timeout)
     if max_restarts:
         _positive(max_restarts, "max_restarts")
@@ -171,18 +176,21 @@ def _cluster_image(spec: ComponentSpec, image: str | None, shared_volume: tuple[
     if shared_volume is None:
         raise KfpTargetError(
             f"{spec.ref}: {nodes} nodes: the step then creates a Kubeflow training job (as distcomp compile "
-            "--target kubeflow writes it), whose pods cannot see the step's files: pass shared_volume=(CLAIM, "
-            "MOUNT_PATH), a PersistentVolumeClaim the step and the pods both mount (mount it on the task with "
-            "kfp.kubernetes.mount_pvc), or nodes=1")
+            f"--target kubeflow writes it), whose pods cannot see the step's files: pass {ask('shared_volume')}, a "
+            "PersistentVolumeClaim the step and the pods both mount (mount it on the task with "
+            f"kfp.kubernetes.mount_pvc), or {ask('nodes', '1')}")
     if (not isinstance(shared_volume, tuple) or len(shared_volume) != 2
             or not all(isinstance(part, str) for part in shared_volume)
             or not _CLAIM.match(shared_volume[0]) or not shared_volume[1].startswith("/")):
-        raise KfpTargetError(f"shared_volume must be (CLAIM, MOUNT_PATH): a PersistentVolumeClaim's name and an "
-                             f"absolute path (got {shared_volume!r})")
+        shape, got = ask("shared_volume")[len(name("shared_volume")):].lstrip("= "), repr(shared_volume)
+        if name("shared_volume").startswith("-") and isinstance(shared_volume, tuple):  # as the flag gave it
+            got = repr(":".join(map(str, shared_volume)))
+        raise KfpTargetError(f"{name('shared_volume')} must be {shape}: a PersistentVolumeClaim's name and an "
+                             f"absolute path (got {got})")
     chosen = image or (spec.environment.image if spec.environment else None)
     if not chosen:
         raise KfpTargetError(f"{spec.ref}: {nodes} nodes: the pods need an image holding distcomp and the "
-                             "command's dependencies; pass image= (the spec's environment names none)")
+                             f"command's dependencies; pass {ask('image')} (the spec's environment names none)")
     from ...plugins import PluginError, get_plugin_manager
 
     try:  # an unknown launcher would only fail inside the step (one with no Kubeflow kind runs the node agent)
@@ -208,11 +216,11 @@ def _submit_template(spec: ComponentSpec, image: str, timeout: float | None, max
     options["image"] = image
     if timeout is not None:
         if timeout <= 0:
-            raise KfpTargetError(f"timeout must be > 0 seconds (got {timeout})")
+            raise KfpTargetError(f"{name('timeout')} must be > 0 seconds (got {timeout})")
         options["timeout"] = float(timeout)
     if poll is not None:
         if poll <= 0:
-            raise KfpTargetError(f"poll must be > 0 seconds (got {poll})")
+            raise KfpTargetError(f"{name('poll')} must be > 0 seconds (got {poll})")
         options["poll"] = float(poll)
     options.update(job_options)
     record = JobRecord("submit", target="kubeflow", options=options)
@@ -254,4 +262,4 @@ def _spec_image(spec: ComponentSpec) -> str:
 
 def _positive(value: int | None, what: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise KfpTargetError(f"{what} must be a whole number >= 1 (got {value!r})")
+        raise KfpTargetError(f"{name(what)} must be a whole number >= 1 (got {value!r})")

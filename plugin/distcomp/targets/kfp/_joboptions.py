@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ...errors import UsageError
 from ...target import TargetOption
-from ._errors import KfpTargetError
+from ._errors import KfpTargetError, ask, name as asked_name
 
 if TYPE_CHECKING:
     from ...target import TargetType
 
 # what the step gives the kubeflow target itself: the layout, where the spec, code and data are
+# ({param}: how the caller gives it, see _errors.ask)
 STEP_SET = {
-    "nodes": "pass nodes= to load_component (--nodes)", "nproc_per_node": "pass nproc_per_node= (--nproc-per-node)",
-    "image": "pass image= (--image)", "timeout": "pass timeout=", "poll": "pass poll=",
-    "volumes": "pass shared_volume= (--volume)", "workdir": "the step runs in the code on the shared volume",
+    "nodes": "pass {nodes}", "nproc_per_node": "pass {nproc_per_node}",
+    "image": "pass {image}", "timeout": "pass {timeout}", "poll": "pass {poll}",
+    "volumes": "pass {shared_volume}", "workdir": "the step runs in the code on the shared volume",
     "name": "the step names each job", "namespace": "the job goes to the step's own namespace",
     "inputs": "the pipeline gives the inputs", "output_paths": "the outputs go to the shared volume",
     "kubeconfig": "the step uses its pod's service account", "inherit_pod": "the step always passes its pod on",
@@ -75,7 +76,9 @@ def _option(kubeflow: "TargetType", name: str, shown: str) -> TargetOption:
 
 def _refuse(kubeflow: "TargetType", name: str, shown: str) -> None:
     if name in STEP_SET:
-        raise KfpTargetError(f"job option {shown!r}: the step sets {name} itself ({STEP_SET[name]})")
+        how = STEP_SET[name].format_map({p: ask(p) for p in ("nodes", "nproc_per_node", "image", "timeout", "poll",
+                                                             "shared_volume")})
+        raise KfpTargetError(f"job option {shown!r}: the step sets {name} itself ({how})")
     known = ", ".join(sorted(o.name for o in kubeflow.options if o.name not in STEP_SET))
     raise KfpTargetError(f"job option {shown!r}: {name!r} is not an option of the kubeflow target (known: {known})")
 
@@ -114,8 +117,9 @@ def from_flags(words: Sequence[str]) -> tuple[dict[str, Any], str]:
                 continue
         if not flag.startswith("-") or option is None:
             known = ", ".join(sorted(f for f, o in flags.items() if o.name not in STEP_SET))
-            raise KfpTargetError(f"job_options {word!r}: not a `distcomp submit --target kubeflow` flag (known: "
-                                 f"{known}); better, give a mapping of the kubeflow target's options")
+            raise KfpTargetError(f"{asked_name('job_options')} {word!r}: not a `distcomp submit --target kubeflow` "
+                                 f"flag (known: {known}); better, give the kubeflow target's options by name: "
+                                 f"{ask('job_options')}")
         _option(kubeflow, option.name, word)
         if option.kind == "bool" and not sep:
             out[option.name] = True
@@ -123,7 +127,7 @@ def from_flags(words: Sequence[str]) -> tuple[dict[str, Any], str]:
             continue
         if not sep:
             if i + 1 >= len(words):
-                raise KfpTargetError(f"job_options {word!r}: the flag needs a value")
+                raise KfpTargetError(f"{asked_name('job_options')} {word!r}: the flag needs a value")
             text, i = str(words[i + 1]), i + 1
         _text_value(option, text, out, word)
         i += 1

@@ -23,21 +23,26 @@ class KfpTarget:
                 raise UsageError(f"--volume {options['volume']!r}: expected CLAIM:PATH (a PersistentVolumeClaim "
                                  "and its mount path)")
             volume = (claim, path)
-        job_options, notes = _job_options(options.get("job_options"))
+        from ._errors import FLAGS, asked
+
+        with asked(FLAGS):  # the target contract's callers give flags: errors name them
+            job_options, notes = _job_options(options.get("job_options"))
         code_path = options.get("code_path")
         if code_path is not None and not str(code_path).startswith("/"):
             raise UsageError(f"--code-path {code_path!r}: give the code folder's absolute path inside the image "
                              "(e.g. /app), where the step runs")
 
         def write(out: Path) -> None:
-            from ._component import compile_component
+            from ._component import load_component, write_component
             from ._errors import KfpTargetError
 
+            with asked(FLAGS):  # every check first: a refused spec leaves no folder behind
+                component = load_component(spec, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
+                                           image=options.get("image"), shared_volume=volume, code_path=code_path,
+                                           job_options=job_options)
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
-                compile_component(spec, out, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
-                                  image=options.get("image"), shared_volume=volume, code_path=code_path,
-                                  job_options=job_options)
+                write_component(component, out)
             except OSError as exc:
                 raise KfpTargetError(f"{out}: cannot write the component: {exc.strerror or exc}") from None
 

@@ -14,7 +14,8 @@ args = arguments()
 world = args.nodes * args.per_node
 
 config = json.loads(env("TF_CONFIG"))
-check(set(config) == {"cluster", "task"}, f"TF_CONFIG keys: {sorted(config)}")
+check(set(config) == {"cluster", "task", "environment"}, f"TF_CONFIG keys: {sorted(config)}")
+check(config["environment"] == "cloud", f"TF_CONFIG environment: {config['environment']!r} (Azure ML's is cloud)")
 cluster, task = config["cluster"], config["task"]
 check(set(cluster) == {"worker"}, f"TF_CONFIG cluster roles: {sorted(cluster)} (expected only workers)")
 workers = cluster["worker"]
