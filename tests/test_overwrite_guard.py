@@ -239,7 +239,7 @@ def test_compile_out_writes_only_over_what_distcomp_wrote(tmp_path: Path, comp: 
     # what distcomp wrote is written again without --force: YAML, a script (its mark last), JSON, a KFP component
     for target_args, name in ((["--target", "local"], "plan.yaml"), (["--target", "slurm"], "job.sbatch"),
                               (["--target", "ray", "--output", f"result={tmp_path / 'r'}"], "ray.json"),
-                              (["--target", "kfp"], "kfp.yaml")):
+                              (["--target", "kfp", "--image", "registry.example/distcomp:0.1.0"], "kfp.yaml")):
         out = tmp_path / name
         for _ in range(2):
             proc = cli("compile", spec, *target_args, "--out", out, cwd=tmp_path)

@@ -147,10 +147,11 @@ def test_azure_ml_starts_the_users_torch_launcher_once_per_node(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_azure_ml_compile_says_its_mpi_distribution_wraps_the_users_mpirun(tmp_path: Path) -> None:
+def test_azure_ml_compile_refuses_to_wrap_the_users_mpirun_in_its_own(tmp_path: Path) -> None:
+    """Azure's mpi distribution would start the user's mpirun once per process (issue 34)."""
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "azureml",
                            str(OWN / "mpirun.yaml"), "--environment", "azureml:x:1", "--out", str(tmp_path / "c.yaml")],
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "the command starts its own mpirun, and Azure ML's mpi distribution runs the command under an mpirun " \
-           "of its own" in " ".join(proc.stderr.split())
+    assert proc.returncode == 2, proc.stderr
+    assert "starts the command under an mpirun of its own 4 time(s)" in " ".join(proc.stderr.split())
+    assert not (tmp_path / "c.yaml").exists()

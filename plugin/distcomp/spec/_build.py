@@ -233,7 +233,8 @@ def make_output(name: str, raw: Any, default_type: str) -> OutputSpec:
     raw = as_map(raw)
     written = raw.get("type") if isinstance(raw.get("type"), str) else default_type
     return OutputSpec(name, written, PORT_TYPES.get(written.lower(), "folder"),  # type: ignore[arg-type]
-                      description=as_str(raw.get("description")))
+                      description=as_str(raw.get("description")), path=as_str(raw.get("path")),
+                      mode=as_str(raw.get("mode")))
 
 
 def make_environment(raw: Any) -> EnvironmentSpec | None:

@@ -111,4 +111,5 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
         topo = topology(kind, nodes or count, found[0] if found else slots, None, 0, roles)
         topo = replace(topo, slots_from=found[1] if found else None)
     name = as_str(data.get("name")) or default_name(ctx.file)
-    return assemble(data, parts, name, topo, resources=frozen_map(compute))
+    # an Azure ML job draft: its relative ``path: ./data`` from the YAML's folder, as in v2
+    return assemble(data, parts, name, topo, resources=frozen_map(compute), paths_base=ctx.base_dir)

@@ -101,4 +101,5 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
                     as_count(dist.get("worker_count")), ps if isinstance(ps, int) else 0)
     given = data.get("name")
     name = given if isinstance(given, str) else default_name(ctx.file)
-    return assemble(data, parts, name, topo, resources=frozen_map(resources))
+    # azure-ai-ml resolves a job's relative ``path: ./data`` from the YAML's folder, not the shell's
+    return assemble(data, parts, name, topo, resources=frozen_map(resources), paths_base=ctx.base_dir)

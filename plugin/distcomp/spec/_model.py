@@ -47,6 +47,9 @@ class OutputSpec:
     type: str
     holds: Literal["folder", "file", "any"] = "folder"
     description: str | None = None
+    # where a job writes it and how (azure-ai-ml's ``path: azureml://datastores/...``, ``mode:``), as written
+    path: str | None = None
+    mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class ComponentSpec:
     successful_return_code: Literal["Zero", "ZeroOrGreater"] = "Zero"
     is_deterministic: bool | None = None
     source: Path | None = None  # the spec file, when loaded from one
+    # what a relative port default written in the spec (``path: ./data``) is relative to, as the
+    # dialect's platform reads it (v2, draft: the YAML's folder); None: the caller's folder
+    paths_base: Path | None = None
 
     @property
     def ref(self) -> str:

@@ -157,10 +157,12 @@ def bind_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | No
     return values
 
 
-def check_inputs(spec: "ComponentSpec", given: Mapping[str, str],
-                 base: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+def check_inputs(spec: "ComponentSpec", given: Mapping[str, str], base: Path | None = None,
+                 code_at: Path | None = None) -> tuple[dict[str, Any], list[str]]:
     """``bind_inputs`` without raising: the values that bound, and one line per problem, so a
-    caller can check the bound ones further (a port's path) and report everything in one pass."""
+    caller can check the bound ones further (a port's path) and report everything in one pass.
+    ``code_at``: the code folder's path where the command runs when that is not this machine
+    (a pod's): a relative default is then taken there, not from this machine's spec folder."""
     problems: list[str] = []
     out: dict[str, Any] = {}
     for name in given:
@@ -170,8 +172,9 @@ def check_inputs(spec: "ComponentSpec", given: Mapping[str, str],
             problems.append(f"unknown input '{name}' (expected one of: {known})" + (f"; {hint}" if hint else ""))
     for name, inp in spec.inputs.items():
         if name in given or (inp.is_port and inp.default is not None):
-            try:  # a port's default is a path, resolved like a given one
-                out[name] = parse_value(inp, given.get(name, inp.default), base)
+            try:  # a port's default is a path, resolved like a given one, from where the dialect says
+                out[name] = parse_value(inp, given.get(name, inp.default),
+                                        base if name in given else _defaults_base(spec, base, code_at))
             except ValueError as exc:  # the message shows the value: masked when the name is secret
                 raw = given.get(name, inp.default)  # ... unless it is no text, which it then does not show
                 unmaskable = isinstance(raw, str) and utf8_problem(raw)
@@ -181,6 +184,20 @@ def check_inputs(spec: "ComponentSpec", given: Mapping[str, str],
         elif not inp.optional:
             problems.append(f"missing required input '{name}' (give it with --input {name}=VALUE)")
     return out, problems
+
+
+def _defaults_base(spec: "ComponentSpec", base: Path | None, code_at: Path | None) -> Path | None:
+    """Where a relative port default is taken from: the spec's ``paths_base`` (azure-ai-ml: the
+    YAML's folder), else ``base``. Elsewhere (``code_at``, a pod's code folder) the same place
+    under the shipped code folder, or, when the spec's folder is not in it, ``code_at`` itself."""
+    if spec.paths_base is None:
+        return base if code_at is None else code_at
+    if code_at is None:
+        return spec.paths_base
+    try:
+        return code_at / spec.paths_base.relative_to(spec.code)
+    except ValueError:  # the spec's folder is not shipped: where the command runs, as before
+        return code_at
 
 
 def unknown_outputs(spec: "ComponentSpec", names: Iterable[str]) -> list[str]:

@@ -109,7 +109,7 @@ def test_compile_takes_code_path_as_python_does(tmp_path: Path) -> None:
     relative = cli("--code-path", "app")
     assert relative.returncode == 2 and "absolute path inside the image" in relative.stderr
     assert not (tmp_path / "step.yaml").exists()  # nothing half-written
-    done = cli("--code-path", "/app")
+    done = cli("--code-path", "/app", "--image", "registry.example/t:1")  # the image that holds /app
     assert done.returncode == 0, done.stderr
     # the step embeds the spec alone (its code: /app), not the 146 KiB of the code folder
     assert (tmp_path / "step.yaml").stat().st_size < 100_000

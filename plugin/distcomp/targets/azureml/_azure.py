@@ -67,16 +67,33 @@ def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, n
     """Write the component YAML to ``path`` (atomically), after azure-ai-ml validated it when
     it is installed (``validate=False`` or no azure-ai-ml: written unchecked)."""
     out = Path(path).absolute()
-    compiled = compile_mapping(spec_or_path, out.parent, nodes=nodes, nproc_per_node=nproc_per_node,
+
+    def mapping(folder: Path) -> Compiled:  # the component as a file in ``folder`` holds it
+        return compile_mapping(spec_or_path, folder, nodes=nodes, nproc_per_node=nproc_per_node,
                                environment=environment, image=image)
+
+    compiled = mapping(out.parent)
     text = to_yaml(compiled.component)
     if validate:
-        _check(_load(text, out.parent))
+        # azure-ai-ml opens a local path (code, file: environment) through the component's folder,
+        # which --out may name before it exists (new/nested/dir: `../../../env.yml` is then no path
+        # the OS can open), and nothing is created before the check: the same component, with its
+        # paths relative to the nearest folder that exists, is what it checks there
+        there = _existing(out.parent)
+        checked = text if there == out.parent else to_yaml(mapping(there).component)
+        _check(_load(checked, there))
     try:
         write_atomic(out, text)
     except OSError as exc:
         raise AzureMLTargetError(f"cannot write {out}: {exc.strerror or exc}") from None
     return compiled
+
+
+def _existing(folder: Path) -> Path:
+    """``folder``, or its nearest ancestor that exists."""
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent
+    return folder
 
 
 def azure_available() -> bool:

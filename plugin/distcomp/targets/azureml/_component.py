@@ -31,6 +31,8 @@ BASE_IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
 # what a command component's resources may hold besides instance_count
 _RESOURCES = ("instance_type", "shm_size", "docker_args", "properties", "locations")
 _NAME_OK = re.compile(r"^[a-z][a-z0-9_]*\Z")
+# the modes azure-ai-ml's component output schema takes (its SUPPORTED_INPUT_OUTPUT_MODES)
+_MODES = ("rw_mount", "upload", "direct", "mount", "ro_mount", "download", "eval_mount", "eval_download", "link")
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     if spec.inputs:
         doc["inputs"] = {n: _input(i, notes) for n, i in spec.inputs.items()}
     if spec.outputs:
-        doc["outputs"] = {n: _output(o) for n, o in spec.outputs.items()}
+        doc["outputs"] = {n: _output(o, notes) for n, o in spec.outputs.items()}
     code = _code(spec, base_dir, notes)
     if code is not None:
         doc["code"] = code
@@ -115,14 +117,8 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         doc["environment_variables"] = variables
     if distribution is not None:
         doc["distribution"] = distribution
-    own = plan.own  # the launcher the command starts itself, if any
-    if own is not None and own.once and distribution is not None and distribution["type"] == "mpi":
-        # Azure ML's MPI distribution starts its own mpirun around the command (its documentation:
-        # a head-node launcher such as mpirun cannot be given): the user's would run inside it
-        notes.append(f"the command starts its own {own.program}, and Azure ML's mpi distribution runs the "
-                     f"command under an mpirun of its own: each of its {distribution.get('process_count_per_instance')} "
-                     f"process(es) per node would start {own.program} again; drop {own.program} and its flags "
-                     "from the command (the distribution starts the ranks)")
+    if plan.own is not None and plan.own.once and distribution is not None and agent is None:
+        raise AzureMLTargetError(_nested(plan.own.program, distribution, spec.distribution.nodes))
     resources: dict[str, Any] = {"instance_count": spec.distribution.nodes}
     resources.update({k: spec.resources[k] for k in _RESOURCES if k in spec.resources})
     dropped = sorted(k for k in spec.resources if k not in _RESOURCES and k != "instance_count")
@@ -189,12 +185,40 @@ def _input(spec: InputSpec, notes: list[str]) -> dict[str, Any]:
     return out
 
 
-def _output(spec: OutputSpec) -> dict[str, Any]:
+def _nested(program: str, distribution: dict[str, Any], nodes: int) -> str:
+    """Why a command that starts every rank itself (``mpirun -np 16 ...``: the launcher's
+    ``once``) cannot run under an Azure ML distribution: Azure starts the command once per
+    process it places, under its own mpirun for ``mpi``, and takes no head-node launcher in the
+    command (its documentation), so every copy would start the whole world again."""
+    kind = distribution["type"]
+    if kind == "tensorflow":
+        copies = int(distribution.get("worker_count") or 1) + int(distribution.get("parameter_server_count") or 0)
+    else:
+        copies = nodes * int(distribution.get("process_count_per_instance") or 1)
+    how = "under an mpirun of its own" if kind == "mpi" else "itself"
+    return (f"the command starts every rank itself with {program}, and Azure ML's {kind} distribution starts the "
+            f"command {how} {copies} time(s) ({nodes} instance(s)), so {program} would run {copies} times, each "
+            f"starting the whole job (Azure ML takes no head-node launcher such as {program} in the command); drop "
+            f"{program} and its flags from the command, leaving the program it starts (e.g. python train.py ...): "
+            f"the {kind} distribution then starts the ranks itself")
+
+
+def _output(spec: OutputSpec, notes: list[str]) -> dict[str, Any]:
+    """A component's output: its type, description and mode; its path is the job's to give."""
     kind = spec.type.lower() if spec.type.lower() in V2_PORT_NAMES else \
         ("uri_file" if spec.holds == "file" else "uri_folder")
     out: dict[str, Any] = {"type": kind}
     if spec.description:
         out["description"] = spec.description
+    if spec.mode and spec.mode.lower() in _MODES:
+        out["mode"] = spec.mode.lower()
+    elif spec.mode:
+        notes.append(f"output {spec.name!r}: its mode {spec.mode!r} was left out (Azure ML's modes: "
+                     f"{', '.join(_MODES)})")
+    if spec.path:  # azure-ai-ml's component output schema has type, description and mode, no path
+        notes.append(f"output {spec.name!r}: its path {spec.path} was left out (an Azure ML component's output has "
+                     f"no path; Azure ML picks one in the default datastore): give it as outputs.{spec.name}.path of "
+                     "the job or pipeline step that uses the component")
     return out
 
 

@@ -31,6 +31,9 @@ class KfpTarget:
         if code_path is not None and not str(code_path).startswith("/"):
             raise UsageError(f"--code-path {code_path!r}: give the code folder's absolute path inside the image "
                              "(e.g. /app), where the step runs")
+        from ._image import check_step_image, step_image_note
+
+        notes = (*notes, *step_image_note(spec, options))
 
         def write(out: Path) -> None:
             from ._component import load_component, write_component
@@ -40,6 +43,7 @@ class KfpTarget:
                 component = load_component(spec, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
                                            image=options.get("image"), shared_volume=volume, code_path=code_path,
                                            job_options=job_options)
+                check_step_image(spec, options)  # after the spec's own problems, which come first
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 write_component(component, out)

@@ -79,7 +79,8 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
     # the pod's paths, not this machine's: a relative port path (a spec's `path: ./data`) is in the
     # pod's working folder, where the command runs (the code's, or --workdir; the image's own when
     # neither is known: then it stays relative)
-    values, problems = check_inputs(spec, given, Path(options.get("workdir") or code.workdir or "."))
+    pod = Path(options.get("workdir") or code.workdir or ".")
+    values, problems = check_inputs(spec, given, pod, code_at=pod)  # a spec's relative default too
     # an azureml:/https:// value is no path in a pod
     problems = unknown_outputs(spec, outs) + problems + pod_path_problems(spec, values, given, outs)
     if problems:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ...spec import ComponentSpec
     from ...tracking import JobRun
     from ...tracking._monitors import Monitors
+    from ._codewrites import CodeWatch
     from ._records import RunResult
 
 Say = Callable[[str], None]
@@ -125,6 +126,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
             except Exception:  # the notice itself failed: the run is ended, the first error is the one to raise
                 pass
             raise
+        watch = _watch_code(spec, job, base, tracking)  # before any rank starts
         try:
             result = run_topology(spec, topology, job.values, job.outputs, options,
                                   console=console or (lambda _t: None), notify=notify, claim=held)
@@ -138,8 +140,27 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
                           JobState.CANCELLED)
             raise
         _report(result, cwd, notify)
+        wrote = watch.note(rel(spec.code, cwd))
+        if wrote:
+            notify(wrote)
         _end_tracking(tracking, monitors, result, job.run_dir, notify)
     return outcome_of(result, ref).masked(masker)
+
+
+def _watch_code(spec: "ComponentSpec", job: "Job", base: Path, tracking: "JobRun | None") -> "CodeWatch":
+    """The code folder's files now, leaving out what distcomp writes there itself: the run
+    folder, the outputs, the default store and runs folders, a local MLflow store's files."""
+    from ._codewrites import CodeWatch
+
+    skip = [job.run_dir, *map(Path, job.outputs.values()),
+            *(base / name for name in ("runs", "mlruns", "mlflow.db", "mlflow.db.lock"))]
+    uri = tracking.uri if tracking is not None else ""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):].partition("?")[0])
+        skip += [db, *(db.with_name(db.name + end) for end in ("-journal", "-wal", "-shm", ".lock"))]
+    elif uri.startswith("file:") or (uri and "://" not in uri):
+        skip.append(Path(uri.removeprefix("file://").removeprefix("file:")))
+    return CodeWatch.start(spec, skip)
 
 
 def _masking(say: Say, masker: "Masker") -> Say:
