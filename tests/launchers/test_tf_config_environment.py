@@ -28,10 +28,17 @@ RANK = """\
 import json, os, sys, time
 config = json.loads(os.environ["TF_CONFIG"])
 task = config["task"]
-with open(os.path.join(sys.argv[1], f"{task['type']}-{task['index']}.json"), "w") as f:
+part = os.path.join(sys.argv[1], f"{task['type']}-{task['index']}.part")
+with open(part, "w") as f:
     json.dump(config, f)
+os.replace(part, part[:-5] + ".json")  # whole, or not there
 if task["type"] == "ps":
     time.sleep(300)  # a parameter server serves until the job stops it
+# the job stops the parameter server when the workers end: they wait for its file (under load it
+# may start last), so the test reads every task's
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(sys.argv[1], "ps-0.json")) and time.monotonic() < deadline:
+    time.sleep(0.1)
 """
 
 
