@@ -25,8 +25,8 @@ from distcomp.plugins import (
     PluginManager, UnknownLauncherError, get_plugin_manager,
 )
 from distcomp.records import COMMAND, LauncherType, Replica, Topology, host, port
-from distcomp.spec import (BUILTIN_LAUNCHERS, ComponentSpec, SpecError, builtin_launchers, canonical_launcher,
-                           json_schema, load, loads)
+from distcomp.spec import (ComponentSpec, SpecError, builtin_launchers, canonical_launcher, json_schema, load,
+                           loads)
 from distcomp.targets.local import prepare
 
 from ._dists import install
@@ -99,7 +99,7 @@ def test_builtins_are_the_four_launchers(pm: PluginManager) -> None:
 
 
 def test_alias_table_is_the_spec_table(pm: PluginManager) -> None:
-    assert dict(pm.alias_table()) == dict(BUILTIN_LAUNCHERS)
+    assert dict(pm.alias_table()) == dict(builtin_launchers())
 
 
 def test_a_manager_without_plugins_has_no_launchers() -> None:
@@ -438,7 +438,7 @@ def test_entry_point_plugin_is_discovered(pm: PluginManager, tmp_path: Path, mon
     assert fake.provider == "fakelauncher 0.1"
     assert (fake.type.aliases, fake.type.description) == (("fk",), "a fake launcher")
     assert pm.launcher("FK") is fake
-    assert dict(pm.alias_table()) == {**BUILTIN_LAUNCHERS, "fake": "fake", "fk": "fake"}
+    assert dict(pm.alias_table()) == {**builtin_launchers(), "fake": "fake", "fk": "fake"}
     assert pm.failures == []
     assert sys.modules["fakelauncher"].__file__ == str(tmp_path / "fakelauncher" / "__init__.py")
     # its factory works on a spec that names it by alias
@@ -1033,17 +1033,20 @@ def test_native_mappings_docstring_example_makes_a_valid_pytorchjob(tmp_path: Pa
     assert command[0] == "torchrun"  # the native job: torchrun in each pod, not distcomp's node agent
 
 
-def test_a_removed_hook_says_what_replaced_it(pm: PluginManager) -> None:
+def test_a_pre_release_hook_is_an_unknown_hook_like_any_other(pm: PluginManager) -> None:
+    """The per-platform hooks replaced before any release have no message of their own (issue 35)."""
     class Old:
         @hookimpl
         def distcomp_kubeflow_jobs(self):  # type: ignore[no-untyped-def]
             return []
 
-    pm.register_plugin(Old(), name="old", provider="old 0.9")
+    old = Old()
+    pm.register_plugin(old, name="old", provider="old 0.9")
     pm.check_hooks()
     (failure,) = pm.failures
-    assert failure.error == ("PluginError: unknown hook 'distcomp_kubeflow_jobs' (replaced by distcomp_native_mappings: "
-                             "yield distcomp.kinds.NativeMapping(launcher, 'kubeflow', kind, options))")
+    assert failure.error == ("PluginError: unknown hook 'distcomp_kubeflow_jobs' (known hooks: distcomp_launchers, "
+                             "distcomp_targets, distcomp_native_mappings, distcomp_registry_stores)")
+    assert not pm.is_registered(old)
 
 
 # -- a misspelled hook, every conflict at once ----------------------------------------------------
@@ -1159,7 +1162,7 @@ def test_spec_load_without_a_table_sees_plugin_launchers(inline_in_process: Plug
     assert load(tmp_path / "component.yaml").distribution.launcher == "inline"
     assert canonical_launcher("MY-INLINE") == "inline"
     assert launcher_accepted(json_schema("sdk"), "My-Inline")
-    assert not launcher_accepted(json_schema("sdk", BUILTIN_LAUNCHERS), "My-Inline")
+    assert not launcher_accepted(json_schema("sdk", builtin_launchers()), "My-Inline")
 
 
 def test_spec_load_without_the_plugin_refuses_its_launcher(tmp_path: Path) -> None:
@@ -1169,8 +1172,17 @@ def test_spec_load_without_the_plugin_refuses_its_launcher(tmp_path: Path) -> No
 
 
 def test_builtin_launchers_come_from_the_launchers_themselves(pm: PluginManager) -> None:
-    assert dict(builtin_launchers()) == dict(pm.alias_table()) == dict(BUILTIN_LAUNCHERS)
-    assert BUILTIN_LAUNCHERS["horovod"] == "mpi"
+    assert dict(builtin_launchers()) == dict(pm.alias_table())
+    assert builtin_launchers()["horovod"] == "mpi"
+
+
+def test_the_spec_package_keeps_no_copy_of_the_launcher_table() -> None:
+    """``BUILTIN_LAUNCHERS`` went (issue 35): ``builtin_launchers()`` is the one way to ask."""
+    import distcomp.spec
+    import distcomp.spec._types
+
+    for module in (distcomp.spec, distcomp.spec._types):
+        assert not hasattr(module, "BUILTIN_LAUNCHERS") and "BUILTIN_LAUNCHERS" not in getattr(module, "__all__", ())
 
 
 def test_cli_schema_lists_an_installed_plugin_launcher(site: Path, work: Path) -> None:

@@ -38,12 +38,6 @@ BUILTIN_PLUGINS = (
     "distcomp.targets._builtin",  # local, kfp, kubeflow, azureml, mlflow
 )
 
-# hooks that were replaced before any release, and what a plugin yields instead
-_REPLACED = {hook: "replaced by distcomp_native_mappings: yield distcomp.kinds.NativeMapping(launcher, "
-                   f"{platform!r}, kind, options)"
-             for hook, platform in (("distcomp_kubeflow_jobs", "kubeflow"), ("distcomp_azureml_distributions", "azureml"))}
-
-
 class PluginError(UsageError):
     pass
 
@@ -175,8 +169,6 @@ class PluginManager(pluggy.PluginManager):
 
                 close = difflib.get_close_matches(name, declared, n=1)
                 hint = f"did you mean {close[0]}?" if close else f"known hooks: {', '.join(declared)}"
-                if name in _REPLACED:
-                    hint = _REPLACED[name]
                 provider = self._providers.get(id(impl.plugin), impl.plugin_name)
                 self._fail(impl.plugin_name, provider, PluginError(f"unknown hook {name!r} ({hint})"))
                 self.unregister(impl.plugin)

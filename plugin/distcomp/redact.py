@@ -67,8 +67,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["REDACTED", "SECRET_NAME", "Masker", "NONE", "env_secrets", "is_secret", "job_masker", "mask", "mask_argv",
-           "secret_values"]
+__all__ = ["REDACTED", "SECRET_NAME", "Masker", "NONE", "env_secrets", "is_secret", "job_masker", "secret_values"]
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|AUTH|CRED|PRIVATE", re.IGNORECASE)
 REDACTED = "***"
@@ -206,13 +205,3 @@ def env_secrets(environ: Mapping[str, str]) -> list[str]:
     logs: it holds these anyway, so nothing tells it a secret it did not have."""
     return secret_values({k: v for k, v in environ.items()
                           if k not in NOT_SECRET_ENV and v.strip().lower() not in _FLAG_VALUES})
-
-
-def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each secret value masked by the rule of ``Masker``."""
-    return Masker.of_secrets(secrets).text(text)
-
-
-def mask_argv(argv: Sequence[str], secrets: Iterable[str]) -> list[str]:
-    """A copy of ``argv`` safe to show: every secret value masked inside every word."""
-    return Masker.of_secrets(secrets).argv(argv)

@@ -70,17 +70,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol, cast, runtime_checkable
 
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .outcome import JobOutcome, TrackingRef
+    from .outcome import TrackingRef
     from .plan import Plan
     from .redact import Masker
     from .spec import ComponentSpec
 
-__all__ = ["JOB_NAME", "Compiled", "JobContext", "Notify", "OptionKind", "SubmittingTarget", "Target",
+__all__ = ["JOB_NAME", "Compiled", "JobContext", "Notify", "OptionKind", "Target",
            "TargetOption", "TargetType"]
 
 Notify = Callable[[str], None]
@@ -326,15 +326,3 @@ class Compiled:
 @runtime_checkable
 class Target(Protocol):
     def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled: ...
-
-
-@runtime_checkable
-class SubmittingTarget(Target, Protocol):
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify,
-               job: JobContext) -> str: ...
-
-    def status(self, job_id: str) -> "JobOutcome": ...
-
-    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]: ...
-
-    def cancel(self, job_id: str) -> "JobOutcome": ...

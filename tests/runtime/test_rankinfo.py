@@ -11,7 +11,10 @@ import pytest
 from distcomp.runtime import RankInfo, RankInfoError, rank_info
 
 BIN = Path(sys.executable).parent
-PROBE = "import runpy; runpy.run_module(\"distcomp.runtime._probe\", run_name=\"__main__\")"
+# each rank prints its RankInfo as JSON in one write(): with PYTHONUNBUFFERED, print() writes the
+# text and "\n" apart, and ranks sharing a stdout could interleave between the two
+PROBE = ("import dataclasses, json, sys\nfrom distcomp.runtime import rank_info\n"
+         "sys.stdout.write(json.dumps(dataclasses.asdict(rank_info())) + '\\n')\nsys.stdout.flush()\n")
 
 
 def test_single_process_without_any_contract() -> None:
@@ -82,8 +85,9 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_real_torchrun_ranks() -> None:
-    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "-m", "distcomp.runtime._probe"],
+def test_real_torchrun_ranks(tmp_path: Path) -> None:
+    (tmp_path / "probe.py").write_text(PROBE)
+    proc = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", str(tmp_path / "probe.py")],
                           capture_output=True, text=True, timeout=120, env=_clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     infos = sorted((json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")), key=lambda i: i["rank"])

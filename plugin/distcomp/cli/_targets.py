@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from ..outcome import JobOutcome
     from ..target import TargetOption, TargetType
 
-DEFAULT_SUBMIT = "kubeflow"  # what `distcomp submit` meant before it took --target
-
 
 def chosen_target(argv: Sequence[str]) -> str | None:
     """The value of ``--target`` in ``argv`` (``--target X`` or ``--target=X``), if any."""
@@ -345,8 +343,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
                                    "job: exit 130, 143), or print its id and return (--detach). The job id is "
                                    "printed alone on stdout; `distcomp status|logs|cancel JOB` take it.")
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
-    p.add_argument("--target", default=DEFAULT_SUBMIT, metavar="NAME",
-                   help=f"where to submit ({submitters}; default {DEFAULT_SUBMIT})")
+    p.add_argument("--target", required=True, metavar="NAME", help=f"where to submit ({submitters})")
     p.add_argument("--nodes", type=node_count, metavar="N",
                    help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
@@ -357,7 +354,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.add_argument("--status-file", metavar="FILE",
                    help="write the job's outcome as JSON (state, exit code, root cause, outputs, MLflow run)")
     if command == "submit":
-        add_target_flags(p, types.get(named or DEFAULT_SUBMIT), submitting=True)
+        add_target_flags(p, types.get(named or ""), submitting=True)
     p.set_defaults(func=cmd_submit)
 
     job_help = "TARGET:ID as `distcomp submit` printed it, or a local run folder"

@@ -6,8 +6,6 @@
 ['python', 'train.py', '--epochs', '3', '--model', '/tmp/model']
 """
 
-from typing import Mapping
-
 from ._diagnostics import Diagnostic, SpecError
 from ._jsonschema import json_schema
 from ._limits import MAX_ARG_STRLEN, arg_problem, command_problems, utf8_problem
@@ -19,17 +17,9 @@ from ._types import NO_LAUNCHER, builtin_launchers, canonical_launcher, installe
 from ._values import InputError, bind_inputs, check_inputs, is_uri, parse_value, render_value, unknown_outputs
 
 __all__ = [
-    "BUILTIN_LAUNCHERS", "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
+    "CommandTemplate", "ComponentSpec", "DIALECTS", "Diagnostic", "Distribution",
     "EnvironmentSpec", "InputError", "InputSpec", "LoadResult", "MAX_ARG_STRLEN", "NO_LAUNCHER", "OutputSpec", "RenderError",
     "RoleSpec", "SpecError", "SymlinkLoop", "arg_problem", "bind_inputs", "builtin_launchers", "canonical_launcher",
     "check_file", "check_inputs", "check_text", "command_problems", "detect", "installed_launchers", "is_uri", "json_schema", "load",
     "loads", "parse_value", "render_value", "resolve_path", "unknown_outputs", "utf8_problem",
 ]
-
-
-def __getattr__(name: str) -> Mapping[str, str]:
-    if name == "BUILTIN_LAUNCHERS":  # computed on first use: see _types
-        from . import _types
-
-        return _types.BUILTIN_LAUNCHERS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -73,15 +73,6 @@ def builtin_launchers() -> Mapping[str, str]:
     return manager.alias_table()
 
 
-def __getattr__(name: str) -> Mapping[str, str]:
-    # BUILTIN_LAUNCHERS stays importable for older callers, computed from the launchers
-    # themselves on first use instead of a second copy of their names.
-    if name == "BUILTIN_LAUNCHERS":
-        table = globals()["BUILTIN_LAUNCHERS"] = MappingProxyType(dict(builtin_launchers()))
-        return table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def canonical_launcher(name: str, table: Mapping[str, str] | None = None) -> str | None:
     """The canonical launcher for ``name`` (any case, any alias), or None if unknown;
     ``table`` defaults to the installed launchers."""

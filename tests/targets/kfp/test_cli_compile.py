@@ -54,18 +54,19 @@ def test_several_nodes_with_a_volume_submit_a_kubeflow_job(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_job_options_are_kubeflow_option_names_and_the_old_flags_get_a_note(tmp_path: Path) -> None:
+def test_job_options_are_kubeflow_option_names_and_flags_are_refused(tmp_path: Path) -> None:
     base = ("--nodes", "2", "--image", "registry.example/ddp:1", "--volume", "shared-data:/mnt/shared")
     new = compile_kfp("--out", str(tmp_path / "new.yaml"), *base, "--job-option", "gpus_per_node=1",
                       "--job-option", "env=A=1", "--job-option", "env=B=2", "--job-option", "gang=true")
     assert new.returncode == 0, new.stderr
     assert "'env': {'A': '1', 'B': '2'}, 'gang': True, 'gpus_per_node': 1" in (tmp_path / "new.yaml").read_text()
+    # `distcomp submit` flags, the older form, are no longer read (issue 35)
     old = compile_kfp("--out", str(tmp_path / "old.yaml"), *base, "--job-option=--gpus-per-node=1",
-                      "--job-option=--env=A=1", "--job-option=--env", "--job-option=B=2", "--job-option=--gang")
-    assert old.returncode == 0, old.stderr
-    assert ("note: --job-option with `distcomp submit` flags is deprecated: write --job-option gpus_per_node=1 "
-            "--job-option env=A=1 --job-option env=B=2 --job-option gang=true") in old.stderr
-    assert (tmp_path / "old.yaml").read_bytes() == (tmp_path / "new.yaml").read_bytes()
+                      "--job-option=--gang")
+    assert (old.returncode, old.stdout) == (2, ""), old.stderr
+    assert old.stderr == ("distcomp compile: --job-option '--gpus-per-node=1': give the kubeflow target's options "
+                          "by name, not as flags: --job-option NAME=VALUE (e.g. gpus_per_node=1)\n")
+    assert not (tmp_path / "old.yaml").exists()
     for option, message in (("gpus=1", "'gpus' is not an option of the kubeflow target"),
                             ("gpus_per_node=one", "gpus_per_node takes a whole number"),
                             ("name=x", "the step sets name itself")):

@@ -271,19 +271,20 @@ def test_job_options_are_the_kubeflow_targets_options_the_step_does_not_set_itse
         make("--gpus-per-node=1")
 
 
-def test_the_old_flag_list_still_compiles_with_a_warning_saying_what_to_write() -> None:
+def test_a_flag_list_is_refused_saying_to_give_the_options_by_name() -> None:
+    """``distcomp submit`` flags as job_options, the older form, are no longer read
+    (issue 35): a list is ``NAME=VALUE`` words, as ``--job-option`` takes them."""
     def source(options: Any) -> str:
         made = load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=(CLAIM, "/m"), job_options=options)
         return max(made.component_spec.implementation.container.command, key=len)
 
     new = {"memory": "3Gi", "gpus_per_node": 1, "env": {"A": "1"}, "gang": True}
-    with pytest.warns(FutureWarning, match=r"job_options=\{'memory': '3Gi', 'gpus_per_node': 1, 'env': \{'A': '1'\}"):
-        old = source(["--memory", "3Gi", "--gpus-per-node=1", "--env", "A=1", "--gang"])
-    assert old == source(new)
-    with pytest.raises(KfpTargetError, match="'--gpus': not a `distcomp submit --target kubeflow` flag"):
-        source(["--gpus", "1"])
-    with pytest.raises(KfpTargetError, match=r"'--volume=x:/y': the step sets volumes itself"):
-        source(["--volume=x:/y"])
+    assert source(["memory=3Gi", "gpus_per_node=1", "env=A=1", "gang=true"]) == source(new)
+    for old in (["--memory", "3Gi", "--gpus-per-node=1"], ["--gang"]):
+        with pytest.raises(KfpTargetError, match=r"^job_options '--(memory|gang)': give the kubeflow target's options "
+                                                 r"by name, not as flags: job_options=\{NAME: VALUE\} "
+                                                 r"\(e.g. gpus_per_node=1\)$"):
+            source(old)
 
 
 def test_several_nodes_need_a_shared_volume_and_an_image(tmp_path: Path) -> None:

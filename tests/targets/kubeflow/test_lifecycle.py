@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 
 import distcomp
-from distcomp.spec import load
-from distcomp.targets.kubeflow._job import manifest_of
 
 from .test_manifests import JOBS, validate
 from ._scratch import scratch
@@ -100,11 +98,9 @@ def test_a_trainjob_takes_its_deadline_and_queue() -> None:
 
 
 def test_the_deadline_defaults_to_the_submit_timeout() -> None:
-    spec = load(str(JOBS / "mpi" / "component.yaml"))
-    manifest = manifest_of(spec, {"image": "i:1", "scratch": ["result"], "timeout": 90.5})
-    assert manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] == 91
-    assert manifest_of(spec, {"image": "i:1", "scratch": ["result"], "timeout": 90.5, "active_deadline": 30})["spec"]["runPolicy"][
-        "activeDeadlineSeconds"] == 30
+    """Through ``distcomp.compile``, what submit creates (no test-only helper: issue 35)."""
+    assert compiled("mpi", timeout=90.5)["spec"]["runPolicy"]["activeDeadlineSeconds"] == 91
+    assert compiled("mpi", timeout=90.5, active_deadline=30)["spec"]["runPolicy"]["activeDeadlineSeconds"] == 30
 
 
 @pytest.mark.slow

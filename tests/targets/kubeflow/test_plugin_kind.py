@@ -73,7 +73,8 @@ def test_an_installed_plugin_kind_is_compiled_and_submitted_by_the_cli(tmp_path:
 
     statuses = [[condition("Running", "SoloRunning")], [condition("Succeeded", "SoloSucceeded", "all done")]]
     with FakeApi(statuses, job=SOLO, name="solo", leader=LEADER) as api:
-        proc = subprocess.run([sys.executable, "-m", "distcomp", "submit", str(spec), "--nodes", "2", "--image", "i:1",
+        proc = subprocess.run([sys.executable, "-m", "distcomp", "submit", "--target", "kubeflow",
+                               str(spec), "--nodes", "2", "--image", "i:1",
                                "--name", "solo", "--namespace", "ml", "--no-tracking", "--poll", "0.05",
                                "--kubeconfig", str(kubeconfig(tmp_path, api))],
                               capture_output=True, text=True, timeout=120, env=env)

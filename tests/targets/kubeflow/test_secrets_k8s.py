@@ -153,7 +153,8 @@ def test_submit_creates_the_secret_owned_by_the_job(tmp_path: Path, mlflow_serve
     (tmp_path / "step.yml").write_text(STEP)
     (tmp_path / "show.py").write_text(SHOW)
     with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]], name="step") as api:
-        argv = [sys.executable, "-m", "distcomp", "submit", str(tmp_path / "step.yml"), "--code", "image",
+        argv = [sys.executable, "-m", "distcomp", "submit", "--target", "kubeflow",
+                str(tmp_path / "step.yml"), "--code", "image",
                 "-i", f"api_token={TOKEN}", "--env", f"CLOUD_AUTH={AUTH}", "--namespace", "ml",
                 "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05", "--experiment", "k8s-secrets"]
         env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}

@@ -188,7 +188,8 @@ def kubeconfig(tmp_path: Path, api: FakeApi) -> Path:
 
 
 def submit(tmp_path: Path, api: FakeApi, uri: str, experiment: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
+    argv = [sys.executable, "-m", "distcomp", "submit", "--target", "kubeflow",
+            str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
             "--nodes", "2", "--volume", "results:/results", "--image", "registry.example/ddp:1", "--name", "ddp",
             "--namespace", "ml", "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05", "--experiment", experiment]
     env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
@@ -251,7 +252,8 @@ def test_submit_failure_reports_the_reason_and_log(tmp_path: Path, mlflow_server
 
 
 def test_submit_without_a_cluster_config_is_a_clear_error(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
+    argv = [sys.executable, "-m", "distcomp", "submit", "--target", "kubeflow",
+            str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
             "--nodes", "2", "--volume", "results:/results", "--image", "i:1", "--kubeconfig", str(tmp_path / "missing"), "--no-tracking"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no Kubernetes configuration" in proc.stderr and "Traceback" not in proc.stderr
@@ -264,7 +266,8 @@ def test_sigterm_while_waiting_deletes_the_job(tmp_path: Path) -> None:
     import time
 
     with FakeApi([[condition("Running", "PyTorchJobRunning")]]) as api:
-        argv = [sys.executable, "-m", "distcomp", "submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
+        argv = [sys.executable, "-m", "distcomp", "submit", "--target", "kubeflow",
+                str(REPO / "examples" / "pytorch-ddp" / "component.yaml"),
                 "--nodes", "2", "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--no-tracking",
                 "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05"]
         proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
@@ -297,7 +300,8 @@ def job_env(tmp_path: Path, api: FakeApi, uri: str) -> dict[str, str]:
 
 
 def detach(tmp_path: Path, api: FakeApi, env: dict[str, str]) -> str:
-    proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
+    proc = distcomp("submit", "--target", "kubeflow",
+                    str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
                     "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--detach",
                     "--experiment", f"detached-{tmp_path.name}", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -392,7 +396,8 @@ def test_submit_inherit_pod_gives_the_steps_settings_to_every_training_pod(tmp_p
     toleration and secret env reach the job's pods; KFP's own env does not."""
     with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
-        proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
+        proc = distcomp("submit", "--target", "kubeflow",
+                        str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--nodes", "2",
                         "--volume", "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml",
                         "--no-tracking", "--poll", "0.05", "--inherit-pod",
                         "--kubeconfig", str(kubeconfig(tmp_path, api)),
@@ -418,7 +423,8 @@ def test_a_configmap_left_by_an_earlier_job_of_that_name_is_replaced(tmp_path: P
             "name": "ddp-code", "namespace": "ml", "labels": labels,
             "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "ddp", "uid": "old"}]}}
         env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
-        proc = distcomp("submit", str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--volume",
+        proc = distcomp("submit", "--target", "kubeflow",
+                        str(REPO / "examples" / "pytorch-ddp" / "component.yaml"), "--volume",
                         "results:/results", "--image", "i:1", "--name", "ddp", "--namespace", "ml", "--no-tracking",
                         "--poll", "0.05", "--kubeconfig", str(kubeconfig(tmp_path, api)), env=env)
     deletes = [path for method, path, _b in api.requests if method == "DELETE"]
@@ -510,7 +516,8 @@ def test_submit_dryrun_prints_the_compiled_job_and_creates_nothing(tmp_path: Pat
              "--timeout", "600"]
     env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
     with FakeApi([[condition("Succeeded", "PyTorchJobSucceeded", "done")]]) as api:
-        dry = distcomp("submit", spec, *flags, "--kubeconfig", str(kubeconfig(tmp_path, api)), "--dryrun", env=env)
+        dry = distcomp("submit", "--target", "kubeflow",
+                       spec, *flags, "--kubeconfig", str(kubeconfig(tmp_path, api)), "--dryrun", env=env)
         assert api.requests == []
     compiled = distcomp("compile", "--target", "kubeflow", spec, *flags, env=env)
     assert dry.returncode == 0 and compiled.returncode == 0, dry.stderr + compiled.stderr

@@ -40,7 +40,8 @@ def test_the_runs_world_size_is_the_own_launchers(tmp_path: Path, mlflow_server:
     env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "MLFLOW_RUN_ID")}
     with FakeApi(statuses) as api:
         proc = subprocess.run(  # --name ddp: the name the scripted API answers for
-            [sys.executable, "-m", "distcomp", "submit", str(code / "component.yaml"), "--image", "r.example/t:1",
+            [sys.executable, "-m", "distcomp", "submit", "--target", "kubeflow",
+             str(code / "component.yaml"), "--image", "r.example/t:1",
              "--name", "ddp", "--namespace", "ml", "--kubeconfig", str(kubeconfig(tmp_path, api)), "--poll", "0.05",
              "--experiment", experiment],
             capture_output=True, text=True, timeout=120, env={**env, "MLFLOW_TRACKING_URI": mlflow_server})

@@ -190,25 +190,27 @@ def test_sigterm_to_mlflow_run_cancels_the_job(project: Path, sqlite_uri: str, t
     assert only_run(sqlite_uri).info.status == "KILLED"
 
 
-# what `distcomp compile --target mlflow` wrote before projects carried a job record (distcomp 0.1.0)
+# what `distcomp compile --target mlflow` wrote before projects carried a job record
 OLDER_COMMAND = ("distcomp run component.yaml --nproc-per-node 2 --input steps={steps} --input tag={tag} "
                  "--input lr={lr} --input-if-set fail_rank={fail_rank} --input sleep={sleep} "
                  "--input-if-set pid_dir={pid_dir}")
 
 
 @pytest.mark.slow
-def test_a_project_of_the_older_form_still_runs(project: Path, sqlite_uri: str, tmp_path: Path) -> None:
-    """Projects in users' repositories: an MLproject whose command is `distcomp run SPEC ...`."""
+def test_a_project_of_the_older_form_is_refused_before_any_run(project: Path, sqlite_uri: str, tmp_path: Path) -> None:
+    """An MLproject whose command is `distcomp run SPEC ...` is no longer read (issue 35): `mlflow
+    run` says to recompile, and no run is left."""
     text = (project / "MLproject").read_text()
     command = next(line for line in text.splitlines() if "command:" in line).split("command: ", 1)[1]
     (project / "MLproject").write_text(text.replace(command, OLDER_COMMAND))
     (project / "distcomp-job.json").unlink()
-    proc = mlflow_run(project, sqlite_uri, tmp_path, "steps=2", f"tag={TRICKY}", config=None)
-    assert proc.returncode == 0, explain(proc)
-    run = only_run(sqlite_uri)
-    assert run.info.status == "FINISHED" and run.data.tags["distcomp.world_size"] == "2"  # its own --nproc-per-node
-    assert run.data.params["tag_seen"] == TRICKY and run.data.tags["distcomp.state"] == "succeeded"
-    assert len(MlflowClient(sqlite_uri).get_metric_history(run.info.run_id, "rank")) == 2
+    proc = mlflow_run(project, sqlite_uri, tmp_path, "steps=2", "tag=x", config=None)
+    assert proc.returncode == 1, explain(proc)
+    assert ("distcomp backend: the entry point's command is 'distcomp run component.yaml --nproc-per-node 2 "
+            "--input steps={steps}") in proc.stderr
+    assert "write such a project with `distcomp compile --target mlflow SPEC --out DIR`" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert all_runs(sqlite_uri) == []
 
 
 @pytest.mark.slow

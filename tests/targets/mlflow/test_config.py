@@ -74,16 +74,15 @@ def test_the_filled_command_becomes_a_job_record_through_no_shell(tmp_path: Path
     assert record.version == 1  # what the worker it starts reads: no params left to give
 
 
-def test_a_project_of_the_older_form_is_still_read(tmp_path: Path) -> None:
-    """``distcomp run SPEC ...``, as distcomp compile wrote it before projects carried a record."""
+def test_a_distcomp_run_command_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """``distcomp run SPEC ...``, what compile wrote before projects carried a record, is no
+    longer read (issue 35): the one entry point is the worker on the project's record."""
     command = "distcomp run component.yaml --nodes 1 --input tag='a b' --input-if-set n= --input-if-set m=2"
-    record = entry_record(command, parse_config({"nproc_per_node": 2}, tmp_path), str(tmp_path))
-    assert (record.action, record.spec) == ("run", str(tmp_path / "component.yaml"))
-    assert dict(record.inputs) == {"tag": "a b", "m": "2"}
-    assert dict(record.options) == {"nodes": 1, "nproc_per_node": 2}
-    with pytest.raises(MlflowTargetError, match="not one distcomp wrote: recompile the project with `distcomp "
-                                                "compile --target mlflow"):
-        entry_record("distcomp run component.yaml --max-restarts 2", parse_config({}, tmp_path), str(tmp_path))
+    with pytest.raises(MlflowTargetError, match=r"the entry point's command is .*distcomp run component.yaml.*: "
+                                                r"the distcomp backend runs entry points whose command is `python -m "
+                                                r"distcomp.worker RECORD NAME=VALUE \.\.\.`; write such a project with "
+                                                r"`distcomp compile --target mlflow SPEC --out DIR`"):
+        entry_record(command, parse_config({"nproc_per_node": 2}, tmp_path), str(tmp_path))
 
 
 def test_a_project_record_of_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
@@ -96,9 +95,8 @@ def test_a_project_record_of_a_newer_format_is_refused_with_what_to_do(tmp_path:
 
 
 @pytest.mark.parametrize("template", ["python train.py", "bash -c 'distcomp run x'", "distcomp validate x", "'",
-                                      "python -m distcomp run x"])
+                                      "python -m distcomp run x", "distcomp run component.yaml --input a={a}"])
 def test_only_distcomp_entry_points_are_taken(template: str) -> None:
     with pytest.raises(MlflowTargetError, match="distcomp compile --target mlflow"):
         check_entry_command(template)
     check_entry_command("python -m distcomp.worker distcomp-job.json a={a}")
-    check_entry_command("distcomp run component.yaml --input a={a}")  # the older form

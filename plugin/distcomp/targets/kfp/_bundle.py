@@ -18,7 +18,7 @@ from typing import Mapping
 import yaml
 
 from ..._files import targz
-from ...spec import BUILTIN_LAUNCHERS, ComponentSpec, check_text
+from ...spec import ComponentSpec, check_text
 from ._errors import KfpTargetError, ask
 
 SPEC_FILE = "component.yaml"
@@ -35,10 +35,10 @@ class Bundle:
         return ", ".join(f"{name} ({size / 1024:.0f} KiB)" for name, size in top)
 
 
-def pack(spec: ComponentSpec, code_path: str | None = None,
-         launchers: Mapping[str, str] = BUILTIN_LAUNCHERS) -> Bundle:
+def pack(spec: ComponentSpec, code_path: str | None, launchers: Mapping[str, str]) -> Bundle:
     """The spec (its ``code:`` pointed at the bundled folder, or at ``code_path`` inside the
-    image) and, unless ``code_path`` is given, the code folder's files."""
+    image) and, unless ``code_path`` is given, the code folder's files; ``launchers``: the
+    table the spec was loaded with, which checks the embedded copy."""
     if spec.source is None:
         raise KfpTargetError(f"{spec.ref}: the KFP target embeds the spec file, and this spec was not loaded from "
                              "one (load it with distcomp.spec.load(PATH))")

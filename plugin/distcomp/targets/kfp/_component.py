@@ -16,7 +16,6 @@ import importlib.util
 import os
 import re
 import tempfile
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -61,8 +60,8 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     mount_path=MOUNT_PATH)``). ``timeout`` deletes the job after that long; ``poll`` is the
     job status interval in seconds (10). ``job_options``: more options of the kubeflow target
     for the training pods, by name (``{"gpus_per_node": 1, "memory": "16Gi"}``), checked here
-    against the target's declared options (a list of ``distcomp submit`` flags, the old form,
-    is read with a FutureWarning).
+    against the target's declared options (a list of ``NAME=VALUE`` words is read as
+    ``--job-option`` reads them).
     """
     spec, launchers = _resolve(spec_or_path)
     if nodes is not None or nproc_per_node is not None:
@@ -229,8 +228,8 @@ def _submit_template(spec: ComponentSpec, image: str, timeout: float | None, max
 
 def _job_options(given: "Mapping[str, Any] | Sequence[str] | None") -> dict[str, Any]:
     """``job_options`` as the kubeflow target's options, checked against its declared ones (a
-    typo fails at compile time, not in the cluster); the old flag list, with a warning."""
-    from ._joboptions import checked, from_flags, from_texts
+    typo fails at compile time, not in the cluster); a list: ``NAME=VALUE`` words."""
+    from ._joboptions import checked, from_texts
 
     if not given:
         return {}
@@ -238,12 +237,7 @@ def _job_options(given: "Mapping[str, Any] | Sequence[str] | None") -> dict[str,
         raise KfpTargetError(f"job_options must map kubeflow target options to values (got the text {given!r}), "
                              "e.g. {'gpus_per_node': 1, 'memory': '16Gi'}")
     if not isinstance(given, Mapping):
-        words = [str(w) for w in given]
-        if words[0].startswith("-"):
-            given, warning = from_flags(words)
-            warnings.warn(warning, FutureWarning, stacklevel=3)
-        else:
-            given = from_texts(words)
+        given = from_texts([str(w) for w in given])
     return checked(given)
 
 

@@ -4,8 +4,7 @@ time against the kubeflow target's declared ``TargetOption`` records, as ``distc
 checks them in the step: a typo fails here, not in the cluster.
 
 The command line gives them as ``--job-option NAME=VALUE`` text, read by the option's kind (a
-list or pairs option repeats). The old form, ``distcomp submit`` flags (``["--gpus-per-node",
-"1"]``), is still read, with a warning that says what to write instead.
+list or pairs option repeats).
 """
 
 from __future__ import annotations
@@ -89,66 +88,14 @@ def from_texts(words: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for word in words:
         name, sep, text = word.partition("=")
+        if word.startswith("-"):  # a `distcomp submit` flag: options go by their names
+            raise KfpTargetError(f"{asked_name('job_options')} {word!r}: give the kubeflow target's options by "
+                                 f"name, not as flags: {ask('job_options')} (e.g. gpus_per_node=1)")
         if not sep:
             raise KfpTargetError(f"job option {word!r}: expected NAME=VALUE, NAME an option of the kubeflow "
                                  "target (e.g. gpus_per_node=1)")
         _text_value(_option(kubeflow, name, word), text, out, word)
     return out
-
-
-def from_flags(words: Sequence[str]) -> tuple[dict[str, Any], str]:
-    """The old form, ``distcomp submit --target kubeflow`` flags, as the mapping; and the
-    warning that says what to write instead."""
-    kubeflow = _kubeflow()
-    flags = {o.cli_flag: o for o in kubeflow.options}
-    flags.update({o.short: o for o in kubeflow.options if o.short})
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(words):
-        word = str(words[i])
-        flag, sep, text = word.partition("=")
-        option = flags.get(flag)
-        if option is None and flag.startswith("--no-") and "--" + flag[5:] in flags:
-            option = flags["--" + flag[5:]]
-            if option.kind == "bool":
-                _option(kubeflow, option.name, word)
-                out[option.name] = False
-                i += 1
-                continue
-        if not flag.startswith("-") or option is None:
-            known = ", ".join(sorted(f for f, o in flags.items() if o.name not in STEP_SET))
-            raise KfpTargetError(f"{asked_name('job_options')} {word!r}: not a `distcomp submit --target kubeflow` "
-                                 f"flag (known: {known}); better, give the kubeflow target's options by name: "
-                                 f"{ask('job_options')}")
-        _option(kubeflow, option.name, word)
-        if option.kind == "bool" and not sep:
-            out[option.name] = True
-            i += 1
-            continue
-        if not sep:
-            if i + 1 >= len(words):
-                raise KfpTargetError(f"{asked_name('job_options')} {word!r}: the flag needs a value")
-            text, i = str(words[i + 1]), i + 1
-        _text_value(option, text, out, word)
-        i += 1
-    return out, (f"job_options as `distcomp submit` flags ({list(words)!r}) are deprecated: give the kubeflow "
-                 f"target's options by name, job_options={out!r} (on the command line: --job-option NAME=VALUE)")
-
-
-def as_texts(options: Mapping[str, Any]) -> list[str]:
-    """``options`` as the ``NAME=VALUE`` words ``--job-option`` takes (from_texts' inverse)."""
-    kubeflow = _kubeflow()
-    words: list[str] = []
-    for name, value in options.items():
-        option = kubeflow.option(name)
-        separator = option.separator if option is not None else "="
-        if isinstance(value, Mapping):
-            words += [f"{name}={k}{separator}{v}" for k, v in value.items()]
-        elif isinstance(value, (list, tuple)):
-            words += [f"{name}={v}" for v in value]
-        else:
-            words.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
-    return words
 
 
 def checked(options: Mapping[str, Any]) -> dict[str, Any]:

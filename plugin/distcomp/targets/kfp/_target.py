@@ -3,7 +3,6 @@ runs it)."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -26,14 +25,14 @@ class KfpTarget:
         from ._errors import FLAGS, asked
 
         with asked(FLAGS):  # the target contract's callers give flags: errors name them
-            job_options, notes = _job_options(options.get("job_options"))
+            job_options = _job_options(options.get("job_options"))
         code_path = options.get("code_path")
         if code_path is not None and not str(code_path).startswith("/"):
             raise UsageError(f"--code-path {code_path!r}: give the code folder's absolute path inside the image "
                              "(e.g. /app), where the step runs")
         from ._image import check_step_image, step_image_note
 
-        notes = (*notes, *step_image_note(spec, options))
+        notes = step_image_note(spec, options)
 
         def write(out: Path) -> None:
             from ._component import load_component, write_component
@@ -53,20 +52,13 @@ class KfpTarget:
         return Compiled(kind="KFP component", writer=write, suffixes=(".yaml", ".yml"), notes=notes)
 
 
-def _job_options(given: Any) -> tuple[Mapping[str, Any] | None, tuple[str, ...]]:
+def _job_options(given: Any) -> Mapping[str, Any] | None:
     """``--job-option NAME=VALUE`` words (or a mapping from Python) as the kubeflow target's
-    options; the old ``--job-option=--flag=VALUE`` spelling is read with a note saying what to
-    write instead."""
-    from ._joboptions import as_texts, from_flags, from_texts
+    options."""
+    from ._joboptions import from_texts
 
     if not given:
-        return None, ()
+        return None
     if isinstance(given, Mapping):
-        return given, ()
-    words = [str(w) for w in given]
-    if words[0].startswith("-"):
-        found, _warning = from_flags(words)
-        new = " ".join(f"--job-option {shlex.quote(word)}" for word in as_texts(found))
-        return found, (f"--job-option with `distcomp submit` flags is deprecated: write {new} (the kubeflow "
-                       "target's option names)",)
-    return from_texts(words), ()
+        return given
+    return from_texts([str(w) for w in given])

@@ -121,9 +121,3 @@ def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":
                            "in the image")
     return replace(code, mode="image", why=f"a {manifest.get('kind')} has no pod templates distcomp can mount code "
                    "into", files={}, size=0, digest="", key="")
-
-
-def manifest_of(spec: "ComponentSpec", options: Mapping[str, Any],
-                extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The job manifest ``options`` describe (``extra_env``: e.g. the MLflow run's)."""
-    return job_of(spec, options, extra_env).manifest

@@ -10,10 +10,8 @@ target, which waits): the keys are then that target's own declared options, chec
 declares them, and the layout (``_keys``). A key of another target, one that only a run here
 takes, an unknown one (with a did-you-mean) and a bad value are each reported, all at once.
 
-The command is ``python -m distcomp.worker RECORD NAME=VALUE ...`` (``_mlproject``). A project
-written by an older distcomp has ``distcomp run SPEC [--nodes N] [--nproc-per-node M] --input
-NAME=VALUE --input-if-set NAME=VALUE ...``: that exact form is still read; anything else is
-refused with what to do.
+The command is ``python -m distcomp.worker RECORD NAME=VALUE ...`` (``_mlproject``); anything
+else is refused with what to do.
 """
 
 from __future__ import annotations
@@ -176,12 +174,12 @@ def _words(command: str) -> list[str]:
 
 def check_entry_command(template: str) -> None:
     """The entry point's command (before its parameters are filled) must be distcomp's worker on
-    a job record, or the ``distcomp run`` of a project an older distcomp wrote."""
+    a job record."""
     try:
         head = shlex.split(template)
     except ValueError:
         head = []
-    if tuple(head[:3]) != WORKER and head[:2] != ["distcomp", "run"]:
+    if tuple(head[:3]) != WORKER:
         raise MlflowTargetError(f"the entry point's command is {template!r}: {ENTRY_HINT}")
 
 
@@ -190,13 +188,10 @@ def entry_record(command: str, settings: BackendSettings, work_dir: str) -> JobR
     parameters' values), with the backend config's options over it. A record of a newer format
     is refused here, before any run exists."""
     argv = _words(command)
-    if tuple(argv[:3]) == WORKER and len(argv) > 3:
-        path = os.path.join(work_dir, argv[3])
-        project = bind_params(read_record(path), argv[4:], path)
-    elif argv[:2] == ["distcomp", "run"] and len(argv) > 2:
-        project = _older_form(argv[2:], work_dir, command)
-    else:
+    if tuple(argv[:3]) != WORKER or len(argv) <= 3:
         raise MlflowTargetError(f"the entry point's command is {command!r}: {ENTRY_HINT}")
+    path = os.path.join(work_dir, argv[3])
+    project = bind_params(read_record(path), argv[4:], path)
     if project.action != "run":
         raise MlflowTargetError(f"{argv[3]}: a {project.action!r} job record; an MLflow project's runs a spec "
                                 "(recompile it with `distcomp compile --target mlflow SPEC --out DIR`)")
@@ -205,27 +200,3 @@ def entry_record(command: str, settings: BackendSettings, work_dir: str) -> JobR
         return JobRecord("submit", project.spec, inputs=project.inputs, target=settings.target,
                          options={**layout, **settings.options})
     return replace(project, params={}, options={**project.options, **settings.options})
-
-
-def _older_form(args: list[str], work_dir: str, command: str) -> JobRecord:
-    """``distcomp run SPEC ...`` as ``distcomp compile --target mlflow`` wrote it before projects
-    carried a job record: the spec, the layout and the inputs; any other word is refused."""
-    options: dict[str, Any] = {}
-    inputs: dict[str, str] = {}
-    spec, rest = args[0], args[1:]
-    i = 0
-    while i + 1 < len(rest):
-        flag, value = rest[i], rest[i + 1]
-        if flag in ("--nodes", "--nproc-per-node") and value.isdigit() and int(value) >= 1:
-            options[flag[2:].replace("-", "_")] = int(value)
-        elif flag in ("--input", "--input-if-set") and "=" in value:
-            name, _, text = value.partition("=")
-            if text or flag == "--input":  # --input-if-set NAME=: not given
-                inputs[name] = text
-        else:
-            break
-        i += 2
-    if i != len(rest) or spec.startswith("-"):
-        raise MlflowTargetError(f"the entry point's command is {command!r}, not one distcomp wrote: recompile "
-                                "the project with `distcomp compile --target mlflow SPEC --out DIR`")
-    return JobRecord("run", os.path.join(work_dir, spec), options=options, inputs=inputs)

@@ -182,10 +182,6 @@ def _path(folder: Path, tail: str = "") -> str:
     return f'"{text}"' if " " in text else text
 
 
-def _q(value: str) -> str:
-    return shlex.quote(value)
-
-
 def sbatch_lines(name: str, nodes: int, tasks_per_node: int, folder: Path, res: Resources,
                  ntasks: int | None = None) -> list[str]:
     """``ntasks``: the job's tasks where the nodes get different counts (a TF chief and parameter
