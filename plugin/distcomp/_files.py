@@ -8,6 +8,9 @@ import stat
 from pathlib import Path
 from typing import Callable, Iterable
 
+# the node agent writes its files whole too, and must stay stdlib-only: one copy, in its package
+from .agent.shared import fsync_dir as fsync_dir, write_atomic as write_atomic
+
 # what a code folder may not hold: reading one would block (a FIFO), fail or never end
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
@@ -27,49 +30,6 @@ def shown_path(path: "str | Path") -> str:
         return str(path.relative_to(here)) if path != here else "."
     except ValueError:
         return str(path)
-
-
-def write_atomic(path: Path, text: str, durable: bool = False, mode: int | None = None) -> None:
-    """Write ``text`` to ``path`` through a temporary sibling, so a reader (or a crash) never
-    sees half a file and a previous version stays until the new one is complete. The sibling's
-    name is this writer's own (pid and a random part): two writers of one file (a supervisor and
-    its watchdog, two publishers) never write into each other's. ``durable``: fsync the file and
-    its folder, so the new content survives a power cut (the registry's metadata). ``mode``: the
-    file's permissions from its creation on (0o600: never readable by others, not even a moment)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if mode is None:
-            f = open(tmp, "w", encoding="utf-8")
-        else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            os.fchmod(fd, mode)  # exactly: the umask may leave fewer bits, not more
-            f = os.fdopen(fd, "w", encoding="utf-8")
-        with f:
-            f.write(text)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_dir(path.parent)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (best effort: some file systems refuse)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def tree_usage(top: str | os.PathLike[str]) -> tuple[int, int]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from .agent.shared import COMMAND as COMMAND, PLACEHOLDER as _PLACEHOLDER
+from .agent.shared import bind as _bind
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,10 +31,8 @@ _NAME = re.compile(r"^[a-z][a-z0-9_.-]*\Z")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _ROLE = re.compile(r"^[a-z][a-z0-9_-]*\Z")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*\Z")
-# {{kind}} or {{kind:arg}}; kinds are fixed so a stray "{{" in user text is never bound.
-_PLACEHOLDER = re.compile(r"\{\{(host|node|port|job_dir|job_id|restart|max_restarts|command)(?::([A-Za-z0-9_.-]+))?\}\}")
-
-COMMAND = "{{command}}"  # a whole argv item: the component's rendered command goes here
+# the placeholders ({{kind}} or {{kind:arg}}, fixed kinds) and COMMAND, the whole argv item the
+# component's rendered command goes in: in distcomp.agent.shared, which the stdlib-only agent shares
 JOB_DIR = "{{job_dir}}"  # the job's folder (where the target writes Topology.files)
 JOB_ID = "{{job_id}}"
 RESTART = "{{restart}}"  # 0 on the first attempt, then 1, 2, ...
@@ -65,12 +65,7 @@ def placeholders(text: str) -> list[tuple[str, str | None]]:
 
 def bind(text: str, values: Mapping[str, str]) -> str:
     """``text`` with each placeholder replaced from ``values`` (keys ``host:0``, ``job_dir``...)."""
-    def one(m: re.Match[str]) -> str:
-        key = m.group(1) + (f":{m.group(2)}" if m.group(2) is not None else "")
-        if key not in values:
-            raise PlaceholderError(f"no value for placeholder {m.group(0)}")
-        return values[key]
-    return _PLACEHOLDER.sub(one, text)
+    return _bind(text, values, PlaceholderError)
 
 
 def _frozen(env: Mapping[str, str], what: str) -> Mapping[str, str]:

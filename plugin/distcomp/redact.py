@@ -67,13 +67,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+# the rule that turns needles into one pattern is shared with the stdlib-only node agent
+from .agent.shared import REDACTED as REDACTED, mask_pattern
+
 __all__ = ["REDACTED", "SECRET_NAME", "Masker", "NONE", "env_secrets", "is_secret", "job_masker", "secret_values"]
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|AUTH|CRED|PRIVATE", re.IGNORECASE)
-REDACTED = "***"
-_MIN_LEN = 3  # shorter texts are masked only as words of their own: everywhere would blank unrelated text
-_BEFORE = r"(?<![^\s='\"])"  # a short secret starts the text, or follows a space, '=' or a quote
-_AFTER = r"(?![^\s'\"])"  # ... and ends the text, or a space or a quote follows
 
 
 def is_secret(name: str) -> bool:
@@ -114,10 +113,9 @@ class Masker:
     _raw: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        needles = tuple(sorted(set(self.needles), key=lambda n: (-len(n), n)))
+        needles, pattern = mask_pattern(self.needles)
         object.__setattr__(self, "needles", needles)
-        parts = [re.escape(n) if len(n) >= _MIN_LEN else _BEFORE + re.escape(n) + _AFTER for n in needles]
-        object.__setattr__(self, "_pattern", re.compile("|".join(parts)) if parts else None)
+        object.__setattr__(self, "_pattern", pattern)
         object.__setattr__(self, "_raw", tuple(n.encode("utf-8", "surrogateescape") for n in needles))
 
     @classmethod

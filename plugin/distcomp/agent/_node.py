@@ -24,11 +24,11 @@ from typing import IO, Any, Callable, Mapping, Sequence
 
 from . import rankwatch
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
+from .shared import REDACTED, mask_pattern, write_atomic
 from .trust import Untrusted, read_trusted
 
 TAIL = 15  # lines of a replica's output kept for its report
 RANK_EXITS = "rank-exits"  # in the job folder: the rank watchers' reports (rankwatch)
-_MIN_LEN = 3  # as distcomp.redact: shorter secrets are masked only as words of their own
 
 
 class Usage(Exception):
@@ -36,16 +36,13 @@ class Usage(Exception):
 
 
 class _Masker:
-    """distcomp.redact's rule on the secrets file's needles (they include every form)."""
+    """distcomp.redact's rule (``shared.mask_pattern``) on the secrets file's needles (they include every form)."""
 
     def __init__(self, needles: Sequence[str]) -> None:
-        ordered = sorted(set(n for n in needles if n), key=lambda n: (-len(n), n))
-        parts = [re.escape(n) if len(n) >= _MIN_LEN else r"(?<![^\s='\"])" + re.escape(n) + r"(?![^\s'\"])"
-                 for n in ordered]
-        self.pattern = re.compile("|".join(parts)) if parts else None
+        self.pattern = mask_pattern(needles)[1]
 
     def __call__(self, line: str) -> str:
-        return self.pattern.sub("***", line) if self.pattern is not None else line
+        return self.pattern.sub(REDACTED, line) if self.pattern is not None else line
 
 
 class _Replica:
@@ -149,14 +146,6 @@ def _secrets(record: Mapping[str, Any], folder: str) -> tuple[list[str], list[st
     return found, found
 
 
-def _write_atomic(path: str, content: str, mode: int = 0o644) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(content)
-    os.replace(tmp, path)
-
-
 def _descendants(roots: set[int]) -> set[int]:
     """Every live descendant of ``roots`` (Linux /proc; elsewhere none: the group is all there is)."""
     children: dict[int, list[int]] = {}
@@ -236,7 +225,7 @@ class Agent:
         except RecordError as exc:
             raise Usage(f"node {self.node}: {exc} (the record's bind_env names the variable that carries it)") from None
         for name, content in files.items():
-            _write_atomic(os.path.join(self.folder, name), content)
+            write_atomic(os.path.join(self.folder, name), content)
         return out
 
     def _open_log(self, name: str) -> IO[bytes]:
@@ -426,7 +415,7 @@ class Agent:
                 "error": self.mask(rep.error), "tail": [self.mask(line) for line in rep.tail]}
         exits = self._path(self.record.get("exits", "exits"))
         os.makedirs(exits, exist_ok=True)
-        _write_atomic(os.path.join(exits, f"{rep.name}.json"), json.dumps(data, indent=1) + "\n")
+        write_atomic(os.path.join(exits, f"{rep.name}.json"), json.dumps(data, indent=1) + "\n")
 
 
     def _report_rank(self, rep: _Replica, report: Mapping[str, Any]) -> None:
@@ -442,7 +431,7 @@ class Agent:
                 "error": rankwatch.describe(report), "tail": [self.mask(line) for line in tail]}
         exits = self._path(self.record.get("exits", "exits"))
         os.makedirs(exits, exist_ok=True)
-        _write_atomic(os.path.join(exits, f"rank{rank}.json"), json.dumps(data, indent=1) + "\n")
+        write_atomic(os.path.join(exits, f"rank{rank}.json"), json.dumps(data, indent=1) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,14 +46,13 @@ import re
 import shlex
 from typing import Any, Mapping, Sequence
 
+from .shared import COMMAND as COMMAND, PLACEHOLDER as PLACEHOLDER
+from .shared import bind as _bind
 from .trust import Untrusted, read_trusted
 
 VERSION = 1
 KEY = "distcomp_node_record"
-COMMAND = "{{command}}"
 SECRET_VAR = "DISTCOMP_SECRET_"
-# the placeholders of distcomp.records (kept in step by a test): fixed kinds, so a stray "{{" is text
-PLACEHOLDER = re.compile(r"\{\{(host|node|port|job_dir|job_id|restart|max_restarts|command)(?::([A-Za-z0-9_.-]+))?\}\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _FILE = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 _REPLICA = re.compile(r"^[a-z][a-z0-9_-]*\Z")
@@ -65,12 +64,7 @@ class RecordError(Exception):
 
 def bind(text: str, values: Mapping[str, str]) -> str:
     """``text`` with each placeholder replaced from ``values`` (keys ``host:0``, ``job_dir``...)."""
-    def one(m: "re.Match[str]") -> str:
-        key = m.group(1) + (f":{m.group(2)}" if m.group(2) is not None else "")
-        if key not in values:
-            raise RecordError(f"no value for placeholder {m.group(0)}")
-        return values[key]
-    return PLACEHOLDER.sub(one, text)
+    return _bind(text, values, RecordError)
 
 
 def text(value: Any, secrets: Sequence[str]) -> str:
