@@ -10,6 +10,9 @@ Python-function components, see ``distcomp.function``) is loaded on first use, s
 
 from __future__ import annotations
 
+from typing import Mapping
+
+from . import _launchernames
 from ._lazy import exports
 
 __version__ = "0.1.0"
@@ -37,3 +40,21 @@ _SUBMODULES = ("agent", "agentboot", "agentjob", "api", "azureml", "cli", "deliv
                "records", "redact", "registry", "results", "runtime", "spec", "target", "targets", "tracking",
                "worker")
 __getattr__, __dir__ = exports(__name__, _MODULES, globals(), _SUBMODULES)
+
+
+def _installed_launchers() -> Mapping[str, str]:
+    from .plugins import get_plugin_manager  # on use: `import distcomp` loads no plugin
+
+    return get_plugin_manager().alias_table()
+
+
+def _builtin_launchers() -> Mapping[str, str]:
+    from .plugins import PluginManager
+
+    manager = PluginManager()
+    manager.load_builtins()
+    return manager.alias_table()
+
+
+# the spec layer lists launcher names through these, without importing the plugin manager above it
+_launchernames.provide(installed=_installed_launchers, builtin=_builtin_launchers)

@@ -85,7 +85,7 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
     with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
     the logs are in the run folder either way); ``env``: variables for every rank."""
-    from .targets.local._job import LocalRun, run_local
+    from .targets.local import LocalRun, run_local
 
     request = LocalRun(inputs={k: _text(v) for k, v in (inputs or {}).items()}, outputs=dict(outputs or {}),
                        run_dir=os.fspath(run_dir) if run_dir is not None else None, timeout=timeout,

@@ -24,14 +24,14 @@ target runs as its plainest job (``Topology.plain``), so none of them asks which
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .errors import JobError, UsageError
+from .records import Plan
 
 if TYPE_CHECKING:
     from .plugins import PluginManager
-    from .records import OwnLauncher, Topology
+    from .records import Topology
     from .spec import ComponentSpec
 
 __all__ = ["Plan", "RANK_DEFAULTS", "RANK_ENV", "job_env", "make_plan", "plain_env", "plain_topology"]
@@ -44,37 +44,6 @@ _CONTRACTS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "TF_CONFIG")
 # MLflow's telemetry thread deadlocks with mlflow.autolog()'s import hooks in a DDP rank, which
 # then hangs for ever (under plain torchrun too); distcomp's ranks must not hang on it
 RANK_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true"}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What runs: the spec (overrides applied), its Topology, and what the user should know."""
-
-    spec: "ComponentSpec"
-    topology: "Topology"
-    launcher: str  # the canonical name of the spec's launcher
-    provider: str  # the plugin that provides it ("distcomp" for the built-ins)
-    own: "OwnLauncher | None" = None  # the launcher the command starts itself (torchrun, mpirun), if any
-    warnings: tuple[str, ...] = ()  # the own launcher's contradictions, then the launcher advice
-
-    @property
-    def processes_per_node(self) -> int:
-        """How many processes run per node: the own launcher's count where it sets one."""
-        return self.topology.processes_per_node
-
-    @property
-    def slots_per_node(self) -> int:
-        """The ranks each node has room for: an MPI hostfile's ``slots=``, an MPIJob's
-        ``slotsPerWorker``, Azure ML's ``process_count_per_instance``. The spec's processes per
-        node, as written, overridden, or taken from its GPUs (``distribution.slots_from`` says)."""
-        return self.spec.distribution.processes_per_node or 1
-
-    def summary(self) -> str:
-        """One line: ``ref: launcher, N node(s) x P process(es), world size W (roles)``."""
-        t = self.topology
-        roles = ", ".join(f"{n} {r}" for r, n in t.roles().items())
-        return (f"{self.spec.ref}: {t.launcher}, {t.nodes} node(s) x {t.processes_per_node} process(es), "
-                f"world size {t.world_size} ({roles})" + (f"; {self.own.describe()}" if self.own else ""))
 
 
 def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node: int | None = None,

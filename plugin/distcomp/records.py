@@ -18,11 +18,11 @@ from .agent.shared import bind as _bind
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .registry import RegistryStore
+    from .registry._store import RegistryStore
     from .spec import ComponentSpec
 
 __all__ = [
-    "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "PlaceholderError",
+    "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "Plan", "PlaceholderError",
     "RESTART", "RankFailure", "RegistryStoreType", "Replica", "RoleSettings", "Topology", "bind", "host", "node_name", "port", "placeholders",
 ]
 
@@ -283,6 +283,38 @@ class OwnLauncher:
 
     def describe(self) -> str:
         return f"the command's own {self.program}, " + ("once on the first node" if self.once else "once per node")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What runs (made by ``distcomp.plan.make_plan``; kept here, below the target contract that
+    carries it): the spec (overrides applied), its Topology, and what the user should know."""
+
+    spec: "ComponentSpec"
+    topology: "Topology"
+    launcher: str  # the canonical name of the spec's launcher
+    provider: str  # the plugin that provides it ("distcomp" for the built-ins)
+    own: "OwnLauncher | None" = None  # the launcher the command starts itself (torchrun, mpirun), if any
+    warnings: tuple[str, ...] = ()  # the own launcher's contradictions, then the launcher advice
+
+    @property
+    def processes_per_node(self) -> int:
+        """How many processes run per node: the own launcher's count where it sets one."""
+        return self.topology.processes_per_node
+
+    @property
+    def slots_per_node(self) -> int:
+        """The ranks each node has room for: an MPI hostfile's ``slots=``, an MPIJob's
+        ``slotsPerWorker``, Azure ML's ``process_count_per_instance``. The spec's processes per
+        node, as written, overridden, or taken from its GPUs (``distribution.slots_from`` says)."""
+        return self.spec.distribution.processes_per_node or 1
+
+    def summary(self) -> str:
+        """One line: ``ref: launcher, N node(s) x P process(es), world size W (roles)``."""
+        t = self.topology
+        roles = ", ".join(f"{n} {r}" for r, n in t.roles().items())
+        return (f"{self.spec.ref}: {t.launcher}, {t.nodes} node(s) x {t.processes_per_node} process(es), "
+                f"world size {t.world_size} ({roles})" + (f"; {self.own.describe()}" if self.own else ""))
 
 
 @dataclass(frozen=True)

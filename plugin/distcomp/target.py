@@ -76,7 +76,7 @@ from .errors import UsageError
 
 if TYPE_CHECKING:
     from .outcome import TrackingRef
-    from .plan import Plan
+    from .records import Plan
     from .redact import Masker
     from .spec import ComponentSpec
 

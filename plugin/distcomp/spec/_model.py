@@ -11,7 +11,7 @@ from typing import Any, Callable, Literal, Mapping
 from ..errors import UsageError
 from ._template import CommandTemplate, Ref
 from ._types import NO_LAUNCHER
-from ._values import render_value
+from ._render import render_value
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
+from .. import _launchernames
+
 # Parameter types as written (any case) -> the canonical name in ComponentSpec.
 PARAMETER_TYPES: Mapping[str, str] = MappingProxyType({
     "string": "string",
@@ -54,23 +56,18 @@ NO_LAUNCHER = "none"
 
 
 # Launcher names and aliases are not kept here: the plugin manager is their one source of
-# truth (each launcher, built-in or plugin, declares its own). Imported on use, so that
+# truth (each launcher, built-in or plugin, declares its own). It sits above this layer, so the
+# package's __init__ hands its lookups to ``distcomp._launchernames``; asked on use, so that
 # importing the spec layer loads no plugin.
 def installed_launchers() -> Mapping[str, str]:
     """Every launcher name and alias, lowercased -> canonical name, that the process-wide
     plugin manager knows: the built-ins and every installed plugin."""
-    from ..plugins import get_plugin_manager
-
-    return get_plugin_manager().alias_table()
+    return _launchernames.table("installed")
 
 
 def builtin_launchers() -> Mapping[str, str]:
     """The same table with the built-in launchers only (no installed plugin)."""
-    from ..plugins import PluginManager
-
-    manager = PluginManager()
-    manager.load_builtins()
-    return manager.alias_table()
+    return _launchernames.table("builtin")
 
 
 def canonical_launcher(name: str, table: Mapping[str, str] | None = None) -> str | None:

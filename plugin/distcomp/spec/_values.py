@@ -7,7 +7,6 @@ Rendering follows Azure ML, whose command lines these specs were written for: bo
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from ..errors import UsageError
 from ..redact import Masker
 from ._diagnostics import did_you_mean, one_of, show
 from ._limits import UTF8_HINT, arg_problem, utf8_problem
+from ._render import render_value as render_value
 
 if TYPE_CHECKING:
     from ._model import ComponentSpec, InputSpec
@@ -28,15 +28,6 @@ TYPE_WORDS = {
     "integer": "an integer", "number": "a number", "boolean": "true or false",
     "string": "a string", "enum": "one of the enum values",
 }
-
-
-def render_value(value: Any) -> str:
-    """How a typed value appears as (part of) one argument."""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, float):
-        return repr(value)
-    return os.fspath(value) if isinstance(value, Path) else str(value)
 
 
 def is_uri(text: str) -> bool:

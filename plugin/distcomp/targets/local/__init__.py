@@ -15,6 +15,7 @@ from ..._lazy import exports
 
 if TYPE_CHECKING:
     from ._claim import Claim, RunDirBusy, claim
+    from ._job import LocalRun, run_local
     from ._prepare import Launch, prepare
     from ._reap import Reaped, reap
     from ._records import Failure, FoundOutput, ProcessResult, RunOptions, RunResult, describe_exit
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 _MODULES = {  # module: the names it provides
     "_claim": ("Claim", "RunDirBusy", "claim"),
+    "_job": ("LocalRun", "run_local"),  # what distcomp.run starts a local job with
     "_prepare": ("Launch", "prepare"),
     "_reap": ("Reaped", "reap"),
     "_records": ("Failure", "FoundOutput", "ProcessResult", "RunOptions", "RunResult", "describe_exit"),
@@ -29,6 +31,6 @@ _MODULES = {  # module: the names it provides
 }
 __getattr__, __dir__ = exports(__name__, _MODULES, globals())
 
-__all__ = ["Claim", "Failure", "FoundOutput", "Launch", "LaunchError", "ProcessResult", "Reaped", "RunDirBusy",
-           "RunOptions", "RunResult", "claim", "describe_exit", "prepare", "reap", "run_topology"]
+__all__ = ["Claim", "Failure", "FoundOutput", "Launch", "LaunchError", "LocalRun", "ProcessResult", "Reaped", "RunDirBusy",
+           "RunOptions", "RunResult", "claim", "describe_exit", "prepare", "reap", "run_local", "run_topology"]
 

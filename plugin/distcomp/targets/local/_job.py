@@ -63,7 +63,9 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     from ...plan import make_plan
     from ...redact import job_masker
     from ...spec import InputError, RenderError, utf8_problem
-    from . import LaunchError, RunDirBusy, RunOptions, claim, run_topology
+    from ._claim import RunDirBusy, claim
+    from ._records import RunOptions
+    from ._runner import LaunchError, run_topology
 
     notify = say or (lambda _m: None)
     if not request.tracking and (request.system_metrics or request.experiment):

@@ -1,0 +1,25 @@
+"""Where the spec layer asks for launcher names without importing the plugin manager above it.
+
+The plugin manager is the one source of truth for launcher names and aliases, but it sits above
+the spec layer (it loads the launchers, which read specs). So the package's ``__init__`` hands
+the two lookups in here, and ``distcomp.spec`` calls them on use. Stdlib only: it must stay
+below everything."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+Table = Callable[[], Mapping[str, str]]
+
+_sources: dict[str, Table] = {}
+
+
+def provide(*, installed: Table, builtin: Table) -> None:
+    """Set how to list every launcher name and alias (lowercased -> canonical name): with the
+    installed plugins, and with the built-in launchers only."""
+    _sources.update(installed=installed, builtin=builtin)
+
+
+def table(which: str) -> Mapping[str, str]:
+    """``installed`` or ``builtin``: the table from the lookup ``provide`` set."""
+    return _sources[which]()
