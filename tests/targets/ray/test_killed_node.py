@@ -52,11 +52,21 @@ def _running(env: dict[str, str], tmp_path: Path) -> str:
 def _ended(env: dict[str, str], job: str) -> dict:
     """The job's status once it is no longer running (a bound of 300 s, not a timing assertion)."""
     deadline = time.monotonic() + 300
-    waited = distcomp(env, "status", job, "--json")
-    while json.loads(waited.stdout)["state"] == "running" and time.monotonic() < deadline:
-        time.sleep(1)
+
+    def state() -> dict:
         waited = distcomp(env, "status", job, "--json")
-    return json.loads(waited.stdout)
+        # while a lost head's processes go, its Jobs API may fail to answer once (exit 1 with a
+        # line saying so, nothing on stdout): asked again, as a user would
+        if not waited.stdout.strip() and time.monotonic() < deadline:
+            return {"state": "running", "said": waited.stderr}
+        assert waited.stdout.strip(), waited.stderr
+        return json.loads(waited.stdout)
+
+    outcome = state()
+    while outcome["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(1)
+        outcome = state()
+    return outcome
 
 
 def _ranks(out: Path) -> list[dict[str, object]]:

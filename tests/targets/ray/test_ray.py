@@ -77,7 +77,11 @@ def test_max_restarts_starts_every_rank_again_after_a_failure(ray_cluster: str, 
     assert sorted(r["node"] for r in ranks) == ["n1", "n2"]
     log = distcomp(env, "logs", job).stdout
     assert "distcomp ray: restarting every rank (restart 1 of 1): rank1 (node 1, " in log, log
-    assert log.count("[rank0] rank 0 of 2 on") == 2 and log.count("[rank1] rank 1 gives up on purpose") == 1, log
+    # every rank starts again; rank 0's first attempt may be stopped before it prints (its torch
+    # import is slower than rank 1's failure under load), so only the second attempt is counted
+    again = log.partition("distcomp ray: restarting every rank")[2]
+    assert "[rank0] rank 0 of 2 on" in again and "[rank1] rank 1 of 2 on" in again, log
+    assert log.count("[rank1] rank 1 gives up on purpose") == 1, log
     status = json.loads(distcomp(env, "status", job, "--json").stdout)
     assert status["state"] == "succeeded" and status["details"]["restarts"] == 1, status
     (run,) = _runs(tmp_path)
