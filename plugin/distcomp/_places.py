@@ -83,7 +83,8 @@ def protected(path: Path, code: Path | None = None) -> str | None:
         return "holds a NUL byte (\\0)"
     try:
         real = resolved(path)
-        shown = "" if real == Path(os.path.abspath(path)) else f" ({real})"
+        given = Path(path) if os.path.isabs(path) else Path(os.path.abspath(path))
+        shown = "" if real == given else f" ({real})"  # a link or a ``..`` followed: say where
         why = system_problem(real)
         if why:
             return why + shown

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 # the places no job may write (system folders, your home folder): the core's one rule, ``distcomp._places``
-from ._places import system_problem as _system_problem
+from ._places import protected
 from .spec import (ComponentSpec, InputError, SymlinkLoop, check_inputs, command_problems, is_uri, resolve_path,
                    unknown_outputs, utf8_problem)
 
@@ -101,16 +101,13 @@ def place_problem(path: Path, code: Path, holds: str = "folder") -> str | None:
 
 
 def _place_problem(path: Path, code: Path, holds: str) -> str | None:
+    # the places nothing of distcomp's may write (system, home, code folder; a registry is
+    # asked before, with a fix of its own): the one rule, ``_places.protected``
+    why = protected(path, code)
+    if why:
+        return why
     real = resolve_path(path)
     shown = "" if real == path else f" ({real})"
-    why = _system_problem(real)
-    if why:
-        return why + shown
-    code = code.resolve()
-    if real == code:
-        return f"is the code folder{shown}"
-    if code.is_relative_to(real):
-        return f"holds the code folder {code}{shown}"
     if real.is_dir():
         return f"is an existing folder, not a file{shown}" if holds == "file" else None
     if real.exists():
