@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.jobs import make_job
+from distcomp.core.jobs import make_job
 from distcomp.spec import InputError, loads
 
 BIG = 140_000  # over MAX_ARG_STRLEN (131072 bytes, its NUL included)

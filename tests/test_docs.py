@@ -127,7 +127,7 @@ def test_page_commands_run(page: Path, tmp_path: Path) -> None:
 
 
 def test_local_target_page_documents_every_builtin_launcher() -> None:
-    from distcomp.plugins import PluginManager
+    from distcomp.core.plugins import PluginManager
 
     pm = PluginManager()
     pm.load_builtins()

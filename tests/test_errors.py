@@ -56,7 +56,7 @@ def test_every_exported_exception_is_a_usage_or_a_job_error() -> None:
 
 
 def test_the_kinds_and_exit_codes() -> None:
-    from distcomp.plugins import PluginError
+    from distcomp.core.plugins import PluginError
     from distcomp.spec import SpecError
     from distcomp.targets.kubeflow import SubmitError
     from distcomp.targets.local import LaunchError, RunDirBusy
@@ -88,13 +88,13 @@ def run_cli_with_a_bug(tmp_path: Path, error: str) -> subprocess.CompletedProces
         encoding="utf-8")
     code = textwrap.dedent(f"""\
         import sys
-        import distcomp.jobs
+        import distcomp.core.jobs
         from distcomp.cli import main
 
         def make_job(*args, **kwargs):
             raise {error}
 
-        distcomp.jobs.make_job = make_job
+        distcomp.core.jobs.make_job = make_job
         sys.exit(main(["run", "component.yaml", "--no-tracking", "--run-dir", "runs/x"]))
         """)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from distcomp._files import tree_usage, write_atomic
+from distcomp.base.files import tree_usage, write_atomic
 
 WRITER = """
 import sys
 from pathlib import Path
-from distcomp._files import write_atomic
+from distcomp.base.files import write_atomic
 path, mark = Path(sys.argv[1]), sys.argv[2]
 for i in range(300):
     write_atomic(path, (mark * 5000) + "\\n", durable=i % 50 == 0)
@@ -58,7 +58,7 @@ def test_tree_usage_counts_files_and_bytes_without_following_links(tmp_path: Pat
 
 
 def test_a_path_is_shown_as_the_user_can_use_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from distcomp._files import USER_CWD, shown_path
+    from distcomp.base.files import USER_CWD, shown_path
 
     (tmp_path / "project").mkdir()
     monkeypatch.chdir(tmp_path / "project")

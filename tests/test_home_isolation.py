@@ -37,7 +37,7 @@ def test_distcomp_finds_its_folders_in_the_tests_home() -> None:
     sees it: the Slurm job dir, the core's records, the functions' cache."""
     code = ("import os\n"
             "from distcomp.targets.slurm._target import default_job_dir\n"
-            "from distcomp._submission import jobs_dir\n"
+            "from distcomp.core.submission import jobs_dir\n"
             "from distcomp.function._filed import functions_cache\n"
             "for p in (os.path.expanduser('~'), default_job_dir(), jobs_dir(), functions_cache()):\n"
             "    print(p)\n")

@@ -53,7 +53,7 @@ def test_a_copy_keeps_what_the_listing_keeps(tmp_path: Path) -> None:
     ``folder_files`` does, nested ignore files, negations and folders included."""
     import shutil
 
-    from distcomp._ignore import copy_filter
+    from distcomp.base.ignore import copy_filter
 
     code = tmp_path / "code"
     _tree(code, {".gitignore": "*.csv\nlarge/\n", ".distcompignore": "!small.csv\nnotes.txt\n", "small.csv": "",
@@ -86,7 +86,7 @@ def test_the_rules_as_one_list_of_patterns_match_as_the_listing(tmp_path: Path) 
     anchored and unanchored lines, folders only, negations, nested files."""
     import pathspec
 
-    from distcomp._ignore import patterns
+    from distcomp.base.ignore import patterns
 
     code = tmp_path / "code"
     files = {".distcompignore": "# c\nnotes.txt\n/top.txt\nscratch/\n*.log\n!keep.log\n", "notes.txt": "",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from distcomp.hookspec import DistcompSpecs
+from distcomp.core.hookspec import DistcompSpecs
 
 from ._dists import install
 from .targets.kubeflow.test_manifests import validate

@@ -21,8 +21,8 @@ def graph() -> grimp.ImportGraph:
 
 def test_the_graph_holds_imports_inside_functions_and_relative_ones(graph: grimp.ImportGraph) -> None:
     """What the contracts rely on: a checker that missed these would pass a broken layering."""
-    assert graph.direct_import_exists(importer="distcomp.plan", imported="distcomp.launchers.own")  # in make_plan
-    assert graph.direct_import_exists(importer="distcomp.plugins", imported="distcomp.hookspec")  # from . import
+    assert graph.direct_import_exists(importer="distcomp.core.plan", imported="distcomp.core.own")  # in make_plan
+    assert graph.direct_import_exists(importer="distcomp.core.plugins", imported="distcomp.core.hookspec")  # from . import
     # a TYPE_CHECKING-only import is no edge (records names RegistryStore for a type only)
     assert not graph.direct_import_exists(importer="distcomp.records", imported="distcomp.registry")
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from distcomp.outcome import JobOutcome, JobState, TrackingRef
+from distcomp.records import JobOutcome, JobState, TrackingRef
 
 
 @pytest.mark.parametrize("state, mlflow, code", [

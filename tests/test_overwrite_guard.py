@@ -86,8 +86,8 @@ def registry(tmp_path: Path, comp: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 
 def test_the_core_rule_refuses_system_folders_home_registries_and_folders_it_did_not_make(
         tmp_path: Path, registry: Path, comp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from distcomp._files import MARKER
-    from distcomp._owned import folder_problem
+    from distcomp.base.files import MARKER
+    from distcomp.core.owned import folder_problem
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
@@ -131,7 +131,7 @@ def test_build_context_force_replaces_only_a_context_distcomp_wrote(
             f"{home} is your home folder")
     assert (home / "keep.txt").read_text() == "my file" and sorted(p.name for p in home.iterdir()) == ["keep.txt"]
     # a system folder: asked of the rule first (code without it stops here, before the command)
-    from distcomp._owned import folder_problem
+    from distcomp.core.owned import folder_problem
 
     assert "system folder" in (folder_problem(Path("/etc"), comp, force=True) or "")
     etc = listing("/etc")
@@ -190,7 +190,7 @@ def test_export_force_replaces_only_an_export_distcomp_wrote(tmp_path: Path, reg
     home = tmp_path / "home"
     home.mkdir()
     assert "is your home folder" in _export(project, home, True, env={"HOME": str(home)})
-    from distcomp._owned import folder_problem  # asked first: code without the rule stops here, before /usr
+    from distcomp.core.owned import folder_problem  # asked first: code without the rule stops here, before /usr
 
     assert "system folder" in (folder_problem(Path("/usr"), None, force=True) or "")
     usr = listing("/usr")
@@ -221,7 +221,7 @@ def test_compile_out_writes_only_over_what_distcomp_wrote(tmp_path: Path, comp: 
             f"is inside the component registry at {registry}")
     assert snapshot(registry) == stored
     # files under /etc and /usr: asked of the rule first (code without it stops here); nothing made there
-    from distcomp._owned import file_problem
+    from distcomp.core.owned import file_problem
 
     for system in ("/etc/distcomp-guard-test.yaml", "/usr/distcomp-guard-test.yaml"):
         assert "system folder" in (file_problem(Path(system), None, True) or "")
@@ -271,7 +271,7 @@ def test_schema_out_writes_only_over_what_distcomp_wrote(tmp_path: Path, registr
     refused(cli("schema", "--out", registry / "first-step" / "1.0.0" / "manifest.json", "--force", cwd=tmp_path),
             "is inside the component registry")
     assert snapshot(registry) == stored
-    from distcomp._owned import file_problem  # asked first: code without the rule stops here, before /etc
+    from distcomp.core.owned import file_problem  # asked first: code without the rule stops here, before /etc
 
     assert "system folder" in (file_problem(Path("/etc/distcomp-guard-test.json"), None, True) or "")
     refused(cli("schema", "--out", "/etc/distcomp-guard-test.json", "--force", cwd=tmp_path), "system folder /etc")

@@ -17,10 +17,10 @@ from typing import Iterator
 
 import pytest
 
-import distcomp.plugins as plugins_module
-from distcomp.hookspec import DistcompSpecs, hookimpl
+import distcomp.core.plugins as plugins_module
+from distcomp.core.hookspec import DistcompSpecs, hookimpl
 from distcomp.launchers.mpi import mpi_topology
-from distcomp.plugins import (
+from distcomp.core.plugins import (
     BUILTIN_PLUGINS, Conflict, DuplicateLauncherError, DuplicatePluginError, Launcher, PluginError, PluginFailure,
     PluginManager, UnknownLauncherError, get_plugin_manager,
 )
@@ -388,7 +388,7 @@ def test_hookspec_validation_rejects_unknown_hook_arguments(pm: PluginManager) -
 # -- entry points: real installed distributions --------------------------------------------------
 
 FAKE_PLUGIN = '''\
-from distcomp.hookspec import hookimpl
+from distcomp.core.hookspec import hookimpl
 from distcomp.records import COMMAND, LauncherType, Replica, Topology
 
 
@@ -506,7 +506,7 @@ def test_entry_point_to_a_missing_attribute_is_reported(pm: PluginManager, tmp_p
 
 def test_installed_plugin_raising_in_its_hook(pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    source = ("from distcomp.hookspec import hookimpl\n\n@hookimpl\ndef distcomp_launchers():\n"
+    source = ("from distcomp.core.hookspec import hookimpl\n\n@hookimpl\ndef distcomp_launchers():\n"
               "    raise OSError('no GPU driver')\n")
     install(tmp_path, "brokenlauncher", "brokenlauncher", source, "[distcomp]\nbroken = brokenlauncher\n", "2.5")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -696,7 +696,7 @@ def test_every_hook_documents_a_complete_plugin(hook: str) -> None:
     doc = getattr(DistcompSpecs, hook).__doc__
     assert doc
     code = example_code(doc)
-    assert "from distcomp.hookspec import hookimpl" in code
+    assert "from distcomp.core.hookspec import hookimpl" in code
     assert f"@hookimpl\ndef {hook}(" in code
     assert "[project.entry-points.distcomp]" in doc
     module = example_module(hook)
@@ -728,7 +728,7 @@ def test_launchers_docstring_example_works(tmp_path: Path) -> None:
 
     # the plan gives its ranks distcomp's rank contract (MY_RANK means nothing to distcomp.runtime);
     # a launcher with a contract of its own gets none
-    from distcomp.plan import RANK_ENV, make_plan
+    from distcomp.core.plan import RANK_ENV, make_plan
 
     planned = make_plan(spec, pm=fresh).topology
     assert [{k: r.env[k] for k in RANK_ENV} for r in planned.replicas] == [
@@ -782,10 +782,10 @@ def test_plugin_launcher_is_unknown_to_specs_without_the_plugin(tmp_path: Path, 
 def test_importing_does_not_load_plugins() -> None:
     code = textwrap.dedent("""\
         import json, sys
-        import distcomp.cli, distcomp.plugins, distcomp.hookspec, distcomp.records
+        import distcomp.cli, distcomp.core.plugins, distcomp.core.hookspec, distcomp.records
         before = sorted(m for m in sys.modules if m.startswith(("distcomp.launchers", "distcomp.registry")))
-        cached = distcomp.plugins.get_plugin_manager.cache_info().currsize
-        distcomp.plugins.get_plugin_manager()
+        cached = distcomp.core.plugins.get_plugin_manager.cache_info().currsize
+        distcomp.core.plugins.get_plugin_manager()
         after = sorted(m for m in sys.modules if m.startswith("distcomp.launchers"))
         print(json.dumps([before, cached, after]))
         """)
@@ -800,7 +800,7 @@ def test_importing_does_not_load_plugins() -> None:
 def test_no_plugin_installed_costs_no_importlib_metadata() -> None:
     """Where no distribution declares a ``distcomp`` entry point, the manager loads without
     importlib.metadata (a good part of `distcomp run`'s own start), and has the built-ins."""
-    code = ("import json, sys\nfrom distcomp.plugins import get_plugin_manager\n"
+    code = ("import json, sys\nfrom distcomp.core.plugins import get_plugin_manager\n"
             "names = list(get_plugin_manager().launchers())\n"
             "print(json.dumps([names, 'importlib.metadata' in sys.modules]))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -816,7 +816,7 @@ def test_no_plugin_installed_costs_no_importlib_metadata() -> None:
 ])
 def test_the_cheap_look_finds_what_importlib_metadata_finds(tmp_path: Path, text: str, declares: bool) -> None:
     install(tmp_path, "fakelauncher", "fakelauncher", FAKE_PLUGIN, text)
-    code = ("import json; from importlib.metadata import entry_points; from distcomp.plugins import _may_declare; "
+    code = ("import json; from importlib.metadata import entry_points; from distcomp.core.plugins import _may_declare; "
             "print(json.dumps([bool(entry_points(group='distcomp')), _may_declare('distcomp')]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})  # a fresh sys.path: this dist and the venv
@@ -839,7 +839,7 @@ def test_the_process_wide_manager_is_cached() -> None:
 # -- the optional native mappings hook ------------------------------------------------------------
 
 def test_builtin_native_mappings(pm: PluginManager) -> None:
-    from distcomp.kinds import AZUREML, KUBEFLOW
+    from distcomp.core.kinds import AZUREML, KUBEFLOW
     from distcomp.targets.kubeflow._compile import job_type
 
     assert {(m.platform, m.launcher, m.kind, tuple(m.options.items())) for m in pm.native_mappings()} == {
@@ -867,7 +867,7 @@ def test_builtin_native_mappings(pm: PluginManager) -> None:
 
 def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> None:
     """A new launcher supports the Kubeflow target with a kind of its own, without any edit to the target."""
-    from distcomp.kinds import KUBEFLOW, NativeMapping
+    from distcomp.core.kinds import KUBEFLOW, NativeMapping
     from distcomp.records import JobOptions
     from distcomp.targets.kubeflow import compile_job
 
@@ -905,7 +905,7 @@ def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> Non
 def test_a_second_plugin_mapping_a_launcher_on_one_platform_is_a_conflict(pm: PluginManager) -> None:
     """Another kind for a launcher that already has mappings there would never be taken: said, not ignored.
     On another platform it is welcome (a new target's plugin mapping the built-in launchers)."""
-    from distcomp.kinds import AZUREML, NativeMapping
+    from distcomp.core.kinds import AZUREML, NativeMapping
 
     class Other:
         @hookimpl
@@ -938,7 +938,7 @@ def test_a_second_plugin_mapping_a_launcher_on_one_platform_is_a_conflict(pm: Pl
      "options must be a mapping with string keys"),
 ])
 def test_a_malformed_mapping_is_refused_where_it_is_made(mapping: dict, message: str) -> None:  # type: ignore[type-arg]
-    from distcomp.kinds import NativeMapping
+    from distcomp.core.kinds import NativeMapping
 
     with pytest.raises(ValueError, match=re.escape(message)):
         NativeMapping(**mapping)
@@ -951,7 +951,7 @@ def test_a_malformed_mapping_is_refused_where_it_is_made(mapping: dict, message:
 ])
 def test_a_kubeflow_mapping_the_target_cannot_read_skips_its_plugin(pm: PluginManager, kind: str,
                                                                       options: dict, message: str) -> None:  # type: ignore[type-arg]
-    from distcomp.kinds import KUBEFLOW, NativeMapping
+    from distcomp.core.kinds import KUBEFLOW, NativeMapping
 
     class Odd:
         @hookimpl
@@ -972,7 +972,7 @@ def test_a_kubeflow_mapping_the_target_cannot_read_skips_its_plugin(pm: PluginMa
 def test_trainer_v2_picks_the_job_that_names_a_runtime_whatever_its_kind(pm: PluginManager) -> None:
     """A plugin's Trainer-style job (its own kind, with a runtime) is what --trainer-v2 takes; its
     classic job is the default."""
-    from distcomp.kinds import KUBEFLOW, NativeMapping
+    from distcomp.core.kinds import KUBEFLOW, NativeMapping
     from distcomp.records import JobOptions
     from distcomp.targets.kubeflow import CompileError
     from distcomp.targets.kubeflow._compile import job_type
@@ -999,7 +999,7 @@ def test_trainer_v2_picks_the_job_that_names_a_runtime_whatever_its_kind(pm: Plu
 
 
 def test_a_launcher_without_a_kubeflow_mapping_gets_the_node_agent_job(pm: PluginManager) -> None:
-    from distcomp.kinds import KUBEFLOW
+    from distcomp.core.kinds import KUBEFLOW
     from distcomp.targets.kubeflow._agentjob import agentjob
     from distcomp.targets.kubeflow._compile import job_type
 

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from distcomp.jobrecord import JobRecord, write_record
+from distcomp.core.jobrecord import JobRecord, write_record
 from distcomp.targets.local._claim import ADOPTED, REAP_RECORD
 from distcomp.targets.local._reap import adopted
 from tests.targets._jobs import WAIT, clean_env, wait_for

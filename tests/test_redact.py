@@ -4,7 +4,7 @@ import doctest
 
 import pytest
 
-from distcomp import redact
+from distcomp.base import redact
 
 
 @pytest.mark.parametrize("name", ["api_key", "DB_PASSWORD", "passwd", "db_pwd", "authToken", "basic_auth",

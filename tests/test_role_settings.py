@@ -16,7 +16,7 @@ import yaml
 
 import distcomp
 from distcomp.errors import UsageError
-from distcomp.plan import make_plan
+from distcomp.core.plan import make_plan
 from distcomp.spec import loads
 
 from .launchers.conftest import clean_env

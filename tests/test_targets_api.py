@@ -31,9 +31,9 @@ import time
 import uuid
 from pathlib import Path
 
-from distcomp.hookspec import hookimpl
-from distcomp.outcome import JobOutcome, JobState
-from distcomp.target import Compiled, TargetOption, TargetType
+from distcomp.core.hookspec import hookimpl
+from distcomp.records import JobOutcome, JobState
+from distcomp.core.target import Compiled, TargetOption, TargetType
 
 
 def _folder(job_id):
@@ -277,7 +277,7 @@ API_SCRIPT = '''
 import sys
 import distcomp
 from distcomp.errors import UsageError
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 
 spec = distcomp.load(sys.argv[1])
 compiled = distcomp.compile(spec, "shelljob", greeting="yo")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import distcomp
-from distcomp.jobrecord import KEY, VERSION, JobRecord, bind_params, read_record, write_record
+from distcomp.core.jobrecord import KEY, VERSION, JobRecord, bind_params, read_record, write_record
 
 ECHO = ("import os, sys, time\nprint('rank', os.environ['RANK'], 'says', sys.argv[1], flush=True)\n"
         "time.sleep(float(os.environ.get('ECHO_SLEEP', '0')))\n")

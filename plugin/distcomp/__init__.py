@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from . import _launchernames
-from ._lazy import exports
+from .base import launchernames as _launchernames
+from .base.lazy import exports
 
 __version__ = "0.1.0"
 __all__ = ["FunctionComponent", "Input", "JobHandle", "JobOutcome", "JobState", "NodeRange", "Output", "ReapReport",
@@ -23,33 +23,32 @@ __all__ = ["FunctionComponent", "Input", "JobHandle", "JobOutcome", "JobState", 
 
 _MODULES = {  # module: the names it provides
     "api": ("JobHandle", "compile", "dryrun", "job", "load", "run", "submit"),
-    "outcome": ("JobOutcome", "JobState"),
-    "_specs_api": ("SpecCheck", "ValidationReport", "Rendered", "validate", "render", "schema"),
-    "_reap_api": ("ReapReport", "reap"),
-    "_image_api": ("build_context",),
+    "records": ("JobOutcome", "JobState"),
+    "api._specs": ("SpecCheck", "ValidationReport", "Rendered", "validate", "render", "schema"),
+    "api._reap": ("ReapReport", "reap"),
+    "api._image": ("build_context",),
     "function._component": ("component", "FunctionComponent"),
     "function._ports": ("Input", "Output"),
     "function._export": ("export",),
-    "_nodes": ("NodeRange", "TargetNodes", "nodes_range", "target_nodes"),
+    "core.nodes": ("NodeRange", "TargetNodes", "nodes_range", "target_nodes"),
 }
 # Every public submodule is an attribute too, as after `import distcomp.runtime`: a function
 # component or script that only did `import distcomp` calls distcomp.runtime.log_metrics(...).
 # tests/test_package_attributes.py holds this list to the package's folder.
-_SUBMODULES = ("agent", "agentboot", "agentjob", "api", "azureml", "cli", "delivery", "errors", "function", "hookspec",
-               "instances", "jobrecord", "jobs", "kfp", "kinds", "launchers", "mlstore", "outcome", "plan", "plugins",
-               "records", "redact", "registry", "results", "runtime", "spec", "target", "targets", "tracking",
+_SUBMODULES = ("agent", "api", "azureml", "base", "cli", "core", "delivery", "errors", "function", "hookspec", "kfp",
+               "launchers", "mlstore", "records", "registry", "runtime", "spec", "target", "targets", "tracking",
                "worker")
 __getattr__, __dir__ = exports(__name__, _MODULES, globals(), _SUBMODULES)
 
 
 def _installed_launchers() -> Mapping[str, str]:
-    from .plugins import get_plugin_manager  # on use: `import distcomp` loads no plugin
+    from .core.plugins import get_plugin_manager  # on use: `import distcomp` loads no plugin
 
     return get_plugin_manager().alias_table()
 
 
 def _builtin_launchers() -> Mapping[str, str]:
-    from .plugins import PluginManager
+    from .core.plugins import PluginManager
 
     manager = PluginManager()
     manager.load_builtins()

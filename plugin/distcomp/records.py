@@ -1,4 +1,7 @@
-"""The records plugins exchange with distcomp: a launcher type and the Topology it makes.
+"""Every record type of distcomp, in one module below the core: what plugins exchange with
+it (a launcher type and the Topology it makes, the Plan), one job-state vocabulary for every
+target (``JobState``, ``JobOutcome``), and what a run of a Topology's processes ends with
+(each process's end, the root cause of a failure, the result).
 
 A Topology is target-neutral: addresses, ports, the job folder and the component's own
 command appear in it as placeholders (``{{host:0}}``, ``{{port:master}}``, ``{{job_dir}}``,
@@ -8,8 +11,11 @@ concatenation of user values and never through a shell.
 
 from __future__ import annotations
 
+import enum
 import re
-from dataclasses import dataclass, field
+import signal as _signal
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
@@ -18,12 +24,17 @@ from .agent.shared import bind as _bind
 from .errors import UsageError
 
 if TYPE_CHECKING:
+    from .base.redact import Masker
     from .registry._store import RegistryStore
     from .spec import ComponentSpec
 
 __all__ = [
     "COMMAND", "JOB_DIR", "JOB_ID", "JobOptions", "KubeflowJobType", "LauncherType", "MAX_RESTARTS", "OwnLauncher", "Plan", "PlaceholderError",
     "RESTART", "RankFailure", "RegistryStoreType", "Replica", "RoleSettings", "Topology", "bind", "host", "node_name", "port", "placeholders",
+    # a job's state and outcome
+    "JobOutcome", "JobState", "TrackingRef",
+    # what a run of a Topology's processes ends with
+    "Failure", "FoundOutput", "ProcessResult", "RunResult", "State", "describe_exit", "describe_signal",
 ]
 
 # \Z, not $: "$" would also accept a name that ends in a newline
@@ -269,7 +280,7 @@ class LauncherType:
 @dataclass(frozen=True)
 class OwnLauncher:
     """The launcher a command starts itself (``torchrun``, ``mpirun``: seed 003's job style), and
-    what its flags say of the job's shape. ``distcomp.launchers.own`` finds it; the Plan carries it
+    what its flags say of the job's shape. ``distcomp.core.own`` finds it; the Plan carries it
     (``Plan.own``), so a target reads it without asking a launcher module."""
 
     program: str  # as a person would name it: "torchrun", "python -m torch.distributed.launch", "mpirun"
@@ -287,7 +298,7 @@ class OwnLauncher:
 
 @dataclass(frozen=True)
 class Plan:
-    """What runs (made by ``distcomp.plan.make_plan``; kept here, below the target contract that
+    """What runs (made by ``distcomp.core.plan.make_plan``; kept here, below the target contract that
     carries it): the spec (overrides applied), its Topology, and what the user should know."""
 
     spec: "ComponentSpec"
@@ -369,8 +380,8 @@ class KubeflowJobType:
     for the job's name (empty: no log is read); ``runtime``: the Trainer v2 runtime a TrainJob
     names in ``runtimeRef`` (``torch-distributed``), None for other kinds. ``build`` None: the
     Kubeflow target builds the kind itself (PyTorchJob, MPIJob, TFJob and TrainJob). A launcher
-    never makes one: it declares a ``distcomp.kinds.NativeMapping`` for platform ``kubeflow``,
-    which ``distcomp.kinds.kubeflow_job`` turns into this record for the target."""
+    never makes one: it declares a ``distcomp.core.kinds.NativeMapping`` for platform ``kubeflow``,
+    which ``distcomp.core.kinds.kubeflow_job`` turns into this record for the target."""
 
     launcher: str  # the canonical launcher name it serves
     kind: str  # PyTorchJob, MPIJob, TFJob, TrainJob, ...
@@ -424,3 +435,218 @@ class RegistryStoreType:
                              "digits, '+', '.' or '-', starting with a letter)")
         if not callable(self.factory):
             raise ValueError(f"RegistryStoreType {self.scheme!r}: factory must be callable")
+
+
+# -- a job's state: One job-state vocabulary for every target, the CLI, status.json and the job's MLflow run.
+# ``JobState`` says where a job is (TorchX's ``AppState`` in spirit); ``JobOutcome`` is what a
+# target reports about a job, during it (state ``running``) or at its end. The values are the
+# lowercase words status.json and the ``distcomp.state`` tag have always held, so a
+# ``JobState`` compares equal to them (``JobState.SUCCEEDED == "succeeded"``).
+
+class JobState(str, enum.Enum):
+    PENDING = "pending"  # submitted, nothing runs yet (a queue, pods being scheduled)
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"  # its deadline passed; it was stopped
+    CANCELLED = "cancelled"  # stopped on request: Ctrl-C, SIGTERM, `distcomp cancel`
+    UNKNOWN = "unknown"  # the target cannot tell (its record is gone or unreadable)
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED)
+
+    @property
+    def mlflow_status(self) -> str:
+        """The MLflow run status of a job in this state."""
+        return _MLFLOW[self]
+
+    def exit_code(self, signal: int | None = None) -> int:
+        """What ``distcomp run``/``submit`` exit with: 0, 1, 124 (as ``timeout``), 128+signal."""
+        if self is JobState.CANCELLED:
+            return 128 + (signal or _signal.SIGINT)
+        return _EXIT.get(self, 1)
+
+    @classmethod
+    def parse(cls, value: str) -> "JobState":
+        """A state as stored; the word earlier versions wrote for a cancelled job is read too."""
+        return cls(_OLD.get(value, value))
+
+
+_MLFLOW = {JobState.PENDING: "SCHEDULED", JobState.RUNNING: "RUNNING", JobState.SUCCEEDED: "FINISHED",
+           JobState.FAILED: "FAILED", JobState.TIMED_OUT: "FAILED", JobState.CANCELLED: "KILLED",
+           JobState.UNKNOWN: "RUNNING"}
+_EXIT = {JobState.SUCCEEDED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 124}
+_OLD = {"interrupted": "cancelled"}
+
+
+@dataclass(frozen=True)
+class TrackingRef:
+    """The job's one MLflow run."""
+
+    run_id: str
+    tracking_uri: str
+    experiment_id: str = ""
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """A job as its target sees it: where it is, and once it ended, how and why."""
+
+    job_id: str  # TARGET:ID, what `distcomp status|logs|cancel` take
+    state: JobState
+    exit_code: int | None = None  # None while it runs
+    root_cause: str = ""  # the first failure: which rank, on which node, its last lines
+    message: str = ""  # the target's own word on the state (a condition, a reason)
+    outputs: Mapping[str, str] = field(default_factory=dict)  # output name -> where it is
+    started: float | None = None  # epoch seconds
+    ended: float | None = None
+    wall_s: float | None = None
+    tracking: TrackingRef | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)  # the target's own record (status.json, ...)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", JobState.parse(str(self.state.value if isinstance(self.state, JobState)
+                                                              else self.state)))
+        object.__setattr__(self, "outputs", MappingProxyType(dict(self.outputs)))
+        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+
+    @property
+    def done(self) -> bool:
+        return self.state.terminal
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state is JobState.SUCCEEDED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "state": self.state.value, "exit_code": self.exit_code,
+                "root_cause": self.root_cause, "message": self.message, "outputs": dict(self.outputs),
+                "started": self.started, "ended": self.ended, "wall_s": self.wall_s,
+                "tracking": asdict(self.tracking) if self.tracking else None, "details": dict(self.details)}
+
+    def masked(self, masker: "Masker") -> "JobOutcome":
+        """A copy safe to show: the job's secrets masked in its words and its target's record."""
+        return replace(self, root_cause=masker.text(self.root_cause), message=masker.text(self.message),
+                       details=masker.data(dict(self.details)))
+
+    def summary(self) -> str:
+        """One line: ``JOB: succeeded in 3.1 s`` / ``JOB: failed: CAUSE``."""
+        took = f" in {self.wall_s:.1f} s" if self.wall_s is not None and self.done else ""
+        why = self.root_cause.splitlines()[0] if self.root_cause else self.message
+        return f"{self.job_id}: {self.state.value}{took}" + (f": {why}" if why and not self.succeeded else "")
+
+
+# -- What a run of a Topology's processes ends with: each process's end, the root cause of a
+# failure, the result.
+#
+# Below every target and ``tracking``: the local target makes these records, a job's MLflow run
+# is ended from them (``tracking``), and a target that starts processes elsewhere reports in them
+# too, so no layer above needs the local target to read a result.
+
+State = JobState  # running in status.json meanwhile; then succeeded, failed, timed_out or cancelled
+
+
+def describe_signal(number: int | None) -> str:
+    """``signal 9 (SIGKILL)``."""
+    try:
+        name = _signal.Signals(number or 0).name
+    except ValueError:
+        name = "unknown signal"
+    return f"signal {number} ({name})"
+
+
+def describe_exit(returncode: int) -> str:
+    """``exited with code 3`` or ``was killed by signal 9 (SIGKILL)``."""
+    return f"was killed by {describe_signal(-returncode)}" if returncode < 0 else f"exited with code {returncode}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The root cause of a failed attempt: the first rank (or process) to fail."""
+
+    name: str  # rank1, ps0, launcher0
+    role: str
+    node: int
+    returncode: int  # negative: killed by that signal
+    log: Path
+    tail: tuple[str, ...] = ()
+    pid: int | None = None
+    after: float = 0.0  # seconds since the attempt started
+    detail: str = ""  # what the launcher itself said (mpirun's report)
+
+    def describe(self) -> str:
+        where = f"{self.name} ({self.role}, node {self.node}" + (f", pid {self.pid})" if self.pid else ")")
+        lines = [f"{where} {describe_exit(self.returncode)} after {self.after:.1f} s"]
+        if self.detail:
+            lines.append(f"  {self.detail}")
+        if self.tail:
+            source = str(self.log) if self.log.suffix == ".log" else f"its ranks' logs in {self.log}"  # a silent wrapper
+            lines.append(f"  last lines of {source}:")
+            lines += [f"    {line}" for line in self.tail]
+        else:
+            lines.append(f"  it printed nothing (log: {self.log})")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    name: str
+    role: str
+    node: int
+    pid: int
+    returncode: int | None  # None: still running when the job ended (it was then killed)
+    log: Path
+
+
+@dataclass(frozen=True)
+class FoundOutput:
+    """What an output already held when an attempt started (kept: a rank may resume from it)."""
+
+    attempt: int  # 1-based, as the logs count
+    output: str
+    path: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    state: State
+    run_dir: Path
+    attempts: int
+    wall_s: float
+    processes: tuple[ProcessResult, ...] = ()
+    root_cause: Failure | None = None
+    failures: tuple[Failure, ...] = ()  # root causes of earlier attempts that were restarted
+    signal: int | None = None  # the signal that interrupted the job
+    message: str = ""
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    # output name -> its marker file, for every output a job that did not succeed may have left half-written
+    incomplete_outputs: Mapping[str, str] = field(default_factory=dict)
+    found_outputs: tuple[FoundOutput, ...] = ()
+    port_retries: int = 0  # attempts started again because another program took a port
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", JobState.parse(str(self.state)))
+
+    @property
+    def exit_code(self) -> int:
+        return self.state.exit_code(self.signal)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        data["exit_code"] = None if self.state == "running" else self.exit_code
+        return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value

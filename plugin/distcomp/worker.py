@@ -3,7 +3,7 @@
 A background ``distcomp submit --target local`` job, the watchdog that closes a job whose
 ``distcomp run`` died, the KFP step (one node: ``run``; several: ``submit`` to kubeflow) and
 the MLflow project's entry point are processes distcomp starts for itself. They read a job
-record (``distcomp.jobrecord``: versioned JSON), never command-line flags; the only words after
+record (``distcomp.core.jobrecord``: versioned JSON), never command-line flags; the only words after
 the record are the ``NAME=VALUE`` inputs its ``params`` declare (what MLflow fills in).
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .jobrecord import RUN_OPTIONS, JobRecord, RecordError, bind_params, read_record
+from .core.jobrecord import RUN_OPTIONS, JobRecord, RecordError, bind_params, read_record
 
 __all__ = ["execute", "main"]
 

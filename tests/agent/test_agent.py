@@ -21,9 +21,9 @@ import pytest
 import distcomp.agent
 from distcomp import records
 from distcomp.agent import record as schema
-from distcomp.agentjob import Platform, node_record
+from distcomp.core.agentjob import Platform, node_record
 from distcomp.records import COMMAND, Replica, Topology, host, node_name, port
-from distcomp.redact import Masker
+from distcomp.base.redact import Masker
 from distcomp.targets import _secrets
 
 AGENT = Path(distcomp.agent.__file__).parent

@@ -19,10 +19,10 @@ from typing import Any, Iterator
 import pytest
 
 from distcomp.agent import record as schema
-from distcomp.agentboot import boot_argv
-from distcomp.jobrecord import JobRecord, write_record
+from distcomp.core.agentboot import boot_argv
+from distcomp.core.jobrecord import JobRecord, write_record
 from distcomp.records import COMMAND
-from distcomp.redact import Masker
+from distcomp.base.redact import Masker
 from distcomp.targets import _secrets
 
 PY = sys.executable
@@ -260,7 +260,7 @@ def test_a_root_owned_record_runs_for_another_user_as_a_configmap_mounts_it(tmp_
     import io
     import zipfile
 
-    from distcomp.agentboot import agent_payload
+    from distcomp.core.agentboot import agent_payload
 
     top = Path(tempfile.mkdtemp(prefix="distcomp-cm-"))
     try:

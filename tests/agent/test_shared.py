@@ -18,7 +18,9 @@ import pytest
 
 import distcomp
 import distcomp.agent
-from distcomp import _files, records, redact
+from distcomp import records
+from distcomp.base import files as _files
+from distcomp.base import redact
 from distcomp.agent import record as schema
 from distcomp.agent import shared
 
@@ -144,7 +146,7 @@ def _run_alone(top: Path, package: str, record: Path) -> None:
 
 def test_the_boot_lines_agent_carries_the_shared_module_and_runs_alone(tmp_path: Path) -> None:
     """What a pod or an Azure ML instance unpacks (``agentboot.agent_payload``)."""
-    from distcomp.agentboot import agent_payload
+    from distcomp.core.agentboot import agent_payload
 
     with zipfile.ZipFile(io.BytesIO(base64.b64decode(agent_payload()))) as z:
         assert "distcomp/agent/shared.py" in z.namelist()

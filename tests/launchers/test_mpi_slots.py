@@ -18,8 +18,8 @@ import pytest
 
 import distcomp
 from distcomp.errors import UsageError
-from distcomp.instances import gpu_slots, role_gpus
-from distcomp.plan import make_plan
+from distcomp.spec.instances import gpu_slots, role_gpus
+from distcomp.core.plan import make_plan
 from distcomp.spec import load, loads
 
 from .conftest import JOBS, clean_env

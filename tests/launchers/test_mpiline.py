@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distcomp.launchers.mpiline import advice, apart, openmpi4, rewrite, split
+from distcomp.core.mpiline import advice, apart, openmpi4, rewrite, split
 
 from .conftest import JOBS, clean_env
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.launchers.own import find, problems
+from distcomp.core.own import find, problems
 from distcomp.spec import loads
 
 from .conftest import JOBS, clean_env

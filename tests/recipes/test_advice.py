@@ -1,4 +1,4 @@
-"""distcomp.launchers._advice: the warnings for a job whose library would quietly do the wrong
+"""distcomp.core.advice: the warnings for a job whose library would quietly do the wrong
 thing (accelerate on CPU without ACCELERATE_USE_CPU, Keras 3 under a tensorflow job). Real
 specs and scripts on disk, loaded as ``distcomp run`` loads them; no training."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.launchers._advice import advice
+from distcomp.core.advice import advice
 from distcomp.spec import load
 
 RECIPES = Path(__file__).resolve().parents[2] / "examples" / "recipes"
@@ -111,7 +111,7 @@ def test_the_recipes_need_no_advice() -> None:
 
 def test_advice_imports_no_framework(tmp_path: Path) -> None:
     spec = job(tmp_path, KERAS, launcher="tensorflow.distributed")
-    code = ("import sys; from distcomp.spec import load; from distcomp.launchers._advice import advice; "
+    code = ("import sys; from distcomp.spec import load; from distcomp.core.advice import advice; "
             f"assert advice(load({str(spec)!r}), gpu=False); "
             "print(sorted(m for m in ('tensorflow', 'keras', 'accelerate', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -22,8 +22,8 @@ PROCESSES = 8
 WORKER = """\
 import sys, time
 from pathlib import Path
-import distcomp.cli, distcomp.plugins, distcomp.registry, distcomp.spec
-distcomp.plugins.get_plugin_manager()
+import distcomp.cli, distcomp.core.plugins, distcomp.registry, distcomp.spec
+distcomp.core.plugins.get_plugin_manager()
 ready, barrier, args = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
 ready.write_text("")
 while not barrier.exists():

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from distcomp.hookspec import hookimpl
-from distcomp.plugins import PluginManager
+from distcomp.core.hookspec import hookimpl
+from distcomp.core.plugins import PluginManager
 from distcomp.records import RegistryStoreType
 from distcomp.registry import DirectoryStore, Registry, RegistryError, RegistryStore, open_registry
 from tests.registry.conftest import refused, Make
@@ -112,7 +112,7 @@ def test_the_package_loads_its_modules_on_first_use() -> None:
 
     assert sorted(package.__all__) == sorted(name for names in package._MODULES.values() for name in names)
     assert all(getattr(package, name) is not None for name in package.__all__)
-    code = ("import sys, distcomp.plugins as p; p.get_plugin_manager(); "
+    code = ("import sys, distcomp.core.plugins as p; p.get_plugin_manager(); "
             "print(sorted(m for m in sys.modules if m.startswith('distcomp.registry')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == "['distcomp.registry', 'distcomp.registry._builtin']\n"

@@ -73,7 +73,7 @@ def test_what_a_rank_logs_holds_no_secret_of_its_environment(sqlite_uri: str, tm
 
 
 def test_a_ranks_secrets_are_its_secret_named_variables_less_folders_and_flags() -> None:
-    from distcomp.redact import env_secrets
+    from distcomp.base.redact import env_secrets
 
     environ = {"MY_SECRET": SECRET, "API_KEY_ENABLED": "true", "NCCL_IB_PKEY": "1", "PWD": "/home/me/proj",
                "OLDPWD": "/home/me", "TOKENIZERS_PARALLELISM": "false", "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",

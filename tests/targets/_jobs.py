@@ -184,7 +184,7 @@ def plugin_job(tmp: Path, rank_script: str, spec: str = MINE_SPEC) -> tuple[Path
     """The ``mine`` launcher of the hookspec's own docstring installed through its entry point
     as pip leaves it (in ``tmp/site``: put it on PYTHONPATH), and a job of it: ``spec`` with
     ``rank_script`` as its rank.py in ``tmp/code``. Returns (the spec's path, the site)."""
-    from distcomp.hookspec import DistcompSpecs
+    from distcomp.core.hookspec import DistcompSpecs
 
     from .._dists import install
     from ..test_plugins import example_code

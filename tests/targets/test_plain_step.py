@@ -14,7 +14,7 @@ import yaml
 
 import distcomp
 from distcomp.errors import UsageError
-from distcomp.plan import make_plan
+from distcomp.core.plan import make_plan
 from distcomp.spec import NO_LAUNCHER, check_text, load
 from distcomp.targets.kubeflow._job import job_of
 

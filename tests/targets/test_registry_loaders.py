@@ -186,7 +186,7 @@ def test_planted_bytecode_is_refused_before_anything_starts(who: Path, tmp_path:
 def test_ranks_of_a_registry_job_never_read_stored_bytecode(who: Path, tmp_path: Path) -> None:
     """Verification bypassed (the library's load() takes a file as it is): the rank still runs the
     hashed source, because its Python keeps bytecode in the per-user cache, not beside the code."""
-    from distcomp.plugins import get_plugin_manager
+    from distcomp.core.plugins import get_plugin_manager
     from distcomp.targets.local import RunOptions, run_topology
 
     plant_bytecode(who, tmp_path)

@@ -250,7 +250,7 @@ def test_watchdog_ends_the_mlflow_run_a_supervisor_died_before_ending(sqlite_uri
         "mlflow": {"run_id": run.info.run_id, "tracking_uri": sqlite_uri}}))
     lock = os.open(run_dir / ".distcomp.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    from distcomp.jobrecord import JobRecord, write_record
+    from distcomp.core.jobrecord import JobRecord, write_record
 
     # the watchdog's own job record, as its claim writes it (distcomp.worker, not CLI flags)
     record = write_record(run_dir / ".distcomp.reap.json", JobRecord(

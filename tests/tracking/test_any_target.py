@@ -1,5 +1,5 @@
 """The job handle owns the MLflow run, for every target: a third-party target written only
-against the public contract (``distcomp.target``, ``distcomp.hookspec``, ``distcomp.outcome``,
+against the public contract (``distcomp.core.target``, ``distcomp.core.hookspec``, ``distcomp.records``,
 ``distcomp.records``), installed through a real entry point, runs its ranks as plain
 processes on this machine and has no tracking code. Through ``distcomp submit`` it gets one
 MLflow run per job in a real store (a SQLite file, a real ``mlflow server`` on 127.0.0.1),
@@ -33,10 +33,10 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from distcomp.hookspec import hookimpl
-from distcomp.outcome import JobOutcome, JobState
+from distcomp.core.hookspec import hookimpl
+from distcomp.records import JobOutcome, JobState
 from distcomp.records import COMMAND, bind, placeholders
-from distcomp.target import Compiled, TargetOption, TargetType
+from distcomp.core.target import Compiled, TargetOption, TargetType
 
 # a rank's wrapper: its output to its log, then its exit code, written whole
 WRAP = 'log=$1; code=$2; shift 2; "$@" > "$log" 2>&1; echo $? > "$code.tmp"; mv "$code.tmp" "$code"'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from distcomp.plan import make_plan
+from distcomp.core.plan import make_plan
 from distcomp.spec import load
 
 from ..targets._jobs import clean_env

@@ -5,5 +5,5 @@ supervises them and reports how each ended (``exits/NAME.json``). It uses the st
 only and no other part of distcomp, so it runs where only Python and the user's code exist
 (an srun task, a pod, an Azure ML instance). What it shares with the core (placeholder binding,
 the masking rule, writing a file whole) is ``shared``: the core imports it, so there is one copy.
-The writer of the record is ``distcomp.agentjob``.
+The writer of the record is ``distcomp.core.agentjob``.
 """

@@ -36,7 +36,7 @@ class Usage(Exception):
 
 
 class _Masker:
-    """distcomp.redact's rule (``shared.mask_pattern``) on the secrets file's needles (they include every form)."""
+    """distcomp.base.redact's rule (``shared.mask_pattern``) on the secrets file's needles (they include every form)."""
 
     def __init__(self, needles: Sequence[str]) -> None:
         self.pattern = mask_pattern(needles)[1]

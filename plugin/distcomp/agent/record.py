@@ -1,7 +1,7 @@
 """The node agent's job record: one versioned JSON document that says everything a node needs
 to start its part of a job. Standard library only, and nothing of distcomp outside this
 package: the agent runs where only Python and the user's code exist. The writer side is
-``distcomp.agentjob``.
+``distcomp.core.agentjob``.
 
 A record (``VERSION`` 1)::
 

@@ -30,7 +30,7 @@ def bind(text: str, values: Mapping[str, str], error: Callable[[str], Exception]
     return PLACEHOLDER.sub(one, text)
 
 
-# The masking rule (``distcomp.redact`` says why and which forms of a secret are needles).
+# The masking rule (``distcomp.base.redact`` says why and which forms of a secret are needles).
 REDACTED = "***"
 MIN_LEN = 3  # shorter texts are masked only as words of their own: everywhere would blank unrelated text
 _BEFORE = r"(?<![^\s='\"])"  # a short secret starts the text, or follows a space, '=' or a quote

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def cmd_reap(args: argparse.Namespace) -> int:
     """Close the runs a dead ``distcomp run`` left ``running``; a live job is left alone."""
-    from .._reap_api import reap
+    from ..api._reap import reap
 
     def said(report: "Reaped") -> None:  # as each folder is done: a reap may wait out a grace per job
         if report.outcome != "ended" or args.run_dirs:

@@ -69,7 +69,7 @@ def load_spec(ref: str) -> "ComponentSpec":
 def check_status_file(path: str | None, spec: "ComponentSpec") -> None:
     """``--status-file``: refused before anything starts where an output file could not go either
     (``jobs.status_file_problem``), so a bad one costs no run and overwrites nothing."""
-    from ..jobs import status_file_problem
+    from ..core.jobs import status_file_problem
 
     why = status_file_problem(Path(path), spec, Path.cwd()) if path else None
     if why:
@@ -127,8 +127,8 @@ def speaker(command: str) -> Callable[[str], None]:
 
 
 def rel(path: Path) -> str:
-    """A path as printed: usable from the user's folder (``distcomp._files.shown_path``)."""
-    from .._files import shown_path
+    """A path as printed: usable from the user's folder (``distcomp.base.files.shown_path``)."""
+    from ..base.files import shown_path
 
     return shown_path(path)
 

@@ -11,7 +11,7 @@ from ._common import EXIT_OK, SPEC_HELP, deprecated, rel, speaker
 
 
 def cmd_build_context(args: argparse.Namespace) -> int:
-    from .._image_api import build_context
+    from ..api._image import build_context
 
     say = speaker("build-context")
     context = build_context(args.spec, args.dir, base_image=args.base_image, include_distcomp=not args.no_distcomp,

@@ -50,14 +50,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check(spec: "ComponentSpec", inputs: dict[str, str], outputs: dict[str, str], run_dir: str | None) -> None:
     """What ``run`` checks before it makes anything (``jobs.make_job``, which creates nothing)."""
-    from ..jobs import default_run_dir, make_job
+    from ..core.jobs import default_run_dir, make_job
 
     cwd = Path.cwd()
     make_job(spec, inputs, outputs, Path(run_dir) if run_dir else default_run_dir(spec, cwd), cwd)
 
 
 def _write_status(path: str, record: dict[str, object]) -> None:
-    from .._files import write_atomic
+    from ..base.files import write_atomic
 
     try:
         write_atomic(Path(path), json.dumps(record, indent=2) + "\n")

@@ -13,7 +13,7 @@ from ._common import EXIT_OK, EXIT_USAGE, SPEC_HELP, _Usage, load_spec, pairs, r
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .._specs_api import validate
+    from ..api._specs import validate
 
     report = validate(*args.paths)
     for check in report.files:
@@ -30,7 +30,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .._specs_api import render
+    from ..api._specs import render
     from ..errors import UsageError
     from ..spec import InputError, RenderError
 
@@ -54,14 +54,14 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from .._specs_api import schema
+    from ..api._specs import schema
 
     text = json.dumps(schema(args.dialect), indent=2) + "\n"
     if not args.out:
         sys.stdout.write(text)
         return EXIT_OK
-    from .._files import write_atomic
-    from .._owned import file_problem, mark_text
+    from ..base.files import write_atomic
+    from ..core.owned import file_problem, mark_text
 
     why = file_problem(Path(args.out), None, args.force)  # only over what distcomp wrote, unless --force
     if why:

@@ -1,6 +1,6 @@
 """``distcomp compile|submit --target NAME`` with the target's own flags, ``status|logs|cancel
 JOB`` for what a target submitted, and ``targets``/``launchers`` listings. Each target's flags
-come from its ``TargetOption`` records (``distcomp.target``); nothing here names a target."""
+come from its ``TargetOption`` records (``distcomp.core.target``); nothing here names a target."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from ._common import (EXIT_FAILED, EXIT_OK, SPEC_HELP, _Usage, check_status_file
                       positive, refuse_twice, rel, speaker)
 
 if TYPE_CHECKING:
-    from .._nodes import NodeRange
+    from ..core.nodes import NodeRange
     from ..api import JobHandle
-    from ..outcome import JobOutcome
-    from ..target import TargetOption, TargetType
+    from ..records import JobOutcome
+    from ..core.target import TargetOption, TargetType
 
 
 def chosen_target(argv: Sequence[str]) -> str | None:
@@ -33,7 +33,7 @@ def chosen_target(argv: Sequence[str]) -> str | None:
 
 
 def _target_types() -> "dict[str, TargetType]":
-    from ..plugins import PluginError, get_plugin_manager
+    from ..core.plugins import PluginError, get_plugin_manager
 
     try:
         return {name: t.type for name, t in get_plugin_manager().targets().items()}
@@ -92,7 +92,7 @@ def target_values(args: argparse.Namespace, target: "TargetType", submitting: bo
 
 def node_count(text: str) -> "NodeRange":
     """``--nodes N``, or an elastic range ``MIN:MAX`` (``distcomp.nodes_range``)."""
-    from .._nodes import nodes_range
+    from ..core.nodes import nodes_range
     from ..errors import UsageError
 
     try:
@@ -115,7 +115,7 @@ def foreign_flags(extras: Sequence[str], target: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .._nodes import target_nodes
+    from ..core.nodes import target_nodes
     from ..api import compile
 
     say = speaker("compile")
@@ -149,7 +149,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit; then print the job id and return (--detach), or wait for the end (Ctrl-C or
     SIGTERM cancels the job) and exit as ``distcomp run`` does."""
-    from .._nodes import target_nodes
+    from ..core.nodes import target_nodes
     from ..api import dryrun, submit
 
     say = speaker("submit")
@@ -229,7 +229,7 @@ def _report(outcome: "JobOutcome", say: Any) -> None:
 
 def write_status(path: str, outcome: "JobOutcome") -> None:
     """``--status-file``: the outcome as JSON, whole or not at all."""
-    from .._files import write_atomic
+    from ..base.files import write_atomic
 
     try:
         write_atomic(Path(path), json.dumps(outcome.to_json(), indent=2) + "\n")
@@ -290,7 +290,7 @@ def cmd_launchers(args: argparse.Namespace) -> int:
 def _list_plugins(as_json: bool, what: str, facts: Callable[[Any], dict[str, Any]]) -> int:
     """``distcomp targets|launchers``: each installed record with its provider, as text or JSON
     (``facts``: a record's JSON fields, and ``line``, what the text says after its provider)."""
-    from ..plugins import PluginError, get_plugin_manager
+    from ..core.plugins import PluginError, get_plugin_manager
 
     try:
         records = getattr(get_plugin_manager(), what)()
@@ -312,7 +312,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     named = chosen_target(argv) if command in ("compile", "submit") else None
     types = _target_types() if command in ("compile", "submit") else {}
     if named is not None and named not in types:
-        from ..plugins import get_plugin_manager
+        from ..core.plugins import get_plugin_manager
 
         get_plugin_manager().target(named)  # raises: unknown target, with the known ones
     names = ", ".join(types) or "see `distcomp targets`"

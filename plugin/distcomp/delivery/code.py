@@ -34,8 +34,8 @@ def folder_files(folder: Path, skip: "tuple[Path, ...]" = (), error: type[UsageE
     """The same rules for a code folder with no spec file (a function component's project):
     relative POSIX path -> file; folders in ``skip`` are left out; a folder that cannot be
     shipped raises ``error``."""
-    from .._codefolder import CodeFolderError
-    from .._codefolder import folder_files as files
+    from ..base.codefolder import CodeFolderError
+    from ..base.codefolder import folder_files as files
 
     try:
         return files(folder, skip)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Mapping
 
-from .._files import targz
+from ..base.files import targz
 from ..errors import UsageError
 from . import fetcher
 from .fetcher import StoreError

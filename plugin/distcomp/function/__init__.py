@@ -25,7 +25,7 @@ Names load on first use, so that ``import distcomp`` and the rank's runner stay 
 
 from __future__ import annotations
 
-from .._lazy import exports
+from ..base.lazy import exports
 
 __all__ = ["FunctionComponent", "FunctionError", "Input", "Output", "Param", "component", "export", "is_reference",
            "load_reference"]

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .._files import MARKER, is_marked, mark_folder, swap_folder
+from ..base.files import MARKER, is_marked, mark_folder, swap_folder
 from ..errors import UsageError
 from ._signature import FunctionError
 
@@ -44,7 +44,7 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
     """``export``, with folders of the project left out besides the export's own (``skip``: a
     registry that lies in the project, when publishing). ``mark``: leave distcomp's marker,
     which a later ``force`` needs (a publish's temporary export is no folder of the user's)."""
-    from .._codefolder import CodeFolderError, folder_files
+    from ..base.codefolder import CodeFolderError, folder_files
     from ..spec import check_text
     from ._component import FunctionComponent, component
 
@@ -86,9 +86,9 @@ def write(fn: "FunctionComponent | Callable[..., Any]", folder: "str | os.PathLi
 
 
 def _place_problem(dest: Path, code: Path, force: bool) -> str | None:
-    """Why ``export`` must not write ``dest``, or None (``distcomp._owned.folder_problem``'s
-    rule; a registry is told by ``distcomp._places``, as this layer may not import the registry)."""
-    from .._places import protected
+    """Why ``export`` must not write ``dest``, or None (``distcomp.core.owned.folder_problem``'s
+    rule; a registry is told by ``distcomp.base.places``, as this layer may not import the registry)."""
+    from ..base.places import protected
 
     why = protected(dest, code)
     if why:

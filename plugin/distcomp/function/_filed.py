@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from .._files import write_atomic
+from ..base.files import write_atomic
 from ._signature import FunctionError
 
 if TYPE_CHECKING:

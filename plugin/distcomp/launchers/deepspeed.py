@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..hookspec import hookimpl
+from ..core.hookspec import hookimpl
 from ..records import LauncherType, Topology
 from .torch import rank_topology
 
@@ -32,7 +32,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_native_mappings():  # type: ignore[no-untyped-def]
-    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
+    from ..core.kinds import AZUREML, KUBEFLOW, NativeMapping
 
     # DeepSpeed ranks read the torch.distributed contract: the same jobs as torch, and on Azure
     # ML the pytorch distribution, as its documentation advises for DeepSpeed

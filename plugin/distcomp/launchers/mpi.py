@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agent.rankwatch import EXEC_AGENT
-from ..hookspec import hookimpl
+from ..core.hookspec import hookimpl
 from ..records import (COMMAND, JOB_DIR, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
 
@@ -97,7 +97,7 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
     if shim is not None:  # every mpirun line of the job, ours or the user's, passes mpiline.rewrite
         local_env["OMPI_PRTERUN"] = shim
     if nodes > 1:
-        from .mpiline import SHARE_HOST  # here: loading the plugins imports the launcher modules alone
+        from ..core.mpiline import SHARE_HOST  # here: loading the plugins imports the launcher modules alone
 
         local_env.update({
             "PRTE_MCA_plm_ssh_agent": f"/bin/sh {NODE_AGENT}",
@@ -124,7 +124,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_native_mappings():  # type: ignore[no-untyped-def]
-    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
+    from ..core.kinds import AZUREML, KUBEFLOW, NativeMapping
 
     yield NativeMapping(NAME, KUBEFLOW, "MPIJob")  # mpi-operator v2beta1: mpirun in the launcher pod
     yield NativeMapping(NAME, AZUREML, "mpi")  # Azure's own mpirun over process_count_per_instance slots

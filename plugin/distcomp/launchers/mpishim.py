@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .mpiline import rewrite
+from ..core.mpiline import rewrite
 
 
 def real_prterun(env: Mapping[str, str]) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ..hookspec import hookimpl
+from ..core.hookspec import hookimpl
 from ..records import LauncherType, Replica, Topology, host, port
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_native_mappings():  # type: ignore[no-untyped-def]
-    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
+    from ..core.kinds import AZUREML, KUBEFLOW, NativeMapping
 
     yield NativeMapping(NAME, KUBEFLOW, "TFJob")  # one pod per TensorFlow task, TF_CONFIG from the operator
     yield NativeMapping(NAME, AZUREML, "tensorflow")  # Azure writes TF_CONFIG for the workers and ps

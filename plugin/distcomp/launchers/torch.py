@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspec import hookimpl
+from ..core.hookspec import hookimpl
 from ..records import (JOB_DIR, JOB_ID, MAX_RESTARTS, RESTART, LauncherType, Replica, Topology,
                        host, port)
 
@@ -60,7 +60,7 @@ def distcomp_launchers():  # type: ignore[no-untyped-def]
 
 @hookimpl
 def distcomp_native_mappings():  # type: ignore[no-untyped-def]
-    from ..kinds import AZUREML, KUBEFLOW, NativeMapping
+    from ..core.kinds import AZUREML, KUBEFLOW, NativeMapping
 
     yield NativeMapping(NAME, KUBEFLOW, "PyTorchJob")  # one pod per node, torchrun in each
     yield NativeMapping(NAME, KUBEFLOW, "TrainJob", {"runtime": "torch-distributed"})

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .._files import write_atomic
+from ..base.files import write_atomic
 
 REPORTS_ENV = "DISTCOMP_TRACKING_DIR"
 _NOUNS = {"metrics": "metric point", "params": "param", "artifacts": "artifact file"}

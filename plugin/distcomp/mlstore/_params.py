@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from ..redact import REDACTED, is_secret
+from ..base.redact import REDACTED, is_secret
 from ._records import MAX_KEY, MAX_PARAM_VALUE, truncate
 
 Read = Callable[[str], Mapping[str, str]]  # run id -> the params the run holds now

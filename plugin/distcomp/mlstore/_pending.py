@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .._files import write_atomic
+from ..base.files import write_atomic
 from ._delivery import Counts
 from ._records import Metric, RunRef, StoreUnavailable, TrackingError
 

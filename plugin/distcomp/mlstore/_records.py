@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import UsageError
-from ..redact import REDACTED, SECRET_NAME  # noqa: F401  (one rule for the whole package; re-exported)
+from ..base.redact import REDACTED, SECRET_NAME  # noqa: F401  (one rule for the whole package; re-exported)
 
 # MLflow's own limits (mlflow/utils/validation.py): longer values are refused by every store.
 MAX_KEY = 250

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspec import hookimpl
+from ..core.hookspec import hookimpl
 from ..records import RegistryStoreType
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .._files import tree_usage
+from ..base.files import tree_usage
 from ._fs import fsync_dir, make_read_only, remove_tree, write_json_atomic
 from ._records import RegistryError
 from ._staging import leftover, owner_prefix

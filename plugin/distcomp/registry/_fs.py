@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .._files import fsync_dir, write_atomic
+from ..base.files import fsync_dir, write_atomic
 
 __all__ = ["fsync_dir", "make_read_only", "remove_tree", "write_json_atomic"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from ._stored import default_location, stored_version
 
 if TYPE_CHECKING:
-    from ..plugins import PluginManager
+    from ..core.plugins import PluginManager
     from ._registry import Registry
 
 # the registry's hashing, versions, stores and records load only for a reference or stored code:
@@ -24,7 +24,7 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 def open_registry(location: str | None = None, pm: "PluginManager | None" = None) -> "Registry":
     """The registry at ``location`` (default: ``default_location()``): a plain path is the
     built-in directory store; ``SCHEME://...`` the store a plugin registers for SCHEME."""
-    from ..plugins import PluginError, get_plugin_manager
+    from ..core.plugins import PluginError, get_plugin_manager
     from ._records import RegistryError
     from ._registry import Registry
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .._codefolder import safe_path
+from ..base.codefolder import safe_path
 from ._records import RegistryError
 
 __all__ = ["MANIFEST", "FileEntry", "Manifest", "content_hash", "hash_file", "read_manifest", "safe_path",

@@ -59,7 +59,7 @@ class Registry:
 
         launchers = self._launchers
         if launchers is None:
-            from ..plugins import PluginError, get_plugin_manager
+            from ..core.plugins import PluginError, get_plugin_manager
 
             try:
                 launchers = get_plugin_manager().alias_table()

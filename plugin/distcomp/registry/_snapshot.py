@@ -1,7 +1,7 @@
 """The snapshot a publish stores: the spec file, its code folder (and a conda file it names),
 laid out as they are relative to each other so the stored spec loads unchanged.
 
-What of the code folder is stored, and which links are refused: ``distcomp._codefolder``
+What of the code folder is stored, and which links are refused: ``distcomp.base.codefolder``
 (the rules every place code travels shares); its CodeFolderError is raised here as a RegistryError.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .._codefolder import EXCLUDED, EXCLUDED_AT_TOP, MAX_BYTES, MAX_FILES, CodeFolderError, check_link, walk
-from .._codefolder import folder_files as _folder_files
+from ..base.codefolder import EXCLUDED, EXCLUDED_AT_TOP, MAX_BYTES, MAX_FILES, CodeFolderError, check_link, walk
+from ..base.codefolder import folder_files as _folder_files
 from ._manifest import FileEntry
 from ._records import RegistryError
 

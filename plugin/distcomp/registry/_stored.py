@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-# the registry's places are core (``distcomp._stores``): jobs and exports refuse them without the registry
-from .._stores import default_location, inside_store, stored_version
+# the registry's places are core (``distcomp.base.stores``): jobs and exports refuse them without the registry
+from ..base.stores import default_location, inside_store, stored_version
 
 __all__ = ["default_location", "inside_store", "pycache_prefix", "stored_code_env", "stored_version"]
 

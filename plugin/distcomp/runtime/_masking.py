@@ -1,4 +1,4 @@
-"""What a rank logs, masked by the one rule (``distcomp.redact``): the values of the rank's own
+"""What a rank logs, masked by the one rule (``distcomp.base.redact``): the values of the rank's own
 secret-named environment variables (``CLOUD_AUTH``, ``MY_SECRET``, a Kubernetes pod's
 ``DISTCOMP_SECRET_N``) become ``***`` in every param and tag value, and in the text of a logged
 text or dict artifact, whether through ``distcomp.runtime`` or MLflow's own API (the hook).
@@ -20,7 +20,7 @@ _made: tuple[tuple[str, ...], Any] | None = None  # (the secrets, their Masker)
 def masker() -> Any:
     """The Masker of this process's environment as it is now (``redact.Masker``)."""
     global _made
-    from ..redact import Masker, env_secrets
+    from ..base.redact import Masker, env_secrets
 
     secrets = tuple(env_secrets(os.environ))
     made = _made

@@ -122,7 +122,7 @@ def _kubeflow(env: Mapping[str, str]) -> RankInfo:
 
 
 def _distcomp(env: Mapping[str, str]) -> RankInfo:
-    """A rank of a launcher with no contract of its own (``distcomp.plan.RANK_ENV``)."""
+    """A rank of a launcher with no contract of its own (``distcomp.core.plan.RANK_ENV``)."""
     return RankInfo(_int(env, "DISTCOMP_RANK"), _int(env, "DISTCOMP_WORLD_SIZE", 1),
                     _int(env, "DISTCOMP_LOCAL_RANK", 0), _int(env, "DISTCOMP_LOCAL_WORLD_SIZE", 1),
                     _int(env, "DISTCOMP_NODE_RANK", 0), *_master(env), source="distcomp")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ..instances import gpu_slots
+from .instances import gpu_slots
 
 from ._build import (Context, as_count, as_map, as_str, assemble, default_name, make_environment, read_parts,
                      string_map, topology)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from .. import _launchernames
+from ..base import launchernames as _launchernames
 
 # Parameter types as written (any case) -> the canonical name in ComponentSpec.
 PARAMETER_TYPES: Mapping[str, str] = MappingProxyType({
@@ -51,13 +51,13 @@ MPI = "mpi"
 TENSORFLOW = "tensorflow.distributed"
 DEEPSPEED = "deepspeed"
 # a step with no launcher (a v2 command without distribution: a pipeline's data-prep step): its
-# command runs as one process on one node, laid out by the core (``distcomp.plan``), no plugin's
+# command runs as one process on one node, laid out by the core (``distcomp.core.plan``), no plugin's
 NO_LAUNCHER = "none"
 
 
 # Launcher names and aliases are not kept here: the plugin manager is their one source of
 # truth (each launcher, built-in or plugin, declares its own). It sits above this layer, so the
-# package's __init__ hands its lookups to ``distcomp._launchernames``; asked on use, so that
+# package's __init__ hands its lookups to ``distcomp.base.launchernames``; asked on use, so that
 # importing the spec layer loads no plugin.
 def installed_launchers() -> Mapping[str, str]:
     """Every launcher name and alias, lowercased -> canonical name, that the process-wide

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import UsageError
-from ..redact import Masker
+from ..base.redact import Masker
 from ._diagnostics import did_you_mean, one_of, show
 from ._limits import UTF8_HINT, arg_problem, utf8_problem
 from ._render import render_value as render_value

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterator, Mapping
 
-from ..hookspec import hookimpl
-from ..target import EXPERIMENT, TRACKING, Target, TargetOption, TargetType
+from ..core.hookspec import hookimpl
+from ..core.target import EXPERIMENT, TRACKING, Target, TargetOption, TargetType
 from .kubeflow._podtemplate import PodTemplateOption
 
 INPUTS = TargetOption("inputs", "pairs", flag="--input", short="-i", metavar="NAME=VALUE",

@@ -1,7 +1,7 @@
 """A job's secrets kept out of a shell script that runs it (an sbatch script): the script reads
 them from a file of its own, mode 600, and names them where the command has them.
 
-The file holds the job's masker's needles (``distcomp.redact.Masker``), one shell variable each
+The file holds the job's masker's needles (``distcomp.base.redact.Masker``), one shell variable each
 (``DISTCOMP_SECRET_0=...``, not exported: the batch shell expands them into the command, the
 ranks' environment never holds them). Each text the masker masks in a word of the command, or in
 a variable's value, is written as ``"${DISTCOMP_SECRET_N}"`` instead: the word the shell builds is
@@ -15,7 +15,7 @@ import os
 import shlex
 from pathlib import Path
 
-from ..redact import NONE, Masker
+from ..base.redact import NONE, Masker
 
 NAME = "secrets.sh"
 VAR = "DISTCOMP_SECRET_"

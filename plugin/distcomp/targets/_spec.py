@@ -19,7 +19,7 @@ def resolve_spec(spec_or_path: SpecLike, error: type[Exception],
     a user can act on (the spec's own diagnostics, one per line). A reference is looked up in
     ``registry`` (default ``$DISTCOMP_REGISTRY``, else the user's registry) and its content
     hash checked."""
-    from ..plugins import PluginError, get_plugin_manager
+    from ..core.plugins import PluginError, get_plugin_manager
     from ..registry import RegistryError, locate
 
     try:

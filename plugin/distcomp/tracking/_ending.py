@@ -14,8 +14,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from ..outcome import JobState
-from ..redact import NONE, Masker
+from ..records import JobState
+from ..base.redact import NONE, Masker
 from ..mlstore._delivery import Counts, add_to_status, describe as describe_loss, read_reports
 from ._extra import EXTRA_RUNS_TAG, describe as describe_extra, extra_runs
 from ..mlstore._records import FAILURE_TAG, MAX_TAG_VALUE, MESSAGE_TAG, STATE_TAG, RunRef, StoreUnavailable, truncate
@@ -23,7 +23,7 @@ from ..mlstore._store import within
 from ._handover import REPORTS_DIR, PendingEnd, conclude, delivering, end_wait, now_ms
 
 if TYPE_CHECKING:
-    from ..results import RunResult
+    from ..records import RunResult
     from ..mlstore._store import Store
 
 

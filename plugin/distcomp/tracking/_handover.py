@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from .._files import write_atomic
+from ..base.files import write_atomic
 from ..mlstore import _pending
 from ..mlstore._delivery import Counts, add_to_status, describe_waiting
 from ..mlstore._records import RunRef, StoreUnavailable, TrackingError

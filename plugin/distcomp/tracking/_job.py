@@ -32,14 +32,14 @@ from ..mlstore._delivery import REPORTS_ENV
 from ._ending import REPORTS_DIR, end
 from ..mlstore._records import (MAX_KEY, MAX_TAG_VALUE, REDACTED, RunData, RunRef,
                                 TrackingError, truncate, user)
-from ..redact import NONE, Masker, is_secret, job_masker
+from ..base.redact import NONE, Masker, is_secret, job_masker
 from ..mlstore._store import Store, open_store
 from ..mlstore._uri import DEFAULT_URI, sqlite_path, usable_uri
 
 if TYPE_CHECKING:
-    from ..jobs import Job
+    from ..core.jobs import Job
     from ..records import Topology
-    from ..results import RunResult
+    from ..records import RunResult
 
 Notify = Callable[[str], None]
 

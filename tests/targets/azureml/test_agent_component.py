@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distcomp.hookspec import DistcompSpecs
+from distcomp.core.hookspec import DistcompSpecs
 
 from ..._dists import install
 from ...test_plugins import example_code
@@ -75,7 +75,7 @@ def test_a_plugin_launcher_compiles_to_a_component_azure_validates_and_its_insta
 
 
 def test_a_layout_that_needs_another_nodes_address_is_refused_at_compile(tmp_path: Path) -> None:
-    from distcomp.plugins import PluginManager
+    from distcomp.core.plugins import PluginManager
     from distcomp.spec import loads
     from distcomp.targets.azureml._component import AzureMLTargetError, component_mapping
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from distcomp.plan import job_env
+from distcomp.core.plan import job_env
 from distcomp import azureml
-from distcomp.plugins import PluginManager, get_plugin_manager
+from distcomp.core.plugins import PluginManager, get_plugin_manager
 from distcomp.spec import ComponentSpec, load, loads
 from distcomp.spec._template import parse
 from distcomp.targets.azureml import azure_name, compile_mapping

@@ -16,9 +16,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from distcomp.jobrecord import VERSION, read_record
+from distcomp.core.jobrecord import VERSION, read_record
 from distcomp.kfp import KfpTargetError, compile_component, load_component
-from distcomp.plugins import get_plugin_manager
+from distcomp.core.plugins import get_plugin_manager
 from distcomp.targets.kfp._step import submit_record
 from kfp import compiler, dsl
 from kfp.components import load_component_from_file

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from distcomp.jobrecord import KEY, VERSION, read_record
+from distcomp.core.jobrecord import KEY, VERSION, read_record
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kfp._step import step_record
 from tests.targets.kfp.conftest import ECHO

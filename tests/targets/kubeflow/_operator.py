@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import psutil
 
 from distcomp.launchers.mpi import prterun_shim
-from distcomp.launchers.mpiline import SHARE_HOST
+from distcomp.core.mpiline import SHARE_HOST
 from distcomp.targets.local._ports import free_ports
 
 LOCALHOST = "127.0.0.1"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from distcomp.hookspec import DistcompSpecs
+from distcomp.core.hookspec import DistcompSpecs
 
 from ..._dists import install
 from ...test_plugins import example_code

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 
 import distcomp
-from distcomp.plugins import get_plugin_manager
+from distcomp.core.plugins import get_plugin_manager
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import compile_job
 from distcomp.targets.kubeflow._inherit import (combine, fit_trainjob, inherit_options, inherited_template, own_pod,

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from distcomp.plugins import get_plugin_manager
+from distcomp.core.plugins import get_plugin_manager
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import CompileError, compile_job
 

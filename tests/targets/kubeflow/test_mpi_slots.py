@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.plugins import get_plugin_manager
+from distcomp.core.plugins import get_plugin_manager
 from distcomp.spec import load, loads
 from distcomp.targets.kubeflow import compile_job
 from distcomp.targets.kubeflow._ranks import rank_pod

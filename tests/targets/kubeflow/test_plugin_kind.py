@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 
 
-from distcomp.plugins import PluginManager, get_plugin_manager
+from distcomp.core.plugins import PluginManager, get_plugin_manager
 from distcomp.spec import loads
 from distcomp.targets.kubeflow import compile_job, job_type_of, submit_and_wait
 
@@ -23,8 +23,8 @@ from ._scratch import job_doc
 SOLO = "/apis/example.org/v1/namespaces/ml/solojobs"
 LEADER = "example.org/role=leader"
 PLUGIN = '''
-from distcomp.hookspec import hookimpl
-from distcomp.kinds import KUBEFLOW, NativeMapping
+from distcomp.core.hookspec import hookimpl
+from distcomp.core.kinds import KUBEFLOW, NativeMapping
 from distcomp.records import COMMAND, LauncherType, Replica, Topology
 
 

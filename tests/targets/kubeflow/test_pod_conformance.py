@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from distcomp.plugins import get_plugin_manager
+from distcomp.core.plugins import get_plugin_manager
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import compile_job
 from distcomp.targets.kubeflow._pod import escape

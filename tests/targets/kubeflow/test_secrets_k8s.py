@@ -178,7 +178,7 @@ def test_a_secret_in_the_node_agents_record_reaches_every_rank(tmp_path: Path) -
     from ...test_plugins import example_code
     from .test_agent_job import RANK
     from ._operator import LOCALHOST
-    from distcomp.hookspec import DistcompSpecs
+    from distcomp.core.hookspec import DistcompSpecs
 
     site = tmp_path / "site"
     install(site, "mypkg", "mypkg", example_code(DistcompSpecs.distcomp_launchers.__doc__ or ""),

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from mlflow import MlflowClient
 
-from distcomp.jobrecord import KEY, VERSION, read_record
+from distcomp.core.jobrecord import KEY, VERSION, read_record
 from distcomp.targets.mlflow import compile_project
 
 from .._jobs import wait_for

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from mlflow.projects._project_spec import load_project
 
-from distcomp.jobrecord import KEY, VERSION, bind_params, read_record
+from distcomp.core.jobrecord import KEY, VERSION, bind_params, read_record
 
 from ._helpers import PROBE, distcomp, explain
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.jobrecord import KEY, VERSION
+from distcomp.core.jobrecord import KEY, VERSION
 from distcomp.targets.mlflow import MlflowTargetError
 from distcomp.targets.mlflow._config import MLFLOW_KEYS, check_entry_command, entry_record, parse_config
 
@@ -86,7 +86,7 @@ def test_a_distcomp_run_command_is_refused_with_what_to_do(tmp_path: Path) -> No
 
 
 def test_a_project_record_of_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    from distcomp.jobrecord import RecordError
+    from distcomp.core.jobrecord import RecordError
 
     project_record(tmp_path, **{KEY: VERSION + 1, "distcomp": "9.1.0"})
     with pytest.raises(RecordError, match=rf"format {VERSION + 1}, written by distcomp 9.1.0, is newer than this "

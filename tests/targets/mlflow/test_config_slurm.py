@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.jobrecord import KEY, read_record, write_record
-from distcomp.plugins import get_plugin_manager
+from distcomp.core.jobrecord import KEY, read_record, write_record
+from distcomp.core.plugins import get_plugin_manager
 from distcomp.targets.mlflow._config import entry_record, parse_config
 from distcomp.targets.mlflow._errors import MlflowTargetError
 

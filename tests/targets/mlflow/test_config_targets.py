@@ -10,10 +10,10 @@ from typing import Any, Iterator
 import pytest
 
 from distcomp.errors import UsageError
-from distcomp.hookspec import hookimpl
-from distcomp.jobrecord import KEY, read_record, write_record
-from distcomp.plugins import get_plugin_manager
-from distcomp.target import TargetOption, TargetType
+from distcomp.core.hookspec import hookimpl
+from distcomp.core.jobrecord import KEY, read_record, write_record
+from distcomp.core.plugins import get_plugin_manager
+from distcomp.core.target import TargetOption, TargetType
 from distcomp.targets.mlflow._config import entry_record, parse_config
 from distcomp.targets.mlflow._errors import MlflowTargetError
 

@@ -20,7 +20,7 @@ import pytest
 
 import distcomp
 from distcomp.errors import UsageError
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 from tests._s3server import S3Server, s3_server  # noqa: F401
 
 from .conftest import JOBS, record_of

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 import distcomp
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 from tests._s3server import S3Server, s3_server  # noqa: F401
 
 from .._jobs import clean_env

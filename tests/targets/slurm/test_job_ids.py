@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import distcomp
-from distcomp.outcome import JobOutcome, JobState
+from distcomp.records import JobOutcome, JobState
 from distcomp.targets.slurm import _slurm
 
 from .._jobs import clean_env
@@ -74,7 +74,7 @@ def test_status_and_logs_of_an_id_never_use_another_clusters_job(slurm_cluster: 
     _index(jobs, job.id, other, None)
     _index(jobs, job.id, other, "other")
     # the core's record of that other job, under the bare id, as distcomp keyed it before
-    from distcomp._submission import _index as record_index, jobs_dir
+    from distcomp.core.submission import _index as record_index, jobs_dir
 
     forged = jobs_dir() / "forged-other-cluster-job"
     forged.mkdir(parents=True)

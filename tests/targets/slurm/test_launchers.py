@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import distcomp
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 
 from .conftest import JOBS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import distcomp
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 
 CHILDREN = Path(__file__).resolve().parents[2] / "launchers" / "jobs" / "mpi_children" / "component.yaml"
 

@@ -12,7 +12,7 @@ import pytest
 
 import distcomp
 from distcomp.errors import UsageError
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 
 from .conftest import JOBS, record_of
 

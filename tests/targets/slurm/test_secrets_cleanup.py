@@ -16,7 +16,7 @@ import pytest
 
 import distcomp
 from distcomp.api import JobHandle
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 
 TOKEN = "tok-Sl'urm $HOME 9f2c"
 SPEC = """\

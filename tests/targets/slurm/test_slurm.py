@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import distcomp
-from distcomp.outcome import JobState
-from distcomp.target import JOB_NAME
+from distcomp.records import JobState
+from distcomp.core.target import JOB_NAME
 
 from .._jobs import FAULT, clean_env
 from .conftest import JOBS, record_of

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import distcomp
-from distcomp.outcome import JobState
+from distcomp.records import JobState
 from distcomp.targets.slurm._slurm import SlurmJob
 
 from .conftest import JOBS

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import yaml
 
-from ..._files import write_atomic
+from ...base.files import write_atomic
 from .._spec import SpecLike, resolve_spec
 from ._component import AzureMLTargetError, Compiled, component_mapping
 
@@ -29,7 +29,7 @@ def compile_mapping(spec_or_path: SpecLike, base_dir: Path, *, nodes: int | None
                     nproc_per_node: int | None = None, environment: str | None = None,
                     image: str | None = None) -> Compiled:
     """The component mapping for a file in ``base_dir``, with the node layout overridden."""
-    from ...plugins import PluginError, get_plugin_manager
+    from ...core.plugins import PluginError, get_plugin_manager
 
     spec, _ = resolve_spec(spec_or_path, AzureMLTargetError)
     spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)

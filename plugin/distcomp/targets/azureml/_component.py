@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...redact import is_secret
+from ...base.redact import is_secret
 from ...spec import ComponentSpec, EnvironmentSpec, InputSpec, OutputSpec, is_uri
 from ...spec._types import V2_PORT_NAMES
 from ._command import azure_command
 from ._errors import AzureMLTargetError
 
 if TYPE_CHECKING:
-    from ...plugins import PluginManager
+    from ...core.plugins import PluginManager
     from ...records import Topology
 
 
@@ -54,8 +54,8 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
     """The command component for ``spec`` as a file in ``base_dir`` would hold it (``code``
     is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
     spec's environment."""
-    from ...kinds import AZUREML
-    from ...plan import job_env, make_plan, plain_env
+    from ...core.kinds import AZUREML
+    from ...core.plan import job_env, make_plan, plain_env
     from ._distribution import distribution as native_distribution
 
     notes: list[str] = []
@@ -95,7 +95,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         doc["code"] = code
     doc["command"] = azure_command(spec.command)
     if agent is not None:
-        from ...agentboot import boot_line
+        from ...core.agentboot import boot_line
 
         doc["command"] = boot_line(agent, doc["command"])
     spec_dir = spec.source.parent if spec.source is not None else spec.code
@@ -134,7 +134,7 @@ def _agent_distribution(spec: ComponentSpec, topology: "Topology", name: str) ->
     """Azure ML's pytorch distribution with one process per instance, that process the node
     agent: Azure gives each NODE_RANK, MASTER_ADDR and MASTER_PORT, and no other node's address,
     so a layout that names one cannot run there (said now, not on the cluster)."""
-    from ...agentjob import Platform, node_record
+    from ...core.agentjob import Platform, node_record
     from ...records import placeholders
 
     texts = [t for r in topology.replicas for t in (*r.argv, *r.env.values())] + list(topology.files.values())

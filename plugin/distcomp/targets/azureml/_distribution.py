@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...kinds import NativeMapping
-    from ...plan import Plan
+    from ...core.kinds import NativeMapping
+    from ...core.plan import Plan
 
 
 def distribution(mapping: "NativeMapping", plan: "Plan") -> dict[str, Any]:

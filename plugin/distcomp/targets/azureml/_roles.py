@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import AzureMLTargetError
 
 if TYPE_CHECKING:
-    from ...plan import Plan
+    from ...core.plan import Plan
 
 # Azure's TF_CONFIG roles (its distribution has no chief or evaluator)
 TF_ROLES = ("worker", "ps")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import UsageError
-from ...target import Compiled
+from ...core.target import Compiled
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec

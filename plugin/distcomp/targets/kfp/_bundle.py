@@ -17,7 +17,7 @@ from typing import Mapping
 
 import yaml
 
-from ..._files import targz
+from ...base.files import targz
 from ...spec import ComponentSpec, check_text
 from ._errors import KfpTargetError, ask
 

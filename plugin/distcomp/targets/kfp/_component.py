@@ -2,7 +2,7 @@
 
 The component is a *lightweight Python component* (what ``@dsl.component`` makes), because
 that is the one kind kfp.local's SubprocessRunner runs, and it runs unchanged on a cluster:
-its function unpacks the embedded spec and code, writes a job record (``distcomp.jobrecord``)
+its function unpacks the embedded spec and code, writes a job record (``distcomp.core.jobrecord``)
 of what KFP delivered and runs ``python -m distcomp.worker`` on it, which starts every rank of
 the one node in the step's container. For several nodes the record's action is ``submit`` to
 the kubeflow target instead: a Kubeflow training job whose pods share a volume with the step.
@@ -145,7 +145,7 @@ def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: flo
                  max_restarts: int) -> dict[str, Any]:
     """The job record's template (``distcomp.worker``): its format, and the run's options that
     differ from the spec file the step carries. The step adds the values KFP delivers."""
-    from ...jobrecord import KEY, JobRecord
+    from ...core.jobrecord import KEY, JobRecord
 
     assert spec.source is not None  # pack() checked it
     written = check_file(spec.source, launchers).spec
@@ -190,7 +190,7 @@ def _cluster_image(spec: ComponentSpec, image: str | None, shared_volume: tuple[
     if not chosen:
         raise KfpTargetError(f"{spec.ref}: {nodes} nodes: the pods need an image holding distcomp and the "
                              f"command's dependencies; pass {ask('image')} (the spec's environment names none)")
-    from ...plugins import PluginError, get_plugin_manager
+    from ...core.plugins import PluginError, get_plugin_manager
 
     try:  # an unknown launcher would only fail inside the step (one with no Kubeflow kind runs the node agent)
         get_plugin_manager().launcher(spec.distribution.launcher)
@@ -204,7 +204,7 @@ def _submit_template(spec: ComponentSpec, image: str, timeout: float | None, max
     """The submit record's template (``distcomp.worker``): its format, the target, and the
     kubeflow target's options the compile fixed (the layout and image always spelled out). The
     step adds where the spec, code and data are."""
-    from ...jobrecord import KEY, JobRecord
+    from ...core.jobrecord import KEY, JobRecord
 
     if max_restarts:
         raise KfpTargetError("max_restarts is for one node: a Kubeflow job's pods never restart (a failed rank "

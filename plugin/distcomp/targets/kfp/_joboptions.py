@@ -13,11 +13,11 @@ import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ...errors import UsageError
-from ...target import TargetOption
+from ...core.target import TargetOption
 from ._errors import KfpTargetError, ask, name as asked_name
 
 if TYPE_CHECKING:
-    from ...target import TargetType
+    from ...core.target import TargetType
 
 # what the step gives the kubeflow target itself: the layout, where the spec, code and data are
 # ({param}: how the caller gives it, see _errors.ask)
@@ -33,7 +33,7 @@ STEP_SET = {
 
 
 def _kubeflow() -> "TargetType":
-    from ...plugins import get_plugin_manager
+    from ...core.plugins import get_plugin_manager
 
     return get_plugin_manager().target("kubeflow").type
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import exports
+from ...base.lazy import exports
 
 if TYPE_CHECKING:
     from ._compile import CompileError, compile_job, job_name

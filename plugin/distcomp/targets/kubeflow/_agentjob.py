@@ -3,7 +3,7 @@
 A launcher with no Kubeflow mapping of its own (``distcomp_native_mappings``) still runs: its
 Topology goes into a node record, and every pod of a PyTorchJob (kubeflow.org/v1; the training
 operator's one-pod-per-node job with a DNS name per pod) runs the agent on it, carried in the
-pod's command (``distcomp.agentboot``), so the image needs only Python. The operator tells each
+pod's command (``distcomp.core.agentboot``), so the image needs only Python. The operator tells each
 pod which node it is (``RANK``: the Master 0, Worker i is i+1) and the first node's address
 (``MASTER_ADDR``); node N's address is its pod's service, ``JOB-worker-(N-1)``. Pods have a
 network each, so the Topology's ports are fixed numbers.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...agentboot import boot_argv
-from ...agentjob import Platform, node_record
+from ...core.agentboot import boot_argv
+from ...core.agentjob import Platform, node_record
 from ...records import JobOptions, KubeflowJobType
 from ._errors import CompileError
 from ._pod import RUN_POLICY, container, escape, metadata, replica
@@ -36,7 +36,7 @@ def agentjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
         raise CompileError(f"{options.name}: the target passed no Topology (JobOptions.topology)")
     env = {**spec.environment_variables, **options.env}
     if topology.plain:
-        from ...plan import plain_env
+        from ...core.plan import plain_env
 
         # the operator reads the master port from the container named "pytorch", port "pytorchjob-port"
         c = container("pytorch", options, escape(options.command), {**plain_env(topology), **env},

@@ -1,5 +1,5 @@
 """What submit binds into a compiled Kubeflow job: the job's MLflow run, which the core creates
-after the compile (``distcomp.target``). Nothing else of the compiled manifest changes.
+after the compile (``distcomp.core.target``). Nothing else of the compiled manifest changes.
 
 - the run's env reaches every pod's training container (as the pod template's env does: over an
   entry of the same name, from the spec, ``--env`` or a template; an MPIJob's ranks get it
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ._pod import env_list
 
 if TYPE_CHECKING:
-    from ...outcome import TrackingRef
+    from ...records import TrackingRef
 
 RUN_ID, TRACKING_URI = "distcomp.io/mlflow-run-id", "distcomp.io/mlflow-tracking-uri"
 LATE = ("the job's MLflow run, made when it is submitted: its env (MLFLOW_RUN_ID, MLFLOW_TRACKING_URI, ...) in "

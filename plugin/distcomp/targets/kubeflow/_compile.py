@@ -13,7 +13,7 @@ from ...records import JobOptions, KubeflowJobType
 from ._errors import CompileError
 
 if TYPE_CHECKING:
-    from ...plugins import PluginManager
+    from ...core.plugins import PluginManager
     from ...spec import ComponentSpec
     from ._settings import JobSettings
 
@@ -43,7 +43,7 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
     """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first.
     ``volumes``: PVC claim name -> mount path, in every pod. ``settings``: each replica's
     resources and shared memory (default: the spec's, /dev/shm for torch-style jobs)."""
-    from ...plan import make_plan
+    from ...core.plan import make_plan
     from ._settings import JobSettings, apply
     from .jobs import builder
 
@@ -68,7 +68,7 @@ def job_type(pm: "PluginManager", launcher: str, trainer_v2: bool = False) -> Ku
     """The launcher's native Kubeflow job (its ``kubeflow`` mappings: the one naming a Trainer v2
     runtime when ``trainer_v2``, else another if it has one), else, for a launcher that has none,
     distcomp's node agent in one pod per node (``_agentjob``): every launcher compiles."""
-    from ...kinds import KUBEFLOW, kubeflow_job
+    from ...core.kinds import KUBEFLOW, kubeflow_job
 
     mappings = pm.native_mappings(KUBEFLOW, launcher)
     # a Trainer v2 job is one that names its runtime (the mapping says so, whatever its kind)

@@ -86,7 +86,7 @@ def write_context(spec: Union["ComponentSpec", str, "os.PathLike[str]"], dest: "
     if not requirements:
         notes.append("requirements.txt is empty (no conda pip: list, no requirements.txt in the code folder): the "
                      f"base image {base} must hold what the code imports, or add it to requirements.txt")
-    from ..._files import mark_folder
+    from ...base.files import mark_folder
 
     tmp = target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
@@ -130,7 +130,7 @@ def _check_dest(dest: Path, spec: "ComponentSpec", force: bool) -> None:
     if spec.code.resolve().is_relative_to(real) or spec.source.resolve().is_relative_to(real):
         raise BuildContextError(f"{dest} holds the component's spec or code: give a folder of its own for the build "
                                 "context")
-    from ..._owned import folder_problem
+    from ...core.owned import folder_problem
 
     why = folder_problem(dest, spec.code, force)  # never a system folder or a registry; --force: only a context
     if why:
@@ -142,7 +142,7 @@ def _check_dest(dest: Path, spec: "ComponentSpec", force: bool) -> None:
 def _swap(tmp: Path, dest: Path) -> None:
     """Put ``tmp`` where ``dest`` is; what was there goes only once the new folder is in place,
     and only if distcomp made it (its marker, checked again just before it is moved)."""
-    from ..._files import swap_folder
+    from ...base.files import swap_folder
 
     swap_folder(tmp, dest, marked_only=True)
 

@@ -58,8 +58,8 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
            extra_env: Mapping[str, str] | None = None, code: "CodePlan | None" = None) -> KubeflowJob:
     """The job ``options`` describe (``extra_env``: e.g. the MLflow run's). ``code``: the plan
     an earlier call made for the same options (not packed and hashed again)."""
-    from ...plugins import get_plugin_manager
-    from ...redact import job_masker
+    from ...core.plugins import get_plugin_manager
+    from ...base.redact import job_masker
     from ...spec import InputError, check_inputs, unknown_outputs
     from . import _secretref
     from ._code import apply as apply_code

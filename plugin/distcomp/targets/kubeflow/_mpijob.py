@@ -26,7 +26,7 @@ def mpirun(world: int, forward: list[str], hostfile: str = HOSTFILE) -> list[str
 
 
 def mpijob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    from ...plan import job_env
+    from ...core.plan import job_env
 
     env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     world = options.nodes * options.processes_per_node

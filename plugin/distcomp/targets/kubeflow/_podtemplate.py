@@ -14,7 +14,7 @@ import copy
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...target import TargetOption
+from ...core.target import TargetOption
 from ._errors import CompileError
 
 # Kubernetes' PodSpec and Container fields (kubernetes client 31, the training operators' CRDs)

@@ -24,7 +24,7 @@ TORCHRUN = ("torchrun", "--nnodes", "$(PET_NNODES)", "--nproc-per-node", "$(PET_
 def pytorchjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     from ...spec._template import SHELL, as_shell_line
 
-    from ...plan import job_env
+    from ...core.plan import job_env
 
     env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     own = options.own

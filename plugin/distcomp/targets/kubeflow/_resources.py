@@ -91,7 +91,7 @@ def _merge(base: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str, Any]
 
 def spec_gpus(spec: "ComponentSpec") -> int | None:
     """GPUs per node that the spec's Azure ``instance_type`` has (None: not a size known here)."""
-    from ...instances import instance_gpus
+    from ...spec.instances import instance_gpus
 
     return instance_gpus(spec.resources.get("instance_type"))
 

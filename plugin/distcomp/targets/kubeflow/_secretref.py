@@ -1,6 +1,6 @@
 """A Kubeflow job's secrets as a Kubernetes ``Secret``: the manifest holds none in clear.
 
-The job's masker (``distcomp.redact``: the secret-named inputs and variables) gives the
+The job's masker (``distcomp.base.redact``: the secret-named inputs and variables) gives the
 needles; the Secret ``JOB-secrets`` holds each as ``DISTCOMP_SECRET_N`` (the index of the
 Slurm script's ``secrets.sh``, ``targets._secrets``). In every container of the manifest:
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..._files import write_atomic
+from ...base.files import write_atomic
 from ...errors import UsageError
-from ...redact import REDACTED, Masker
+from ...base.redact import REDACTED, Masker
 from .._secrets import VAR
 
 __all__ = ["SUFFIX", "apply", "masked_text", "secret_file", "secret_name", "secret_notes", "write_secret", "writer"]

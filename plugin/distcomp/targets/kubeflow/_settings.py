@@ -50,7 +50,7 @@ def _resources(target: dict[str, Any], key: str, more: dict[str, dict[str, Any]]
 def _role(main: dict[str, Any], replica_type: str, topology: "Topology | None") -> None:
     """The container of a ``replica_type`` pod with its role's own image and variables (the
     Plan's ``Topology.settings``: seed 003's ``parameter_server: {environment, environment_variables}``)."""
-    from ...plan import replica_role
+    from ...core.plan import replica_role
     from ._resources import ROLE_OF
 
     own = topology.settings.get(replica_role(ROLE_OF.get(replica_type, replica_type.lower()))) if topology else None

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ...errors import JobError
-from ...outcome import JobState
+from ...records import JobState
 
 if TYPE_CHECKING:
-    from ...plugins import PluginManager
+    from ...core.plugins import PluginManager
     from ...records import KubeflowJobType
 
 DONE = {"Succeeded": JobState.SUCCEEDED, "Complete": JobState.SUCCEEDED,  # TrainJob says Complete
@@ -91,7 +91,7 @@ def submit_and_wait(manifest: Mapping[str, Any], api_client: Any, namespace: str
     (default: looked up by kind and API version in ``pm``, the installed plugins). Ctrl-C
     while waiting deletes the job."""
     if job is None:
-        from ...plugins import get_plugin_manager
+        from ...core.plugins import get_plugin_manager
 
         job = job_type_of(manifest, pm or get_plugin_manager())
     ref = ref_of(manifest, namespace, job)

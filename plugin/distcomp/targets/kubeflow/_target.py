@@ -1,5 +1,5 @@
 """The kubeflow target on the target contract. A job is ``NAMESPACE/KIND/NAME``; its MLflow run
-is the core's (``distcomp.target``: created before the job, its env given to every pod, ended
+is the core's (``distcomp.core.target``: created before the job, its env given to every pod, ended
 by the job handle with the job), named in the job's annotations too, so a process that did
 not submit the job (``distcomp status`` on another machine) finds it.
 
@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import UsageError
-from ...outcome import JobOutcome, JobState, TrackingRef
-from ...target import Compiled, Notify
+from ...records import JobOutcome, JobState, TrackingRef
+from ...core.target import Compiled, Notify
 from ._bind import RUN_ID, TRACKING_URI
 from ._job import KubeflowJob, job_of
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
-    from ...target import JobContext
+    from ...core.target import JobContext
     from ._submit import JobRef, KubeflowRun
 
 __all__ = ["RUN_ID", "TRACKING_URI", "KubeflowTarget", "kube_client"]
@@ -100,7 +100,7 @@ class KubeflowTarget:
 
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
         """Create what ``compile`` made (``job.compiled``), the job's MLflow run bound into it."""
-        from ...plugins import get_plugin_manager
+        from ...core.plugins import get_plugin_manager
         from ._bind import bind_run
         from ._submit import create, create_owned, job_type_of, ref_of
 
@@ -139,7 +139,7 @@ class KubeflowTarget:
         return self._api
 
     def _ref(self, job_id: str) -> "JobRef":
-        from ...plugins import get_plugin_manager
+        from ...core.plugins import get_plugin_manager
         from ._submit import JobRef
 
         namespace, kind, name = (job_id[len(PREFIX):] if job_id.startswith(PREFIX) else job_id).split("/", 2) \

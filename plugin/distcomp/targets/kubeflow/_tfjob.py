@@ -19,7 +19,7 @@ TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluat
 
 
 def tfjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    from ...plan import job_env
+    from ...core.plan import job_env
 
     env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     c = container("tensorflow", options, escape(options.command), env, [("tfjob-port", PORT)])

@@ -67,7 +67,7 @@ def node_container(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
-    from ...plan import job_env
+    from ...core.plan import job_env
 
     env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     trainer: dict[str, Any] = {"image": options.image, "command": ["torchrun", "--no-python", *escape(options.command)],

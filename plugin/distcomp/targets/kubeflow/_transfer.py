@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...target import Notify
+from ...core.target import Notify
 from ._job import KubeflowJob
 
 

@@ -1,6 +1,6 @@
 """The Kubeflow job kinds this target builds itself.
 
-A ``KubeflowJobType`` (a launcher's ``kubeflow`` native mapping, read by ``distcomp.kinds``)
+A ``KubeflowJobType`` (a launcher's ``kubeflow`` native mapping, read by ``distcomp.core.kinds``)
 with no ``build`` of its own names one of these kinds; ``builder`` finds the manifest builder
 for it. The target reads only the record, so it knows no launcher.
 """

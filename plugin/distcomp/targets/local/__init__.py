@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import exports
+from ...base.lazy import exports
 
 if TYPE_CHECKING:
     from ._claim import Claim, RunDirBusy, claim

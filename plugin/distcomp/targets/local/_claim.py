@@ -201,7 +201,7 @@ def claim(run_dir: Path, job_id: str, grace: float, watchdog: bool = True) -> Cl
 
 def _start_watchdog(c: Claim, grace: float) -> None:
     read, write = os.pipe()  # both close-on-exec: only the watchdog gets the read end, by pass_fds
-    from ...jobrecord import JobRecord, write_record
+    from ...core.jobrecord import JobRecord, write_record
 
     # what it runs if the supervisor dies: a record, never flags (``distcomp.worker``); single-use,
     # removed by the reap that reads it, or by the watchdog when the job ended well

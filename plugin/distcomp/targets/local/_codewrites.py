@@ -3,7 +3,7 @@
 Ranks start in the code folder, as torchrun starts them in the current one, so what a rank
 writes by a relative path (``tb/``, ``lightning_logs/``) lands in the author's source tree,
 and the next publish or compile would ship it. The folder's files are listed before the ranks
-start and again after, by the rules packaging follows (``distcomp._codefolder``: tool folders,
+start and again after, by the rules packaging follows (``distcomp.base.codefolder``: tool folders,
 ``.gitignore`` and ``.distcompignore`` leave files out), and the new ones are named with the fix.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from ..._codefolder import EXCLUDED, EXCLUDED_AT_TOP, MAX_FILES
-from ..._ignore import Ignores
+from ...base.codefolder import EXCLUDED, EXCLUDED_AT_TOP, MAX_FILES
+from ...base.ignore import Ignores
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec

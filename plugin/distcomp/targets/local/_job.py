@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from ...errors import UsageError
-from ...outcome import JobOutcome, JobState, TrackingRef
+from ...records import JobOutcome, JobState, TrackingRef
 
 if TYPE_CHECKING:
-    from ...jobs import Job
+    from ...core.jobs import Job
     from ...records import Topology
-    from ...redact import Masker
+    from ...base.redact import Masker
     from ...spec import ComponentSpec
     from ...tracking import JobRun
     from ...tracking._monitors import Monitors
@@ -59,9 +59,9 @@ def job_id(run_dir: Path) -> str:
 def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str], None] | None = None,
               say: Say | None = None, cwd: Path | None = None) -> JobOutcome:
     """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
-    from ...jobs import create_outputs, default_run_dir, job_base, make_job
-    from ...plan import make_plan
-    from ...redact import job_masker
+    from ...core.jobs import create_outputs, default_run_dir, job_base, make_job
+    from ...core.plan import make_plan
+    from ...base.redact import job_masker
     from ...spec import InputError, RenderError, utf8_problem
     from ._claim import RunDirBusy, claim
     from ._records import RunOptions
@@ -213,8 +213,8 @@ def outcome_of(result: "RunResult", tracking: TrackingRef | None) -> JobOutcome:
 
 def rel(path: Path, cwd: Path) -> str:
     """A path as printed: usable from the user's folder, which need not be ``cwd`` (the MLflow
-    backend runs the job in the project's folder): ``distcomp._files.shown_path``."""
-    from ..._files import shown_path
+    backend runs the job in the project's folder): ``distcomp.base.files.shown_path``."""
+    from ...base.files import shown_path
 
     return shown_path(path)
 

@@ -6,7 +6,7 @@ has its lines split back into the ranks they came from by its launcher's demulti
 What reaches the console is on disk first: lines are written to the log files as they come,
 and ``flush`` (once per batch the supervisor reads) pushes the files, then shows the batch on
 the console; so a ``distcomp run`` killed with SIGKILL leaves logs holding all it showed.
-The job's secrets (``distcomp.redact.Masker``) are masked in every line before it goes anywhere.
+The job's secrets (``distcomp.base.redact.Masker``) are masked in every line before it goes anywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from ...records import Replica
-from ...redact import NONE, Masker
+from ...base.redact import NONE, Masker
 
 TAIL_LINES = 15
 

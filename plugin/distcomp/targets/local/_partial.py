@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from ..._files import tree_usage
+from ...base.files import tree_usage
 from ._records import FoundOutput
 
 MARKER = ".distcomp-incomplete"

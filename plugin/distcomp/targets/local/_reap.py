@@ -59,7 +59,7 @@ def job_cgroup(status: dict[str, Any], cookie: str) -> str | None:
 def note_key(run_dir: Path) -> str | None:
     """The key that signs the watchdog's ADOPTED note: in the job's reap record (mode 600, this
     user's: ``jobrecord.read_record`` refuses any other), while the job has not ended well."""
-    from ...jobrecord import RecordError, read_record
+    from ...core.jobrecord import RecordError, read_record
 
     try:
         record = read_record(run_dir / REAP_RECORD)
@@ -247,7 +247,7 @@ def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: st
     run_id, uri = ml.get("run_id"), ml.get("tracking_uri")
     if not run_id or not uri:
         return "", []
-    from ...outcome import JobState
+    from ...records import JobState
     from ...tracking import TrackingError, end_run
 
     try:  # the function every target's run ends by (the core's job handle too): one vocabulary of tags

@@ -1,5 +1,5 @@
 """Records of a local run: its options; the result records (each process's end, the root
-cause, the result) are the core's, in ``distcomp.results``."""
+cause, the result) are the core's, in ``distcomp.records``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import OptionError
-from ...redact import Masker
-from ...results import (  # noqa: F401  (re-exported: the local target's names for them)
+from ...base.redact import Masker
+from ...records import (  # noqa: F401  (re-exported: the local target's names for them)
     Failure, FoundOutput, ProcessResult, RunResult, describe_exit, describe_signal,
 )
 

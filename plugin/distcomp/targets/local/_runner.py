@@ -14,9 +14,9 @@ import time
 from typing import Any, Callable, Mapping
 
 from ...errors import JobError
-from ...outcome import JobState
+from ...records import JobState
 from ...records import Topology
-from ...redact import job_masker
+from ...base.redact import job_masker
 from ...spec import ComponentSpec, RenderError
 from . import _cgroup, _partial, _status
 from ._claim import Claim, claim as claim_run_dir

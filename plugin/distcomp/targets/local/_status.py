@@ -1,7 +1,7 @@
 """status.json: ``running`` with the supervisor's identity while a job runs, the final record after.
 
 Written whole or not at all (a temporary file renamed over it). Every string in it passes
-through the job's masker (``distcomp.redact``) first: a secret input never lands here,
+through the job's masker (``distcomp.base.redact``) first: a secret input never lands here,
 whatever the rank printed into the tails of its log.
 """
 
@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..._files import write_atomic
+from ...base.files import write_atomic
 from ...errors import UsageError
-from ...redact import NONE, Masker
+from ...base.redact import NONE, Masker
 from ._procs import boot_id, start_time
 
 NAME = "status.json"
@@ -63,7 +63,7 @@ _INNER: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
 def type_problem(data: Mapping[str, Any]) -> str | None:
     """What in a status.json is of a type distcomp never writes (``{"state": 5}``: a file
     edited or written by something else), or None; absent and null fields are fine."""
-    from ...outcome import JobState
+    from ...records import JobState
 
     def wrong(key: str, value: Any, types: tuple[type, ...], expected: str) -> str | None:
         if value is None:

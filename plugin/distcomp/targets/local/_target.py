@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
-from ...outcome import JobOutcome, JobState, TrackingRef
-from ...target import Compiled, Notify
+from ...records import JobOutcome, JobState, TrackingRef
+from ...core.target import Compiled, Notify
 from .._logs import new_lines as _new_lines
 from .._logs import tail
 from ._job import PREFIX, job_id
@@ -42,9 +42,9 @@ class LocalTarget:
         Addresses and ports stay placeholders (``{{port:master}}``): they are picked at start."""
         import yaml
 
-        from ...plan import make_plan
+        from ...core.plan import make_plan
         from ...records import COMMAND
-        from ...redact import job_masker
+        from ...base.redact import job_masker
         from ...spec import InputError, RenderError, check_inputs, unknown_outputs
 
         given_out = dict(options.get("outputs") or {})
@@ -73,7 +73,7 @@ class LocalTarget:
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
         """``distcomp run`` in its own session, writing RUN_DIR/console.log; returns once the job
         is started (its status.json says running) or has failed to start (its console tells why)."""
-        from ...jobs import default_run_dir, make_job
+        from ...core.jobs import default_run_dir, make_job
         from ._job import check_tracking_uri
 
         again = str(spec.source) if spec.source is not None else None  # what the background process loads
@@ -86,7 +86,7 @@ class LocalTarget:
         make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), run_dir, cwd)
         if options.get("tracking", True):
             check_tracking_uri(cwd)  # before the run folder and its console exist
-        from ...jobrecord import JobRecord, write_record
+        from ...core.jobrecord import JobRecord, write_record
 
         d = spec.distribution
         keep = ("timeout", "experiment")  # given only when set

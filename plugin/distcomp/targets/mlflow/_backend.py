@@ -32,9 +32,9 @@ from mlflow.projects.utils import fetch_and_validate_project, get_entry_point_co
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PROJECT_BACKEND
 
-from ..._files import USER_CWD
+from ...base.files import USER_CWD
 from ...errors import UsageError
-from ...jobrecord import write_record
+from ...core.jobrecord import write_record
 from ...mlstore import TrackingError, resolve_uri
 from ._config import check_entry_command, entry_record, parse_config
 from ._errors import MlflowTargetError

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import UsageError
-from ...jobrecord import JobRecord, bind_params, read_record
+from ...core.jobrecord import JobRecord, bind_params, read_record
 from ...spec._diagnostics import did_you_mean
 from ._errors import MlflowTargetError
 from ._keys import LAYOUT, NOT_KEYS, check_value, keys_of, submitting_targets
 from ._mlproject import WORKER
 
 if TYPE_CHECKING:
-    from ...target import TargetType
+    from ...core.target import TargetType
 
 # distcomp's keys (the job record's options) -> what the value must be
 KEYS = {

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ...errors import DistcompError, UsageError
 
 if TYPE_CHECKING:
-    from ...target import TargetOption, TargetType
+    from ...core.target import TargetOption, TargetType
 
 LAYOUT = {"nodes": "an integer >= 1", "nproc_per_node": "an integer >= 1"}
 # a submitting target's options that MLflow gives the job itself, and where
@@ -34,7 +34,7 @@ NOT_KEYS = {
 
 def submitting_targets() -> dict[str, "TargetType"]:
     """Every installed target that submits, but local (which the backend runs itself), by name."""
-    from ...plugins import get_plugin_manager
+    from ...core.plugins import get_plugin_manager
 
     return {name: found.type for name, found in get_plugin_manager().targets().items()
             if found.type.submits and name != "local"}
@@ -72,7 +72,7 @@ def _shape_ok(option: "TargetOption", value: Any) -> bool:
 
 def check_value(target: "TargetType", option: "TargetOption", value: Any, cwd: Path) -> Any:
     """``value`` as the job record holds it (JSON data), or a UsageError saying what it must be."""
-    from ...target import TargetOption
+    from ...core.target import TargetOption
 
     custom = type(option).check is not TargetOption.check  # its own reading: its own message
     if not custom and not _shape_ok(option, value):

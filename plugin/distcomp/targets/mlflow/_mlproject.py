@@ -2,7 +2,7 @@
 whose parameters are the component's inputs and whose command is ``python -m distcomp.worker
 distcomp-job.json NAME={NAME} ...``.
 
-The record (``distcomp.jobrecord``, versioned) says what runs: the spec beside it, the layout
+The record (``distcomp.core.jobrecord``, versioned) says what runs: the spec beside it, the layout
 given at compile time, and the parameters the command line gives. MLflow fills ``{NAME}`` with
 the shell-quoted value and has no conditional commands, so an optional input without a
 default has the default ``""`` and the rule ``if-set`` in the record: an empty value there is
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import yaml
 
-from ...jobrecord import JobRecord
+from ...core.jobrecord import JobRecord
 from ...spec import ComponentSpec, InputSpec, render_value
 
 MARKER = "# Written by `distcomp compile --target mlflow`"

@@ -14,9 +14,9 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ..._files import checked_copy
+from ...base.files import checked_copy
 from ...delivery.code import code_files
-from ...jobrecord import write_record
+from ...core.jobrecord import write_record
 from .._spec import SpecLike
 from ._errors import MlflowTargetError
 from ._mlproject import MLPROJECT, RECORD, is_ours, mlproject_text, record

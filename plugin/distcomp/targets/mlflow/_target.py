@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...target import Compiled
+from ...core.target import Compiled
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec

@@ -50,7 +50,7 @@ def custom(text: Any) -> dict[str, float]:
 
 def spec_gpus(spec: "ComponentSpec") -> int | None:
     """GPUs per node the spec asks for: its resources, else the GPUs of its Azure instance type."""
-    from ...instances import instance_gpus
+    from ...spec.instances import instance_gpus
 
     res = spec.resources or {}
     for key in _GPU_KEYS:

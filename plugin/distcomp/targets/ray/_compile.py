@@ -12,15 +12,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...agentjob import Platform, node_record
+from ...core.agentjob import Platform, node_record
 from ...delivery.conda import conda_pip
 from ...errors import JobError, UsageError
-from ...target import JOB_NAME, Compiled
+from ...core.target import JOB_NAME, Compiled
 from .._secrets import NAME as SECRETS
 from ._bundles import bundle
 
 if TYPE_CHECKING:
-    from ...plan import Plan
+    from ...core.plan import Plan
     from ...spec import ComponentSpec
 
 PACKAGE = "distcomp_ray"  # what travels as runtime_env.py_modules: the node agent and the driver
@@ -60,8 +60,8 @@ def refuse(plan: "Plan") -> None:
 
 
 def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
-    from ...plan import make_plan
-    from ...redact import job_masker
+    from ...core.plan import make_plan
+    from ...base.redact import job_masker
     from ...spec import InputError, RenderError, check_inputs
     from ._client import python_of
 
@@ -87,7 +87,7 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
         raise JobError(f"launcher {plan.launcher!r} from {plan.provider}: {exc}") from None
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
-    from ..._ignore import patterns
+    from ...base.ignore import patterns
 
     # Ray honours .gitignore itself; .distcompignore's rules join the excludes
     excludes = [*EXCLUDES, *patterns(spec.code, skip=frozenset(EXCLUDES))]

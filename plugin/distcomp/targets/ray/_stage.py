@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..._files import write_atomic
+from ...base.files import write_atomic
 from .. import _secrets
 from ._compile import PACKAGE
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
-from ...outcome import JobOutcome, JobState
-from ...target import Compiled, Notify
+from ...records import JobOutcome, JobState
+from ...core.target import Compiled, Notify
 from . import _client, _ids, _joblog
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
-    from ...target import JobContext
+    from ...core.target import JobContext
 
 PREFIX = "ray:"
 CANCEL_WAIT = 60.0
@@ -56,7 +56,7 @@ class RayTarget:
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
         """Upload the code and the driver package, submit the compiled job (``job.compiled``) with
         the job's name as its submission id and its MLflow run env in the node record."""
-        from ...agentjob import record_env
+        from ...core.agentjob import record_env
         from ._stage import stage
 
         compiled = job.compiled if job.compiled is not None and job.compiled.data else self.compile(spec, options)

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
-from ...agentjob import RECORD, Platform, bind_names, node_record, record_env, to_json
+from ...core.agentjob import RECORD, Platform, bind_names, node_record, record_env, to_json
 from ...errors import JobError, UsageError
-from ...redact import NONE, Masker
+from ...base.redact import NONE, Masker
 from .._cookie import COOKIE
 from .._secrets import NAME as SECRETS
 
 if TYPE_CHECKING:
     from ...delivery.plan import Delivery
-    from ...plan import Plan
+    from ...core.plan import Plan
     from ...spec import ComponentSpec
 
 # Slurm's proctrack/linuxproc follows a step's processes by parentage: one a rank started in a

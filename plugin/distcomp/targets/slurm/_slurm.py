@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ...errors import JobError, UsageError
-from ...outcome import JobState
+from ...records import JobState
 
 # Slurm's job states as distcomp's (squeue/scontrol words); anything else still runs
 _STATES = {

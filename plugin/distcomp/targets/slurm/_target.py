@@ -9,12 +9,12 @@ run), the ranks' logs and exit records, and, once someone saw the end, ``outcome
 counts from 1 again), so status, logs and cancel find a job after Slurm has forgotten it
 (MinJobAge); a found folder is used only when its record is of that cluster's job ID and, while
 Slurm still knows the job, the job's ``WorkDir`` is that folder. The job's MLflow run is the
-core's (``distcomp.target``): created before sbatch, its env handed to every rank through the
+core's (``distcomp.core.target``): created before sbatch, its env handed to every rank through the
 script, and ended by the job handle once it sees the end; ``outcome.json`` is made once,
 exclusively, by whoever first sees it (``wait``, ``status``, ``cancel``), and names the run for a
 process that did not submit.
 
-The job's secrets (``distcomp.redact``) are in ``secrets.sh`` only (mode 600), which the script
+The job's secrets (``distcomp.base.redact``) are in ``secrets.sh`` only (mode 600), which the script
 reads: ``job.sbatch`` names them (and is mode 600 too when the job has any), and everything
 distcomp shows or writes of the job (the console, ``outcome.json``, MLflow tags and params,
 ``logs``) masks them. The ranks' logs and Slurm's own output hold what the ranks print: they are
@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
-from ...outcome import JobOutcome, JobState, TrackingRef
-from ...target import JOB_NAME, Compiled, Notify
+from ...records import JobOutcome, JobState, TrackingRef
+from ...core.target import JOB_NAME, Compiled, Notify
 from .. import _secrets
 
 if TYPE_CHECKING:
     from ...delivery.plan import Delivery
-    from ...redact import Masker
-    from ...target import JobContext
+    from ...base.redact import Masker
+    from ...core.target import JobContext
     from ...spec import ComponentSpec
     from ._slurm import SlurmJob
 
@@ -68,7 +68,7 @@ class SlurmTarget:
         """The sbatch script for the job folder ``JOB_DIR/{{job_name}}`` (nothing is written):
         what ``check`` tests with ``sbatch --test-only`` and ``submit`` writes and queues, with
         only the job's name and its MLflow run's env bound."""
-        from ...redact import job_masker
+        from ...base.redact import job_masker
         from ...spec import InputError, RenderError, check_inputs, unknown_outputs
 
         folder = _job_dir(options) / JOB_NAME
@@ -106,7 +106,7 @@ class SlurmTarget:
         """``code``: the code's way through a store (``--code-store``), when the caller planned it."""
         import sys
 
-        from ...plan import make_plan
+        from ...core.plan import make_plan
         from ._delivery import plan as plan_code
         from ._script import folder_problem, resources_of, script
 
@@ -144,8 +144,8 @@ class SlurmTarget:
     def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
         """Write and queue the compiled script (``job.compiled``), its job folder named after the
         job (``job.name``) and the job's MLflow run env in its record."""
-        from ..._files import write_atomic
-        from ...jobs import create_outputs, make_job
+        from ...base.files import write_atomic
+        from ...core.jobs import create_outputs, make_job
         from . import _delivery, _slurm
         from ._script import bind_env
 
@@ -534,8 +534,8 @@ def _make_folder(spec: "ComponentSpec", folder: Path, masker: "Masker", copy_cod
 
 def _check_code(spec: "ComponentSpec") -> None:
     """What ``_copy_code`` would refuse (a FIFO, a socket), found before the job's run exists."""
-    from ..._files import code_file_problem
-    from ..._ignore import copy_filter
+    from ...base.files import code_file_problem
+    from ...base.ignore import copy_filter
 
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
@@ -553,8 +553,8 @@ def _check_code(spec: "ComponentSpec") -> None:
 def _copy_code(spec: "ComponentSpec", dst: Path) -> None:
     """A snapshot of the code folder (less caches, run leftovers and what .gitignore and
     .distcompignore leave out), and the spec file beside it."""
-    from ..._files import checked_copy
-    from ..._ignore import copy_filter
+    from ...base.files import checked_copy
+    from ...base.ignore import copy_filter
 
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")

@@ -6,7 +6,7 @@ writes (``compile --out``, ``schema --out``) carries ``MARK``: a ``#`` comment l
 of YAML (at the end of a ``#!`` script, whose first lines are its interpreter's and a
 scheduler's), or a JSON object's first key, ``"$comment"``; another format is not marked. Such a file
 is written over again as it is; any other existing file needs ``--force``. Whatever ``--force``
-says, never a place of ``distcomp._places.protected`` (``/``, a system folder, ``$HOME``, a
+says, never a place of ``distcomp.base.places.protected`` (``/``, a system folder, ``$HOME``, a
 registry or anything in it, the code folder or a folder holding it), the spec being compiled,
 or a file of the code folder that distcomp did not write.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .spec import ComponentSpec
+    from ..spec import ComponentSpec
 
 __all__ = ["MARK", "file_problem", "folder_problem", "is_marked_file", "mark_file", "mark_text"]
 
@@ -33,8 +33,8 @@ def folder_problem(dest: Path, code: Path | None, force: bool) -> str | None:
     """Why the folder ``dest`` must not be written (made new, or replaced with ``force``), to
     follow its path in a message, or None. A folder that holds anything and no ``force`` is the
     caller's to refuse, in its own words."""
-    from ._files import MARKER, is_marked
-    from ._places import protected
+    from ..base.files import MARKER, is_marked
+    from ..base.places import protected
 
     why = protected(dest, code)
     if why:
@@ -53,7 +53,7 @@ def file_problem(path: Path, spec: "ComponentSpec | None", force: bool, flag: st
     """Why distcomp must not write the file ``path`` (``compile --out``, ``schema --out``), as
     the whole message, or None: a protected place, the spec itself, a file of the code folder
     that distcomp did not write, or (unless ``force``) any other existing file it did not write."""
-    from ._places import protected, resolved
+    from ..base.places import protected, resolved
 
     shown = str(path).replace("\0", "\\0")
     code = spec.code if spec is not None else None
@@ -131,7 +131,7 @@ def _is_yaml(text: str) -> bool:
 def mark_file(path: Path, by: str) -> None:
     """Mark the file ``path`` a writer of a target wrote (a KFP or Azure ML component), where
     its format allows it; its mode is kept."""
-    from ._files import write_atomic
+    from ..base.files import write_atomic
 
     try:
         text = path.read_text(encoding="utf-8")

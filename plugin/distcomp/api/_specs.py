@@ -17,12 +17,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .api import SpecRef
-    from .function import FunctionComponent
-    from .spec import ComponentSpec, Diagnostic, LoadResult
+    from . import SpecRef
+    from ..function import FunctionComponent
+    from ..spec import ComponentSpec, Diagnostic, LoadResult
 
 __all__ = ["Rendered", "SpecCheck", "ValidationReport", "render", "schema", "validate"]
 
@@ -93,8 +93,8 @@ class Rendered:
 
 def _check(file: "str | FunctionComponent", table: Mapping[str, str]) -> "LoadResult":
     """A spec file's check, or a function component's: its spec text, against its code folder."""
-    from .function._resolve import as_component
-    from .spec import check_file, check_text
+    from ..function._resolve import as_component
+    from ..spec import check_file, check_text
 
     function = as_component(file)
     if function is None:
@@ -130,7 +130,7 @@ def _expand(paths: tuple["str | os.PathLike[str] | FunctionComponent", ...]) -> 
 
 
 def _launchers() -> Mapping[str, str]:
-    from .plugins import get_plugin_manager  # its PluginError (a conflict) is a UsageError
+    from ..core.plugins import get_plugin_manager  # its PluginError (a conflict) is a UsageError
 
     return get_plugin_manager().alias_table()
 
@@ -140,8 +140,8 @@ def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> Validation
     a function component (or ``FILE.py:FUNCTION``) is checked as the spec it makes. A bad spec
     is reported, never raised; a folder with no spec in it, or a function that is no component,
     raises a UsageError."""
-    from .launchers.own import missing
-    from .plan import make_plan
+    from ..core.own import missing
+    from ..core.plan import make_plan
 
     table = _launchers()
     checks = []
@@ -169,8 +169,8 @@ def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> Validation
 
 def _plan_error(file: "str | FunctionComponent", spec: "ComponentSpec", message: str) -> "Diagnostic":
     """The plan's refusal as an error at the spec's command (its line, where the file says it)."""
-    from .spec import Diagnostic
-    from .spec._source import parse
+    from ..spec import Diagnostic
+    from ..spec._source import parse
 
     line, col, where = 1, 1, "command"
     if isinstance(file, str) and spec.source is not None:
@@ -186,10 +186,10 @@ def render(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs:
     """The command line each rank of ``spec`` runs (``distcomp render``): ``inputs`` bound as on
     the command line, ``outputs`` default ``./outputs/NAME``; ``env`` fills ``$NAME`` as one rank
     with those values sees it. A bad input or output raises InputError, a template RenderError."""
-    from .api import _text, load
-    from .redact import job_masker
-    from .spec import InputError, check_inputs, unknown_outputs
-    from .spec._template import SHELL
+    from . import _text, load
+    from ..base.redact import job_masker
+    from ..spec import InputError, check_inputs, unknown_outputs
+    from ..spec._template import SHELL
 
     loaded: "ComponentSpec" = load(spec, warn=warn)
     outs = dict(outputs or {})
@@ -211,8 +211,8 @@ def schema(dialect: str = "sdk") -> dict[str, Any]:
     """The JSON Schema of a spec dialect (``distcomp schema``): ``sdk`` (DistributedComponent),
     ``v2`` (an azure-ai-ml command) or ``draft`` (a distributed job); the launcher names are the
     installed ones."""
-    from .spec import json_schema
-    from .spec._loader import DIALECTS
+    from ..spec import json_schema
+    from ..spec._loader import DIALECTS
 
     if dialect not in DIALECTS:
         raise UsageError(f"unknown dialect {dialect!r}; expected one of: {', '.join(DIALECTS)}")

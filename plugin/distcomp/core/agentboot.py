@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 __all__ = ["BOOT", "agent_payload", "boot_argv", "boot_line"]
 
-AGENT = Path(__file__).with_name("agent")
+AGENT = Path(__file__).parent.parent / "agent"
 # kept to one line of plain statements: it is read in `kubectl describe` and Azure ML's UI
 BOOT = ("import base64,io,json,os,runpy,sys,tempfile,zipfile;"
         "d=tempfile.mkdtemp(prefix='distcomp-node-');"

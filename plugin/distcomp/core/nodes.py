@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, Union
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["NodeRange", "TargetNodes", "nodes_range", "target_nodes"]
 

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 # the rule that turns needles into one pattern is shared with the stdlib-only node agent
-from .agent.shared import REDACTED as REDACTED, mask_pattern
+from ..agent.shared import REDACTED as REDACTED, mask_pattern
 
 __all__ = ["REDACTED", "SECRET_NAME", "Masker", "NONE", "env_secrets", "is_secret", "job_masker", "secret_values"]
 

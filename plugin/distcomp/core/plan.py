@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from .errors import JobError, UsageError
-from .records import Plan
+from ..errors import JobError, UsageError
+from ..records import Plan
 
 if TYPE_CHECKING:
     from .plugins import PluginManager
-    from .records import Topology
-    from .spec import ComponentSpec
+    from ..records import Topology
+    from ..spec import ComponentSpec
 
 __all__ = ["Plan", "RANK_DEFAULTS", "RANK_ENV", "job_env", "make_plan", "plain_env", "plain_topology"]
 
@@ -54,7 +54,8 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
     machine), ``pm``: the plugins that know the launcher (default: the installed ones). An
     unknown launcher is a UsageError, and so is the command's own mpirun asking for more ranks
     than the nodes have slots; a plugin factory that fails is a JobError naming the plugin."""
-    from .launchers import _advice, own
+    from . import advice as _advice
+    from . import own
     from .plugins import PluginError, get_plugin_manager
 
     for name, value in (("nodes", nodes), ("nproc_per_node", nproc_per_node)):
@@ -104,7 +105,7 @@ def _with_role_settings(spec: "ComponentSpec", topology: "Topology") -> "Topolog
     in ``Topology.settings``; a UsageError where a role's variables would reach other roles or none."""
     from dataclasses import replace
 
-    from .records import RoleSettings
+    from ..records import RoleSettings
 
     settings: dict[str, RoleSettings] = {}
     env_of: dict[str, dict[str, str]] = {}
@@ -147,7 +148,7 @@ def _check_env_reaches(topology: "Topology", role: str, where: str) -> None:
 
 def plain_topology(spec: "ComponentSpec") -> "Topology":
     """The layout of a step without a launcher: its command, once, as rank 0 of 1 on node 0."""
-    from .records import Replica, Topology
+    from ..records import Replica, Topology
 
     return Topology(launcher=spec.distribution.launcher, nodes=1, processes_per_node=1, world_size=1,
                     replicas=(Replica(role="worker", index=0, node=0, rank=0),))

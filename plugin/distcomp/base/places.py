@@ -2,7 +2,7 @@
 ``--force`` says: ``/``, a system folder or a place inside the system's own trees, your home
 folder itself, a component registry or anything in it, and the code folder or a folder holding
 it. Core, below the jobs, the function exports and the CLI, so every writer asks the same rule
-(``distcomp.jobs.place_problem`` for a job's run folder and outputs, ``distcomp._owned`` for
+(``distcomp.core.jobs.place_problem`` for a job's run folder and outputs, ``distcomp.core.owned`` for
 what ``--force`` may replace)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def resolved(path: "str | os.PathLike[str]") -> Path:
 
 def in_registry(path: Path) -> Path | None:
     """The component registry ``path`` lies in (links resolved), or None."""
-    from ._stores import inside_store
+    from .stores import inside_store
 
     try:
         return inside_store(path)

@@ -24,17 +24,17 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Union
 
-from .errors import UsageError
-from .outcome import JobOutcome, JobState
+from ..errors import UsageError
+from ..records import JobOutcome, JobState
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .function import FunctionComponent
+    from ..function import FunctionComponent
 
-    from .plugins import TargetPlugin
-    from .spec import ComponentSpec
-    from .target import Compiled, Notify
+    from ..core.plugins import TargetPlugin
+    from ..spec import ComponentSpec
+    from ..core.target import Compiled, Notify
 
 __all__ = ["JobHandle", "compile", "dryrun", "job", "load", "run", "submit"]
 
@@ -50,12 +50,12 @@ def load(ref: "SpecRef", *, registry: str | None = None,
     is read from its file in the user's cache, ``distcomp.function._filed``, its code folder
     the function's project). A ComponentSpec is returned as it is. Every problem raises a UsageError (SpecError: one
     diagnostic per line)."""
-    from .spec import ComponentSpec
-    from .spec import load as load_file
+    from ..spec import ComponentSpec
+    from ..spec import load as load_file
 
     if isinstance(ref, ComponentSpec):
         return ref
-    from .function._resolve import function_spec
+    from ..function._resolve import function_spec
 
     function = function_spec(ref)
     if function is not None:
@@ -63,8 +63,8 @@ def load(ref: "SpecRef", *, registry: str | None = None,
     if not isinstance(ref, (str, os.PathLike)):
         raise UsageError(f"expected a ComponentSpec, a @distcomp.component, a spec path or a registry reference, got "
                          f"{type(ref).__name__}")
-    from .plugins import get_plugin_manager
-    from .registry import locate
+    from ..core.plugins import get_plugin_manager
+    from ..registry import locate
 
     return load_file(locate(os.fspath(ref), registry, warn=warn), get_plugin_manager().alias_table())
 
@@ -85,7 +85,7 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
     with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
     the logs are in the run folder either way); ``env``: variables for every rank."""
-    from .targets.local import LocalRun, run_local
+    from ..targets.local import LocalRun, run_local
 
     request = LocalRun(inputs={k: _text(v) for k, v in (inputs or {}).items()}, outputs=dict(outputs or {}),
                        run_dir=os.fspath(run_dir) if run_dir is not None else None, timeout=timeout,
@@ -102,7 +102,7 @@ def _text(value: Any) -> str:
 
 
 def _target(name: str, submitting: bool) -> "TargetPlugin":
-    from .plugins import get_plugin_manager
+    from ..core.plugins import get_plugin_manager
 
     found = get_plugin_manager().target(name)
     if submitting and not found.type.submits:
@@ -138,7 +138,7 @@ def _nodes(target: str, nodes: "int | str | None", options: dict[str, Any]) -> t
     """A count as it is; ``"MIN:MAX"`` as the target's ``elastic`` option, laid out for MAX."""
     if not isinstance(nodes, str):
         return nodes, options
-    from ._nodes import target_nodes
+    from ..core.nodes import target_nodes
 
     bound = target_nodes(target, nodes, options)
     return bound.nodes, dict(bound.options)
@@ -152,7 +152,7 @@ def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any
     from dataclasses import replace
     from types import MappingProxyType
 
-    from .spec import InputError
+    from ..spec import InputError
 
     try:
         compiled = _call(found, "compile", spec, bound)
@@ -168,8 +168,8 @@ def _port_problems(found: "TargetPlugin", spec: "ComponentSpec", options: Mappin
     """Where the ranks read this machine's files: the port inputs that are no usable path here."""
     from pathlib import Path
 
-    from .jobs import port_problems
-    from .spec import check_inputs
+    from ..core.jobs import port_problems
+    from ..spec import check_inputs
 
     if not found.type.shares_files:
         return []
@@ -186,9 +186,9 @@ def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int
     ``experiment``, where its cluster is...). Either way the target submits one Compiled, binding
     only the job's MLflow run env, name and secrets (``Compiled.late``). The core, not the
     target, makes the job's plan, masker and MLflow run (created before the target submits,
-    ended by the handle once the job ends): see ``distcomp.target``."""
-    from ._submission import submit as submit_job
-    from .target import Compiled
+    ended by the handle once the job ends): see ``distcomp.core.target``."""
+    from ..core.submission import submit as submit_job
+    from ..core.target import Compiled
 
     if not isinstance(spec, Compiled):
         if target is None:
@@ -209,7 +209,7 @@ def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int
     bound = _submit_options(found, compiled, options)
     ports = _port_problems(found, compiled.spec, compiled.options)
     if ports:  # before anything of the job exists: its folder, its MLflow run
-        from .spec import InputError
+        from ..spec import InputError
 
         raise InputError("\n".join(ports))
     instance = found.type.factory()  # kept by the handle: it may remember how to reach the job
@@ -229,7 +229,7 @@ def _submit_options(found: "TargetPlugin", compiled: "Compiled", given: Mapping[
     if compiled_in:
         raise UsageError(f"{compiled.kind}: {', '.join(map(repr, compiled_in))} changes what is compiled; give it to "
                          "distcomp.compile (or distcomp.submit(spec, target, ...))")
-    from .target import COMMON
+    from ..core.target import COMMON
 
     # checked again with the rest: a Compiled made by hand holds what its maker gave
     bound = found.type.bind({**{k: v for k, v in compiled.options.items() if k not in COMMON}, **given},
@@ -239,7 +239,7 @@ def _submit_options(found: "TargetPlugin", compiled: "Compiled", given: Mapping[
 
 def _call(found: "TargetPlugin", method: str, *args: Any, instance: Any = None) -> Any:
     """A target's method; an error that is not distcomp's names the target and its provider."""
-    from .errors import DistcompError, JobError
+    from ..errors import DistcompError, JobError
 
     try:
         return getattr(instance if instance is not None else found.type.factory(), method)(*args)
@@ -254,7 +254,7 @@ def _call(found: "TargetPlugin", method: str, *args: Any, instance: Any = None) 
 
 def job(job_id: str) -> "JobHandle":
     """The handle of a submitted job: ``TARGET:ID`` as ``submit`` printed it, or a local run folder."""
-    from .plugins import get_plugin_manager
+    from ..core.plugins import get_plugin_manager
 
     name, sep, native = job_id.partition(":")
     if sep and name in get_plugin_manager().targets():
@@ -293,7 +293,7 @@ class JobHandle:
         return _call(found, method, *args, instance=self.instance)
 
     def _settled(self, outcome: JobOutcome, notify: "Notify | None") -> JobOutcome:
-        from ._submission import settle
+        from ..core.submission import settle
 
         if self._found().type.tracks_itself:  # its jobs end their own run
             return outcome
@@ -305,7 +305,7 @@ class JobHandle:
     def logs(self, rank: int | None = None, follow: bool = False) -> Iterator[str]:
         """Lines of the job's logs (one rank's with ``rank``); ``follow``: until the job ends.
         The job's secrets are masked in them."""
-        from ._submission import masker_of
+        from ..core.submission import masker_of
 
         lines: Iterator[str] = self._ask("logs", self.id, rank, follow)
         masker = masker_of(str(self), self.record, self.instance)

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .agent.trust import Untrusted, read_trusted
-from .errors import UsageError
+from ..agent.trust import Untrusted, read_trusted
+from ..errors import UsageError
 
 __all__ = ["ACTIONS", "JobRecord", "KEY", "PARAM_RULES", "RUN_OPTIONS", "RecordError", "VERSION", "bind_params",
            "read_record", "write_record"]
@@ -82,7 +82,7 @@ class JobRecord:
         return 2 if self.action == "submit" or self.target or self.params or self.outcome_file else 1
 
     def to_json(self) -> dict[str, Any]:
-        from . import __version__
+        from .. import __version__
 
         data = {KEY: self.version, "distcomp": __version__, "action": self.action, "spec": self.spec,
                 "cwd": self.cwd, "inputs": dict(self.inputs), "outputs": dict(self.outputs), "env": dict(self.env),
@@ -94,7 +94,7 @@ class JobRecord:
 def write_record(path: Path, record: JobRecord, mode: int = 0o600) -> Path:
     """``record`` at ``path``, whole or not at all; readable by its owner only unless ``mode``
     says otherwise (a compiled project's record, which holds no value)."""
-    from ._files import write_atomic
+    from ..base.files import write_atomic
 
     write_atomic(path, json.dumps(record.to_json(), indent=1) + "\n", mode=mode)
     return path
@@ -107,7 +107,7 @@ def _texts(data: Any, what: str, where: str) -> dict[str, str]:
 
 
 def _newer(where: str, version: int, data: dict[str, Any]) -> RecordError:
-    from . import __version__
+    from .. import __version__
 
     writer = data.get("distcomp")
     by = f"distcomp {writer}" if isinstance(writer, str) and writer else "a newer distcomp"

@@ -14,12 +14,12 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .agent.record import KEY, VERSION, check
-from .records import placeholders
-from .redact import NONE, Masker
+from ..agent.record import KEY, VERSION, check
+from ..records import placeholders
+from ..base.redact import NONE, Masker
 
 if TYPE_CHECKING:
-    from .records import Topology
+    from ..records import Topology
 
 __all__ = ["Platform", "RECORD", "bind_names", "node_record", "record_env", "to_json"]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-# the places no job may write (system folders, your home folder): the core's one rule, ``distcomp._places``
-from ._places import protected
-from .spec import (ComponentSpec, InputError, SymlinkLoop, check_inputs, command_problems, is_uri, resolve_path,
+# the places no job may write (system folders, your home folder): the core's one rule, ``distcomp.base.places``
+from ..base.places import protected
+from ..spec import (ComponentSpec, InputError, SymlinkLoop, check_inputs, command_problems, is_uri, resolve_path,
                    unknown_outputs, utf8_problem)
 
 __all__ = ["Job", "create_outputs", "default_run_dir", "job_base", "make_job", "place_problem", "port_problems", "status_file_problem",
@@ -35,7 +35,7 @@ def job_base(cwd: Path) -> Path:
     relative MLflow store): ``cwd``, unless it lies in a component registry, which no job may
     change (``cd REGISTRY/NAME/VERSION && distcomp run .``): then the user's data folder,
     ``$XDG_DATA_HOME/distcomp`` (default ``~/.local/share/distcomp``)."""
-    from ._stores import inside_store
+    from ..base.stores import inside_store
 
     if inside_store(cwd) is None:
         return cwd
@@ -117,7 +117,7 @@ def _place_problem(path: Path, code: Path, holds: str) -> str | None:
 
 def _in_registry(path: Path) -> str | None:
     """Why a job must not write ``path``, when it lies in a component registry, or None."""
-    from ._places import in_registry
+    from ..base.places import in_registry
 
     store = in_registry(path)  # a NUL byte, a link loop: place_problem says so
     return None if store is None else f"is inside the component registry at {store}, which no job may change"

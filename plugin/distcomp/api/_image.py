@@ -14,8 +14,8 @@ import os
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from .api import SpecRef
-    from .targets.kubeflow._image import Context
+    from . import SpecRef
+    from ..targets.kubeflow._image import Context
 
 __all__ = ["build_context"]
 
@@ -28,8 +28,8 @@ def build_context(spec: "SpecRef", dest: "str | os.PathLike[str]", *, base_image
     spec's environment image, else python:3.11-slim; ``include_distcomp``: distcomp's own wheel
     (a KFP step runs distcomp, a Kubeflow job's training pods do not). Problems raise a
     UsageError (``BuildContextError``)."""
-    from .api import load
-    from .targets.kubeflow._image import write_context
+    from . import load
+    from ..targets.kubeflow._image import write_context
 
     named = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else None
     return write_context(load(spec, warn=warn), dest, base_image, distcomp=include_distcomp, force=force,

@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from ..records import COMMAND, JOB_DIR, OwnLauncher, Replica, Topology, host, port
+from ..records import COMMAND, OwnLauncher, Replica, Topology, host, port
 
 if TYPE_CHECKING:
     from ..spec import ComponentSpec
@@ -158,20 +158,22 @@ def topology(spec: "ComponentSpec", own: OwnLauncher, base: Topology) -> Topolog
     d = spec.distribution
     nodes, per_node = d.nodes, d.processes_per_node or 1
     if own.once:
-        from .mpi import HOSTFILE, mpi_topology, openmpi_failure
+        from .plugins import get_plugin_manager
 
-        mpi = mpi_topology(spec)
+        # the MPI launcher's own layout (found as a plugin: the core imports no launcher) lends
+        # its hostfile, its Azure variables, its failure parser and its rank watchers
+        mpi = get_plugin_manager().launcher("mpi").type.factory(spec)
+        hostfile = mpi.replicas[0].env["AZUREML_MPI_HOSTFILE"]
         world = own.processes or nodes * per_node
         env = {**mpi.replicas[0].env,
                # Azure's images let root run mpirun; Open MPI refuses unless told
                "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                # an mpirun without --hostfile still finds every node, as in the MPI Operator's pods
-               "PRTE_MCA_prte_default_hostfile": f"{JOB_DIR}/{HOSTFILE}",
-               "OMPI_MCA_orte_default_hostfile": f"{JOB_DIR}/{HOSTFILE}"}
+               "PRTE_MCA_prte_default_hostfile": hostfile, "OMPI_MCA_orte_default_hostfile": hostfile}
         # the user's mpirun reports a failed rank as ours does, and its ranks are watched as ours
         # are (Open MPI's exec agent comes from the env: the user's line stays as written)
         launcher = Replica(role="launcher", index=0, node=0, argv=(COMMAND,), env=env, ranks=world,
-                           failure=openmpi_failure, rank_hooks=mpi.replicas[0].rank_hooks)
+                           failure=mpi.replicas[0].failure, rank_hooks=mpi.replicas[0].rank_hooks)
         return replace(mpi, launcher=base.launcher, world_size=world, replicas=(launcher,),
                        processes_per_node=max(1, world // nodes))
     procs = own.processes_per_node or per_node

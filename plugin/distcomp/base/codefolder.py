@@ -7,7 +7,7 @@ Left out, anywhere in the code folder: version-control and tool folders (``.git`
 ``.ipynb_checkpoints``, ``.tox``), ``*.pyc``, ``.DS_Store`` and ``.env`` (local secrets must
 not reach a shared registry); at its top only, what running it writes (``runs/``, ``mlruns/``,
 ``outputs/``, ``mlflow.db`` and its creation lock ``mlflow.db.lock``); and what the code folder's ``.gitignore`` and ``.distcompignore``
-files leave out (``distcomp._ignore``).
+files leave out (``distcomp.base.ignore``).
 
 A symbolic link to a file in the code folder is taken as a copy of that file. Refused: a link
 to a file outside the code folder (it would copy whatever it leads to, ``/etc/passwd`` or a
@@ -23,9 +23,9 @@ import stat
 from pathlib import Path
 from typing import Iterable
 
-from ._files import code_file_problem
-from ._ignore import Ignores
-from .errors import UsageError
+from .files import code_file_problem
+from .ignore import Ignores
+from ..errors import UsageError
 
 __all__ = ["EXCLUDED", "EXCLUDED_AT_TOP", "MAX_BYTES", "MAX_FILES", "CodeFolderError", "check_link", "folder_files",
            "left_out", "safe_path", "walk"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 # the node agent writes its files whole too, and must stay stdlib-only: one copy, in its package
-from .agent.shared import fsync_dir as fsync_dir, write_atomic as write_atomic
+from ..agent.shared import fsync_dir as fsync_dir, write_atomic as write_atomic
 
 # what a code folder may not hold: reading one would block (a FIFO), fail or never end
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
@@ -100,7 +100,7 @@ def checked_copy(error: Callable[[str], Exception]) -> Callable[[str, str], obje
 
 
 # In a folder distcomp writes whole (a build context, an export): ``--force`` replaces a folder
-# only when it holds this file, so never one distcomp did not make (``distcomp._owned``).
+# only when it holds this file, so never one distcomp did not make (``distcomp.core.owned``).
 MARKER = ".distcomp-made"
 
 

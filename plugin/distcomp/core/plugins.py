@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, Se
 import pluggy
 
 from . import hookspec
-from .errors import UsageError
-from .records import KubeflowJobType, LauncherType, RegistryStoreType
+from ..errors import UsageError
+from ..records import KubeflowJobType, LauncherType, RegistryStoreType
 from .target import TargetType
 
 if TYPE_CHECKING:

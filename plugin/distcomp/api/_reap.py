@@ -14,10 +14,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .targets.local import Reaped
+    from ..targets.local import Reaped
 
 __all__ = ["ReapReport", "reap"]
 
@@ -57,7 +57,7 @@ def reap(*run_dirs: "str | os.PathLike[str]", grace: float = 5.0, force: bool = 
     points its ranks could not deliver) waiting in the folder: delivered now if the store answers
     (closed), else a problem. A named folder that is not a run folder raises a UsageError before
     any is reaped."""
-    from .targets.local import reap as reap_one
+    from ..targets.local import reap as reap_one
 
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0:
         raise UsageError(f"grace must be a number of seconds >= 0 (got {grace!r})")

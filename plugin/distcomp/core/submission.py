@@ -1,4 +1,4 @@
-"""A submitted job in the core: its one MLflow run, for every target (``distcomp.target``).
+"""A submitted job in the core: its one MLflow run, for every target (``distcomp.core.target``).
 
 ``submit`` makes the job's plan, binds its inputs, builds its masker, creates its MLflow run
 before the target's ``submit`` (which gets all of it as a ``JobContext``) and keeps a small
@@ -33,14 +33,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from .errors import UsageError
-from .outcome import JobOutcome, TrackingRef
+from ..errors import UsageError
+from ..records import JobOutcome, TrackingRef
 
 if TYPE_CHECKING:
     from .plan import Plan
     from .plugins import TargetPlugin
-    from .redact import Masker
-    from .spec import ComponentSpec
+    from ..base.redact import Masker
+    from ..spec import ComponentSpec
     from .target import Compiled, Notify
 
 __all__ = ["jobs_dir", "masker_of", "record_of", "settle", "submit"]
@@ -100,13 +100,13 @@ def _read(folder: Path) -> dict[str, Any]:
 
 
 def _write(folder: Path, data: Mapping[str, Any]) -> None:
-    from ._files import write_atomic
+    from ..base.files import write_atomic
 
     write_atomic(folder / RECORD, json.dumps(data, indent=2) + "\n", mode=0o600)
 
 
 def _masker(data: Mapping[str, Any]) -> "Masker":
-    from .redact import Masker
+    from ..base.redact import Masker
 
     return Masker(tuple(str(n) for n in data.get("needles") or ()))
 
@@ -139,8 +139,8 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
     ``instance``; returns the target's job id and the job's record folder (None for a target
     whose jobs track themselves)."""
     from .plan import make_plan
-    from .redact import job_masker
-    from .spec import bind_inputs
+    from ..base.redact import job_masker
+    from ..spec import bind_inputs
     from .target import JobContext
 
     assert compiled.spec is not None
@@ -173,7 +173,7 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
         if isinstance(exc, Exception) and masker and masker.text(str(exc)) != str(exc):
             exc.args = (masker.text(str(exc)),)  # the reason as the console shows it: the job's secrets masked
         if run is not None and folder is not None:
-            from .outcome import JobState
+            from ..records import JobState
 
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{exc}" or type(exc).__name__
             status, problems = run.finish(None, folder / LOGS, masker.text(f"not submitted: {reason}"),
@@ -205,7 +205,7 @@ def _check_places(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping
     its options say the job writes (``TargetOption.writes``), no system folder, registry or code
     folder, refused before anything of the job exists (its job folder, its MLflow run)."""
     from .jobs import written_place_problems
-    from .spec import InputError
+    from ..spec import InputError
 
     outputs: dict[str, str] = {}
     folders: dict[str, str] = {}
@@ -230,7 +230,7 @@ def _start_run(found: "TargetPlugin", instance: Any, plan: "Plan", values: Mappi
     """The job's run, in the store the target's ranks reach (its ``tracking_uri``, else the
     default); None when there is none."""
     from .jobs import Job
-    from .tracking import TrackingError, describe, start_run
+    from ..tracking import TrackingError, describe, start_run
 
     environ = dict(os.environ)
     if hasattr(instance, "tracking_uri"):
@@ -251,7 +251,7 @@ def _start_run(found: "TargetPlugin", instance: Any, plan: "Plan", values: Mappi
 
 def _rank_env(run: Any, shares_files: bool) -> dict[str, str]:
     """What every rank gets: the run's env; the job folder only where the ranks see it."""
-    from .tracking import REPORTS_ENV
+    from ..tracking import REPORTS_ENV
 
     if run is None:
         return {}
@@ -302,7 +302,7 @@ def _end_run(job: str, instance: Any, outcome: JobOutcome, folder: Path, data: M
              check: bool) -> tuple[bool, list[str]]:
     """(whether the run now holds the job's end, the problems); ``check``: first ask the run
     whether someone ended it already."""
-    from .tracking import TrackingError, end_run, ended_state, open_store
+    from ..tracking import TrackingError, end_run, ended_state, open_store
 
     assert outcome.tracking is not None
     ref = outcome.tracking

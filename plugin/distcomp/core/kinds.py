@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .records import KubeflowJobType
+from ..records import KubeflowJobType
 
 __all__ = ["AZUREML", "KUBEFLOW", "KUBEFLOW_KINDS", "NativeMapping", "check", "kubeflow_job"]
 

@@ -1,0 +1,328 @@
+"""The target contract: what a place that runs a job provides (``distcomp_targets`` hook).
+
+Modelled on TorchX's schedulers: compiling (``submit_dryrun``) is apart from submitting
+(``schedule``), and a submitted job is asked for its status (``describe``), its logs
+(``log_iter``) and to stop (``cancel``) by an id the target understands. Options are declared
+as records (TorchX's ``runopts``) so the CLI builds each target's own flags and the Python API
+checks keyword arguments against the same list.
+
+A target is an object the ``TargetType.factory`` makes. It must have ``compile``; a target
+that runs jobs has ``submit``, ``status``, ``logs`` and ``cancel`` too (``wait`` is optional:
+without it, distcomp polls ``status``)::
+
+    class MyTarget:
+        def compile(self, spec, options) -> Compiled: ...
+        def submit(self, spec, options, notify, job: JobContext) -> str: ...   # the job's id
+        def status(self, job_id) -> JobOutcome: ...
+        def logs(self, job_id, rank, follow) -> Iterator[str]: ...   # lines, with their newline
+        def cancel(self, job_id) -> JobOutcome: ...
+
+**Compile once, submit what was compiled** (TorchX's ``schedule(submit_dryrun(...))``):
+``distcomp.submit(spec, target, **options)`` is ``distcomp.submit(distcomp.dryrun(spec, target,
+**options))``: the core calls the target's ``compile`` once, with every option, and submits that
+``Compiled`` (``distcomp.submit(distcomp.compile(...), **submit_only_options)`` works too). The
+target's ``submit`` finds it as ``job.compiled`` and submits it as it is, binding only what
+cannot exist before the submit: the job's MLflow run env (``job.env``), its name (``job.name``)
+and its secrets file; ``Compiled.late`` says where each goes (``JOB_NAME`` is the placeholder
+of the job's name in a compiled text). So what ``distcomp compile`` printed is what runs. An
+option that changes what ``compile`` makes is therefore never ``submit_only``. A target that
+ignores ``job.compiled`` (one written before it existed) still works: it submits from
+``spec`` and ``options`` as before.
+
+**What the core does around a target** (``distcomp.submit``; the job handle): it makes the
+job's one ``Plan`` (``distcomp.core.plan.make_plan``), binds the ``inputs`` option, builds the job's
+one ``Masker`` (``distcomp.base.redact``) and, unless ``tracking=False`` (``--no-tracking``: every
+submitting target takes ``tracking`` and ``experiment``), **creates the job's MLflow run
+before** ``submit``. ``submit`` gets all of it as a ``JobContext``: ``job.env`` holds what
+every rank needs to log into the run (``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``,
+``DISTCOMP_*``), so a target only passes ``job.env`` on to its ranks. (A ``submit(spec,
+options, notify)`` of three parameters still works: it gets the spec with ``job.env`` added to
+its ``environment_variables``.) A ``submit`` that raises ends the run FAILED with the masked
+reason. When a status, cancel or wait the core makes shows the job ended, in this process or in
+a later one (``distcomp status TARGET:ID``), the core ends the run once, with the outcome's
+state, its masked root cause as the ``distcomp.failure`` tag and the job's logs as artifacts,
+and shows the outcome with the job's secrets masked. A target writes no tracking code.
+
+Optional methods a target may have, each asked by the core when present:
+
+- ``check(spec, options, compiled)``: refuse a job (raise ``UsageError``) before anything of
+  it exists, its MLflow run included (a scheduler's own dry run of the compiled text: ``sbatch
+  --test-only``); a ``check(spec, options)`` of two parameters is asked without it;
+- ``tracking_uri(options, notify) -> str | None``: the MLflow store its ranks can reach
+  (default: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the current folder);
+  None: none they can reach, the job runs untracked (say why with ``notify``);
+- ``save_logs(job_id, folder)``: write the ended job's logs into ``folder``, one file per
+  rank or node (``rank0.log``): the run keeps them, masked, as ``logs/NAME`` (default: the
+  lines of ``logs(job_id, None, False)`` as ``job.log``);
+- ``place(job_id) -> str``: where the id names one job (a Slurm cluster's name, a Jobs API's
+  address), for a scheduler whose ids repeat elsewhere: the core keys its record of the job by
+  it, so a job of another cluster with the same id never gets this one's run or secrets.
+
+``TargetType.tracks_itself``: the target's jobs make and end their own run (the local target's
+supervisor); the core then makes none. ``TargetType.shares_files``: the ranks see this
+machine's files (on it, or a shared file system): they also get distcomp's MLflow hook on
+their PYTHONPATH and report what they could not deliver into the job's folder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol, cast, runtime_checkable
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..records import TrackingRef
+    from ..records import Plan
+    from ..base.redact import Masker
+    from ..spec import ComponentSpec
+
+__all__ = ["JOB_NAME", "Compiled", "JobContext", "Notify", "OptionKind", "Target",
+           "TargetOption", "TargetType"]
+
+Notify = Callable[[str], None]
+OptionKind = Literal["str", "int", "float", "bool", "pairs", "list"]
+_OPTION = re.compile(r"^[a-z][a-z0-9_]*\Z")
+_TARGET = re.compile(r"^[a-z][a-z0-9-]*\Z")
+# the job's name in a compiled text, where the target names something after it (a job folder):
+# the core makes the name when it submits, so each submit of one Compiled gets its own
+JOB_NAME = "{{job_name}}"
+
+
+@dataclass(frozen=True)
+class TargetOption:
+    """One option of a target: a keyword of ``distcomp.compile/submit`` and a CLI flag.
+
+    ``kind``: ``str``, ``int``, ``float``, ``bool`` (a flag), ``list`` (a repeatable flag) or
+    ``pairs`` (a repeatable ``NAME=VALUE`` flag, a mapping in Python; ``separator`` may be
+    another character, e.g. ``:`` for ``CLAIM:PATH``). ``submit_only``: not used to compile:
+    it changes nothing of what ``compile`` makes (how to reach the cluster, the MLflow run,
+    how long to wait), so it may be given when a ``Compiled`` is submitted.
+    ``minimum``: the smallest number an ``int``/``float`` takes. ``path``: the value (each
+    value, for ``pairs``) is a path: ``"here"`` on the submitting machine (a relative one is read
+    where the submit runs), ``"there"`` where the job runs (on nodes that see none of this
+    machine's folders: it must be absolute); what relays an option (an MLflow backend config)
+    reads it so. ``writes``: the job writes on that path (its outputs, the folder its own
+    folder goes in): the core refuses, before anything of the job exists, a place no job may
+    write (a system folder, a registry, the code folder: ``jobs.written_place_problems``), for
+    every target alike.
+    """
+
+    name: str  # the Python keyword (``output_paths``); the flag is --output-paths unless ``flag`` says
+    kind: OptionKind = "str"
+    default: Any = None
+    help: str = ""
+    required: bool = False
+    submit_only: bool = False
+    flag: str = ""  # e.g. "--output-path"
+    short: str = ""  # e.g. "-i"
+    metavar: str = ""
+    separator: str = "="
+    minimum: float | None = None
+    path: Literal["", "here", "there"] = ""
+    writes: bool = False
+
+    def __post_init__(self) -> None:
+        if not _OPTION.match(self.name):
+            raise UsageError(f"target option {self.name!r}: a name is lowercase letters, digits and _")
+        if self.flag and not self.flag.startswith("--"):
+            raise UsageError(f"target option {self.name!r}: its flag must start with -- (got {self.flag!r})")
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any, target: str) -> Any:
+        """``value`` as this option holds it (a tuple for ``list``, a mapping for ``pairs``),
+        or a UsageError naming the option, the target and what it takes."""
+        if value is None:
+            return None
+        where = f"target {target!r}: option {self.name!r}"
+        kinds: dict[str, type | tuple[type, ...]] = {"str": str, "bool": bool, "int": int, "float": (int, float)}
+        if self.kind in kinds:
+            if isinstance(value, bool) and self.kind != "bool" or not isinstance(value, kinds[self.kind]):
+                raise UsageError(f"{where} takes a {self.kind}, got {type(value).__name__} {value!r}")
+            number = cast(float, value)
+            if self.minimum is not None and self.kind in ("int", "float") and not number >= self.minimum:
+                raise UsageError(f"{where} must be >= {self.minimum:g} (got {value!r})")
+            return float(number) if self.kind == "float" else value
+        if self.kind == "list":
+            items = [value] if isinstance(value, str) else list(value)
+            if not all(isinstance(v, str) for v in items):
+                raise UsageError(f"{where} takes strings")
+            return tuple(items)
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, (str, int, float))
+                                                     for k, v in value.items()):
+            raise UsageError(f"{where} takes a mapping of names to values (text, numbers or booleans)")
+        # a value as the command line gives it: True -> "true", as YAML writes it
+        return MappingProxyType({k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+                                 for k, v in value.items()})
+
+
+@dataclass(frozen=True)
+class TargetType:
+    """A target: its name (``--target NAME``), what it is, its options and its factory.
+
+    ``submits``: whether its targets can submit (``distcomp submit`` and the job commands take
+    it); such a target takes ``tracking`` and ``experiment`` too (added when it does not declare
+    them). ``job_ids``: a short note on the ids it gives, for ``distcomp targets``.
+    ``tracks_itself`` and ``shares_files``: see the module's doc.
+    """
+
+    name: str
+    factory: Callable[[], "Target"]
+    description: str = ""
+    options: tuple[TargetOption, ...] = ()
+    submits: bool = False
+    job_ids: str = ""
+    tracks_itself: bool = False
+    shares_files: bool = False
+
+    def __post_init__(self) -> None:
+        if not _TARGET.match(self.name):
+            raise UsageError(f"target {self.name!r}: a name is lowercase letters, digits and -")
+        seen: set[str] = set()
+        for option in self.options:
+            if not isinstance(option, TargetOption):
+                raise UsageError(f"target {self.name!r}: options must be TargetOption records")
+            if option.name in seen or option.name in COMMON:
+                raise UsageError(f"target {self.name!r}: option {option.name!r} is declared twice "
+                                 f"(or is one every target has: {', '.join(COMMON)})")
+            seen.add(option.name)
+        extra = tuple(o for o in (TRACKING, EXPERIMENT) if self.submits and o.name not in seen)
+        object.__setattr__(self, "options", tuple(self.options) + extra)
+
+    def option(self, name: str) -> TargetOption | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def bind(self, given: Mapping[str, Any], submitting: bool) -> dict[str, Any]:
+        """Every option's value (given, else its default), checked; an unknown or missing
+        one is a UsageError that names the target and the options it takes."""
+        known = {o.name for o in self.options if submitting or not o.submit_only}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            names = ", ".join(sorted(known)) or "none"
+            what = "submit" if submitting else "compile"
+            raise UsageError(f"target {self.name!r} does not take {', '.join(map(repr, unknown))} to {what} "
+                             f"(its options: {names})")
+        out: dict[str, Any] = {}
+        for option in self.options:
+            if option.name not in known:
+                continue
+            value = option.check(given.get(option.name), self.name)
+            if value is None:
+                if option.required:
+                    raise UsageError(f"target {self.name!r} needs {option.cli_flag} ({option.help or option.name})")
+                value = option.default
+            out[option.name] = value
+        return out
+
+
+# Options every target takes: applied to the spec before the target sees it, and passed in its
+# options too (None when not given), for a target that bakes them into what it writes.
+COMMON = ("nodes", "nproc_per_node")
+
+# What every submitting target takes, read by the core (the job's MLflow run); a target may
+# declare its own record of either, to say what it means there.
+TRACKING = TargetOption("tracking", "bool", default=True, submit_only=True,
+                        help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+EXPERIMENT = TargetOption("experiment", metavar="NAME", submit_only=True,
+                          help="MLflow experiment of the run (default: the component name)")
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What the core made of a job before its target submits it (``submit``'s ``job``)."""
+
+    plan: "Plan"  # the spec with its overrides, its Topology and the job's warnings
+    values: Mapping[str, Any]  # the typed input values (the ``inputs`` option, bound)
+    env: Mapping[str, str]  # what every rank needs: the job's MLflow run (empty when untracked)
+    masker: "Masker"  # the job's secrets: mask what the target writes or shows
+    name: str  # the job's name in the core, COMPONENT-TIME-XXXX (a target may use it for its own)
+    tracking: "TrackingRef | None" = None  # the job's MLflow run, if tracked
+    # what this target's ``compile`` made of the job with these options: what to submit, binding
+    # only ``env``, ``name`` and the secrets (None: a target's ``submit`` called by hand)
+    compiled: "Compiled | None" = None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What a target compiled, before anything is written: the document (``text``: a manifest,
+    a component file), and how it is written to a path the user gives (``writer``; default:
+    ``text``, whole or not at all). A target whose output is a folder has a ``writer`` and may
+    have no ``text``; one whose output depends on where it goes (relative code paths) writes
+    it for that place."""
+
+    kind: str  # what it is, for messages: "PyTorchJob mnist", "KFP component", "MLflow project"
+    text: str | None = None
+    writer: Callable[[Path], None] | None = None
+    notes: tuple[str, ...] = ()  # what the user should know (shown on stderr)
+    suffixes: tuple[str, ...] = ()  # what a file it is written to must end with (".yaml", ...)
+    folder: bool = False  # it is written as a folder
+    data: Any = None  # the compiled object itself (a manifest mapping, a component), for callers
+    # what ``submit`` binds, one line each (where the job's name, its MLflow run env and its
+    # secrets go): everything else of ``text`` is submitted as it is
+    late: tuple[str, ...] = ()
+    native: Any = field(default=None, compare=False, repr=False)  # the target's own record of it, for its submit
+    # what it was compiled from, set by the core (``distcomp.compile``): ``distcomp.submit`` takes it
+    target: str = ""
+    spec: "ComponentSpec | None" = field(default=None, compare=False, repr=False)
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.text is None and self.writer is None:
+            raise UsageError(f"{self.kind}: a compiled job has a text or a writer")
+
+    def bind(self, name: str) -> str:
+        """``text`` with the job's name in place of ``JOB_NAME``: the text a target that names
+        something after the job (a job folder) submits."""
+        assert self.text is not None
+        return self.text.replace(JOB_NAME, name)
+
+    def write_problem(self, path: "str | Path", force: bool = False) -> str | None:
+        """Why ``write(path, force)`` would refuse ``path``, as the whole message, or None: asked
+        before anything is said or written."""
+        from .owned import file_problem, folder_problem
+
+        out = Path(path)
+        if self.suffixes and out.suffix not in self.suffixes:
+            return f"{self.kind} is written to a file ending in {' or '.join(self.suffixes)} (got {out})"
+        code = self.spec.code if self.spec is not None else None
+        if self.folder:  # the target's writer says which folders it replaces (its own marker)
+            why = folder_problem(out, code, force=False)
+            return f"--out {out} {why}" if why else None
+        return file_problem(out, self.spec, force)
+
+    def write(self, path: "str | Path", force: bool = False) -> Path:
+        """Write it to ``path`` (whole or not at all); a UsageError says why it cannot be. Only
+        over what distcomp wrote (``distcomp.core.owned``): a file it wrote carries its mark, which
+        is added here where the format allows a comment; ``force``: over another existing file
+        too, but never the spec, a file of its code folder, a registry or a system folder."""
+        from .owned import mark_file, mark_text
+
+        out = Path(path)
+        why = self.write_problem(out, force)
+        if why:
+            raise UsageError(why)
+        by = f"distcomp compile --target {self.target}" if self.target else "distcomp compile"
+        if self.writer is not None:
+            self.writer(out)
+            if not self.folder and out.is_file():
+                mark_file(out, by)
+            return out
+        from ..base.files import write_atomic
+
+        assert self.text is not None
+        try:
+            write_atomic(out, mark_text(self.text, by) or self.text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+        return out
+
+
+@runtime_checkable
+class Target(Protocol):
+    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled: ...
