@@ -20,12 +20,14 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 def table(contracts: list[dict[str, Any]]) -> str:
     lines = ["| contract | kind | modules | may not import |", "|---|---|---|---|"]
     for c in contracts:
-        modules = c.get("source_modules") or c.get("modules") or c.get("ancestors") or []
+        modules = c.get("source_modules") or c.get("modules") or c.get("ancestors") or c.get("layers") or []
         banned = c.get("forbidden_modules", [])
         if c["type"] == "forbidden" and c.get("allow_indirect_imports"):
             kind = "forbidden (directly)"
         elif c["type"] == "forbidden":
             kind = "forbidden (also through another module)"
+        elif c["type"] == "layers":
+            kind = "layers (top to bottom: each imports only those below it)"
         else:
             kind = c["type"].replace("_", " ")
         lines.append(f"| {c['name']} | {kind} | {_names(modules)} | {_names(banned)} |")
