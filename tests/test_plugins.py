@@ -17,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+from distcomp.core.plan import make_plan
 import distcomp.core.plugins as plugins_module
 from distcomp.core.hookspec import DistcompSpecs, hookimpl
 from distcomp.launchers.mpi import mpi_topology
@@ -887,7 +888,7 @@ def test_a_plugin_launcher_brings_its_own_kubeflow_job(pm: PluginManager) -> Non
     pm.register_plugin(Plugin(), name="solo-plugin", provider="solo-dist 1.0")
     spec = loads("name: s\ntype: DistributedComponent\nlauncher:\n  type: solo\n  process_count_per_node: 1\n"
                  "  additional_arguments: python run.py\n", launchers=pm.alias_table())
-    manifest = compile_job(spec.with_overrides(nodes=3), {}, {}, pm=pm, image="i:1")
+    manifest = compile_job(make_plan(spec.with_overrides(nodes=3), gpu=False, pm=pm), {}, {}, pm=pm, image="i:1")
     assert manifest == {"apiVersion": "example.org/v1", "kind": "SoloJob", "metadata": {"name": "s"},
                         "spec": {"pods": 3, "command": ["python", "run.py"]}}
     assert pm.native_provider(pm.native_mappings(KUBEFLOW, "solo")[0]) == "solo-dist 1.0"
@@ -1025,7 +1026,7 @@ def test_native_mappings_docstring_example_makes_a_valid_pytorchjob(tmp_path: Pa
     fresh.register_plugin(example_module("distcomp_launchers"), name="mine-plugin", provider="mypkg 1.0")
     fresh.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
     spec = loads(spec_text("mine", nodes=3), base_dir=tmp_path, launchers=fresh.alias_table())
-    manifest = compile_job(spec, {}, {}, pm=fresh, image="i:1")
+    manifest = compile_job(make_plan(spec, gpu=False, pm=fresh), {}, {}, pm=fresh, image="i:1")
     crd = yaml.safe_load((REFERENCE / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
     jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2

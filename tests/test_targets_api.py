@@ -58,7 +58,7 @@ class ShellJob:
         text = "#!/bin/sh\\n# " + options["greeting"] + " from " + spec.name + "\\n" + shlex.join(argv) + "\\n"
         return Compiled(kind="shell script", text=text)
 
-    def submit(self, spec, options, notify):
+    def submit(self, spec, options, notify, job):
         job_id = uuid.uuid4().hex[:10]
         folder = _folder(job_id)
         folder.mkdir(parents=True)
@@ -316,7 +316,7 @@ for call, said in ((lambda: distcomp.submit(compiled, greeting="hey"), "'greetin
         assert said in str(exc), str(exc)
     else:
         raise AssertionError(said)
-yo = distcomp.submit(compiled, delay=0.1)  # a target of the first contract: it submits from spec and options
+yo = distcomp.submit(compiled, delay=0.1)  # a plain target object: it submits from spec and options
 assert yo.wait(timeout=60, poll=0.1).succeeded
 
 long = distcomp.submit(sys.argv[2], "shelljob")

@@ -331,22 +331,21 @@ class Plan:
 @dataclass(frozen=True)
 class JobOptions:
     """What a cluster job needs beyond the spec: its name, image, the rendered command, the
-    node layout and the env and resources of every pod."""
+    job's layout (the Plan's Topology) and the env and resources of every pod."""
 
     name: str
     image: str
     command: tuple[str, ...]  # the user's argv, inputs and outputs already rendered
-    nodes: int
-    processes_per_node: int
+    # the job's Topology, the Plan's (the target fills it in): builders read the node count, the
+    # processes per node, the roles and each replica's argv from it, never from the spec or a
+    # launcher module, so a cluster job matches a local run
+    topology: Topology
     namespace: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     workdir: str | None = None
     resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # per pod
     # PVC claim name -> mount path in every pod: storage the pods share with whoever else mounts it
     volumes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # the job's Topology, the Plan's (the target fills it in): builders read the roles and counts
-    # from it, never from a launcher module, so a cluster job matches a local run
-    topology: Topology | None = None
     # the job type being built: its runtime (Trainer v2), kind and API version
     job: "KubeflowJobType | None" = None
     # the launcher the command starts itself (the Plan's ``own``): a builder runs it as it is,
@@ -362,6 +361,16 @@ class JobOptions:
                 raise ValueError(f"JobOptions {self.name!r} volumes: {claim!r} -> {path!r} must be a claim name "
                                  "and an absolute mount path")
         object.__setattr__(self, "volumes", MappingProxyType(dict(self.volumes)))
+
+    @property
+    def nodes(self) -> int:
+        """The Topology's node count."""
+        return self.topology.nodes
+
+    @property
+    def processes_per_node(self) -> int:
+        """The Topology's processes per node."""
+        return self.topology.processes_per_node
 
 
 KubeflowBuild = Callable[["ComponentSpec", JobOptions], Mapping[str, Any]]

@@ -72,7 +72,7 @@ def test_more_than_one_node_is_refused_in_one_line(tmp_path: Path) -> None:
 def test_kubeflow_runs_the_command_in_one_pod_with_its_data_in_the_code_folder(tmp_path: Path) -> None:
     """One Master, the command itself (no torchrun, no agent); `path: ./data` is the pod's
     /distcomp/code/data, where the ConfigMap puts the code folder's data/ (not /data)."""
-    job = job_of(load(str(JOB)), {"volumes": {"results": "/results"}, "name": "prep", "image": "python:3.11-slim"})
+    job = job_of(make_plan(load(str(JOB)), gpu=False), {"volumes": {"results": "/results"}, "name": "prep", "image": "python:3.11-slim"})
     configmap, manifest = job.objects()
     validate(manifest)  # the CRD's schema, nothing the API server would prune
     (master,) = manifest["spec"]["pytorchReplicaSpecs"].values()
@@ -92,7 +92,7 @@ def test_kubeflow_runs_the_command_in_one_pod_with_its_data_in_the_code_folder(t
                          "prepared.json").read_text())
     assert result["rows"] == 2 and result["data"].endswith("/distcomp-code/data") and result["rank"] == 0
     # without a known working folder (code in the image, no --workdir) it stays relative: the image's
-    image = job_of(load(str(JOB)), {"volumes": {"results": "/results"}, "code": "image", "image": "i:1"})
+    image = job_of(make_plan(load(str(JOB)), gpu=False), {"volumes": {"results": "/results"}, "code": "image", "image": "i:1"})
     assert "data" in image.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
         "command"]
 

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from ..function import FunctionComponent
 
     from ..core.plugins import TargetPlugin
+    from ..records import Plan
     from ..spec import ComponentSpec
-    from ..core.target import Compiled, Notify
+    from ..core.target import Compiled, Notify, Target
 
 __all__ = ["JobHandle", "compile", "dryrun", "job", "load", "run", "submit"]
 
@@ -85,13 +86,16 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
     with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
     the logs are in the run folder either way); ``env``: variables for every rank."""
+    from ..core.plan import make_plan
     from ..targets.local import LocalRun, run_local
 
     request = LocalRun(inputs={k: _text(v) for k, v in (inputs or {}).items()}, outputs=dict(outputs or {}),
                        run_dir=os.fspath(run_dir) if run_dir is not None else None, timeout=timeout,
                        max_restarts=max_restarts, grace=grace, tracking=tracking, experiment=experiment,
                        system_metrics=system_metrics, echo=console is not None, env=dict(env or {}))
-    return run_local(_spec(spec, nodes, nproc_per_node), request, console, notify)
+    # the ranks inherit this process's environment: the advice reads it with the given variables
+    plan = make_plan(_spec(spec, nodes, nproc_per_node), env={**os.environ, **request.env})
+    return run_local(plan, request, console, notify)
 
 
 def _text(value: Any) -> str:
@@ -146,22 +150,35 @@ def _nodes(target: str, nodes: "int | str | None", options: dict[str, Any]) -> t
 
 def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any],
               submitting: bool = False) -> "Compiled":
-    """The target's compile of ``spec``, holding what it was made from (so it can be submitted).
+    """The target's compile of the job's one plan (made here: ``spec``, its overrides applied,
+    and the variables its ranks get), holding what it was made from (so it can be submitted).
     Submitting, a bad input the compile refuses comes with every input path ``submit`` would
     refuse, so that one try names them all."""
     from dataclasses import replace
     from types import MappingProxyType
 
+    from ..core.plan import make_plan
+    from ..core.submission import given_env
     from ..spec import InputError
 
+    instance = found.make()
+    gpu = _call(found, "has_gpu", spec, bound, instance=instance)
+    plan = make_plan(spec, env=given_env(bound), gpu=gpu)
     try:
-        compiled = _call(found, "compile", spec, bound)
+        compiled = _call(found, "compile", plan, bound, instance=instance)
     except InputError as exc:
         ports = _port_problems(found, spec, bound) if submitting else []
         if not ports:
             raise
         raise InputError("\n".join([*str(exc).splitlines(), *ports])) from None
-    return replace(compiled, target=found.type.name, spec=spec, options=MappingProxyType(bound))
+    return replace(compiled, target=found.type.name, plan=plan, options=MappingProxyType(bound))
+
+
+def _warn(plan: "Plan | None", notify: "Notify") -> None:
+    """The plan's warnings (the command's own launcher against the spec, a framework that would
+    misbehave), one ``warning:`` line each: what every target's job deserves to be told."""
+    for note in plan.warnings if plan is not None else ():
+        notify(f"warning: {note}")
 
 
 def _port_problems(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping[str, Any]) -> list[str]:
@@ -197,7 +214,7 @@ def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int
         spec = dryrun(spec, target, nodes=nodes, nproc_per_node=nproc_per_node, **options)
         options, nodes, nproc_per_node = {}, None, None  # compiled in
     compiled = spec
-    if compiled.spec is None or not compiled.target:
+    if compiled.plan is None or not compiled.target:
         raise UsageError(f"{compiled.kind}: submit what distcomp.compile or distcomp.dryrun returned (this Compiled "
                          "does not say what it was compiled from)")
     if target is not None and target != compiled.target:
@@ -207,17 +224,19 @@ def submit(spec: "SpecRef | Compiled", target: str | None = None, *, nodes: "int
                          "to distcomp.compile")
     found = _target(compiled.target, submitting=True)
     bound = _submit_options(found, compiled, options)
-    ports = _port_problems(found, compiled.spec, compiled.options)
+    ports = _port_problems(found, compiled.plan.spec, compiled.options)
     if ports:  # before anything of the job exists: its folder, its MLflow run
         from ..spec import InputError
 
         raise InputError("\n".join(ports))
-    instance = found.type.factory()  # kept by the handle: it may remember how to reach the job
+    say = notify or (lambda _m: None)
+    _warn(compiled.plan, say)
+    instance = found.make()  # kept by the handle: it may remember how to reach the job
 
     def call(method: str, *args: Any) -> Any:
         return _call(found, method, *args, instance=instance)
 
-    native, record = submit_job(found, instance, compiled, bound, notify or (lambda _m: None), call)
+    native, record = submit_job(found, instance, compiled, bound, say, call)
     return JobHandle(compiled.target, native, instance, record)
 
 
@@ -237,12 +256,12 @@ def _submit_options(found: "TargetPlugin", compiled: "Compiled", given: Mapping[
     return {**bound, **{k: compiled.options.get(k) for k in COMMON}}
 
 
-def _call(found: "TargetPlugin", method: str, *args: Any, instance: Any = None) -> Any:
+def _call(found: "TargetPlugin", method: str, *args: Any, instance: "Target | None" = None) -> Any:
     """A target's method; an error that is not distcomp's names the target and its provider."""
     from ..errors import DistcompError, JobError
 
     try:
-        return getattr(instance if instance is not None else found.type.factory(), method)(*args)
+        return getattr(instance if instance is not None else found.make(), method)(*args)
     except (DistcompError, KeyboardInterrupt):
         raise
     except Exception as exc:
@@ -277,7 +296,7 @@ class JobHandle:
 
     target: str
     id: str
-    instance: Any = field(default=None, compare=False, repr=False)  # the target object that submitted it
+    instance: "Target | None" = field(default=None, compare=False, repr=False)  # the target object that submitted it
     record: "Path | None" = field(default=None, compare=False, repr=False)  # the core's record of the job
 
     def __str__(self) -> str:
@@ -289,7 +308,7 @@ class JobHandle:
     def _ask(self, method: str, *args: Any) -> Any:
         found = self._found()
         if self.instance is None:
-            object.__setattr__(self, "instance", found.type.factory())
+            object.__setattr__(self, "instance", found.make())
         return _call(found, method, *args, instance=self.instance)
 
     def _settled(self, outcome: JobOutcome, notify: "Notify | None") -> JobOutcome:
@@ -297,6 +316,7 @@ class JobHandle:
 
         if self._found().type.tracks_itself:  # its jobs end their own run
             return outcome
+        assert self.instance is not None  # made by the _ask that got the outcome
         return settle(str(self), self.instance, outcome, self.record, notify)
 
     def status(self, notify: "Notify | None" = None) -> JobOutcome:
@@ -316,12 +336,11 @@ class JobHandle:
 
     def wait(self, timeout: float | None = None, poll: float = 1.0,
              notify: "Notify | None" = None) -> JobOutcome:
-        """Block until the job ends (or ``timeout`` seconds: its outcome so far). A target with a
-        ``wait(job_id, timeout, notify)`` of its own is asked; else its status is polled."""
-        if self.instance is None:
-            object.__setattr__(self, "instance", self._found().type.factory())
-        if hasattr(self.instance, "wait"):
-            return self._settled(self._ask("wait", self.id, timeout, notify or (lambda _m: None)), notify)
+        """Block until the job ends (or ``timeout`` seconds: its outcome so far). The target's
+        ``wait`` is asked; one that has none of its own (it answers None) has its status polled."""
+        waited = self._ask("wait", self.id, timeout, notify or (lambda _m: None))
+        if waited is not None:
+            return self._settled(waited, notify)
         deadline = None if timeout is None else time.monotonic() + timeout
         seen: JobState | None = None
         while True:

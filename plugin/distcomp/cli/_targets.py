@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..core.nodes import NodeRange
     from ..api import JobHandle
     from ..records import JobOutcome
-    from ..core.target import TargetOption, TargetType
+    from ..core.target import Compiled, TargetOption, TargetType
 
 
 def chosen_target(argv: Sequence[str]) -> str | None:
@@ -129,6 +129,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     refusal = compiled.write_problem(args.out, args.force) if args.out else None
     if refusal:  # one line, before any note: nothing is written
         raise _Usage(refusal)
+    _warnings(compiled, say)
     for note in compiled.notes:
         if "{out}" not in note:
             say(f"note: {note}")
@@ -210,6 +211,7 @@ def _dryrun(args: argparse.Namespace, spec: Any, nodes: int | None, values: dict
     if compiled.text is None:
         raise _Usage(f"--target {args.target} compiles no text to show; `distcomp compile --target {args.target} "
                      "--out PATH` writes it")
+    _warnings(compiled, say)
     for note in compiled.notes:
         if "{out}" not in note:
             say(f"note: {note}")
@@ -217,6 +219,12 @@ def _dryrun(args: argparse.Namespace, spec: Any, nodes: int | None, values: dict
         say(f"bound when submitted: {late}")
     sys.stdout.write(compiled.text)
     return EXIT_OK
+
+
+def _warnings(compiled: "Compiled", say: Callable[[str], None]) -> None:
+    """The job's plan's warnings, for every target (``distcomp submit`` says them as it submits)."""
+    for note in compiled.plan.warnings if compiled.plan is not None else ():
+        say(f"warning: {note}")
 
 
 def _report(outcome: "JobOutcome", say: Any) -> None:

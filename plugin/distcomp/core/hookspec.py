@@ -65,33 +65,37 @@ class DistcompSpecs:
         names the target (``--target NAME``), describes it, declares its options
         (``TargetOption``: the CLI makes each one a flag of ``compile``/``submit --target NAME``,
         and ``distcomp.compile``/``submit`` take them as keywords) and has a factory that makes
-        the target object (see ``distcomp.core.target``): ``compile(spec, options)`` returns a
+        the target object, a ``distcomp.target.Target`` (see ``distcomp.core.target``): the core
+        makes the job's plan once (``distcomp.core.plan.make_plan``: the spec with its overrides,
+        its Topology, its warnings) and hands it over, ``compile(plan, options)`` returning a
         ``Compiled`` (pure: nothing is created anywhere); a target with ``submits=True`` also has
-        ``submit(spec, options, notify, job)`` returning a job id it understands, ``status(job_id)``
+        ``submit(job, options, notify)`` returning a job id it understands, ``status(job_id)``
         and ``cancel(job_id)`` returning a ``JobOutcome``, and ``logs(job_id, rank, follow)``
         yielding lines. Users name a job as ``NAME:ID`` (``distcomp status NAME:ID``).
 
         The core owns what every job needs, so a target writes none of it: ``job`` (a
         ``distcomp.core.target.JobContext``) holds the job's plan (``job.plan.topology``: the
-        replicas, each with its argv and env), its bound input values, its masker and
-        ``job.env``, the variables every rank must get to log into the job's one MLflow run,
-        which the core created before ``submit`` and ends once a status, cancel or wait shows
-        the job ended (with the masked root cause as its ``distcomp.failure`` tag). The core
-        also masks the job's secrets in every outcome and log line it returns. A three-parameter
-        ``submit(spec, options, notify)`` still works: its spec's ``environment_variables``
-        then hold ``job.env``. See ``distcomp.core.target`` for the optional ``check``,
-        ``tracking_uri`` and ``save_logs``.
+        replicas, each with its argv and env), what ``compile`` made of it (``job.compiled``),
+        its bound input values, its masker and ``job.env``, the variables every rank must get
+        to log into the job's one MLflow run, which the core created before ``submit`` and ends
+        once a status, cancel or wait shows the job ended (with the masked root cause as its
+        ``distcomp.failure`` tag). The core also masks the job's secrets in every outcome and log
+        line it returns, and shows the plan's warnings. ``Target`` gives defaults for the
+        optional ``check``, ``tracking_uri``, ``save_logs``, ``place`` and ``wait``. A factory
+        that makes a plain object with ``compile(spec, options)`` (and ``submit(spec, options,
+        notify, job)``) still works: the plugin manager wraps it and hands it ``plan.spec``.
 
         A complete plugin, ``mypkg/plugin.py``, compiling a job to a shell script::
 
             import shlex
             from distcomp.core.hookspec import hookimpl
-            from distcomp.core.target import Compiled, TargetOption, TargetType
+            from distcomp.target import Compiled, Target, TargetOption, TargetType
 
-            class ScriptTarget:
-                def compile(self, spec, options):
-                    argv = spec.render({}, {})
-                    lines = ["#!/bin/sh", f"# {spec.name}: {spec.distribution.nodes} node(s)",
+            class ScriptTarget(Target):
+                def compile(self, plan, options):
+                    argv = plan.spec.render({}, {})
+                    t = plan.topology
+                    lines = ["#!/bin/sh", f"# {plan.spec.name}: {t.nodes} node(s), world size {t.world_size}",
                              f"exec {options['launcher_prefix']} {shlex.join(argv)}"]
                     return Compiled(kind="shell script", text="\\n".join(lines) + "\\n")
 

@@ -9,24 +9,28 @@ import os
 import sys
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import pluggy
 
 from . import hookspec
 from ..errors import UsageError
 from ..records import KubeflowJobType, LauncherType, RegistryStoreType
-from .target import TargetType
+from .target import Target, TargetType
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
+    from pathlib import Path
 
     from .kinds import NativeMapping
+    from .target import Compiled, JobContext, Notify
+    from ..records import JobOutcome, Plan
+    from ..spec import ComponentSpec
 
 R = TypeVar("R")
 
 __all__ = ["BUILTIN_PLUGINS", "Conflict", "DuplicateLauncherError", "DuplicatePluginError", "Launcher",
-           "PluginError", "PluginFailure", "PluginManager", "TargetPlugin", "UnknownLauncherError",
+           "PluginError", "PluginFailure", "PluginManager", "SpecTarget", "TargetPlugin", "UnknownLauncherError",
            "UnknownTargetError", "get_plugin_manager"]
 
 BUILTIN_PLUGINS = (
@@ -103,6 +107,74 @@ class TargetPlugin:
 
     type: TargetType
     provider: str
+
+    def make(self) -> Target:
+        """A new target object from the type's factory: a ``Target``, or another object wrapped
+        once in one (``SpecTarget``: a plugin written before ``Target`` existed)."""
+        made = self.type.factory()
+        target = made if isinstance(made, Target) else SpecTarget(made)
+        if not target.target_name:
+            target.target_name = self.type.name
+        return target
+
+
+class SpecTarget(Target):
+    """A target object that is no ``Target`` (a plugin written as the docs showed before it:
+    ``compile(spec, options)``, ``submit(spec, options, notify, job)``): each method is handed the
+    plan's spec; a method it lacks is ``Target``'s default."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def _own(self, name: str) -> Any:
+        return getattr(self.inner, name, None)
+
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> "Compiled":
+        return self.inner.compile(plan.spec, options)
+
+    def submit(self, job: "JobContext", options: Mapping[str, Any], notify: "Notify") -> str:
+        method = self._own("submit")
+        return super().submit(job, options, notify) if method is None else method(job.plan.spec, options, notify, job)
+
+    def status(self, job_id: str) -> "JobOutcome":
+        method = self._own("status")
+        return super().status(job_id) if method is None else method(job_id)
+
+    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
+        method = self._own("logs")
+        return super().logs(job_id, rank, follow) if method is None else method(job_id, rank, follow)
+
+    def cancel(self, job_id: str) -> "JobOutcome":
+        method = self._own("cancel")
+        return super().cancel(job_id) if method is None else method(job_id)
+
+    def wait(self, job_id: str, timeout: float | None, notify: "Notify") -> "JobOutcome | None":
+        method = self._own("wait")
+        return super().wait(job_id, timeout, notify) if method is None else method(job_id, timeout, notify)
+
+    def check(self, plan: "Plan", options: Mapping[str, Any], compiled: "Compiled") -> None:
+        method = self._own("check")
+        if method is not None:
+            method(plan.spec, options, compiled)
+
+    def tracking_uri(self, options: Mapping[str, Any], notify: "Notify") -> str | None:
+        method = self._own("tracking_uri")
+        return super().tracking_uri(options, notify) if method is None else method(options, notify)
+
+    def save_logs(self, job_id: str, folder: "Path") -> None:
+        method = self._own("save_logs")
+        if method is None:
+            super().save_logs(job_id, folder)
+        else:
+            method(job_id, folder)
+
+    def place(self, job_id: str) -> str:
+        method = self._own("place")
+        return super().place(job_id) if method is None else str(method(job_id) or "")
+
+    def has_gpu(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> bool | None:
+        method = self._own("has_gpu")
+        return super().has_gpu(spec, options) if method is None else method(spec, options)
 
 
 class PluginManager(pluggy.PluginManager):

@@ -1,9 +1,9 @@
 """A submitted job in the core: its one MLflow run, for every target (``distcomp.core.target``).
 
-``submit`` makes the job's plan, binds its inputs, builds its masker, creates its MLflow run
-before the target's ``submit`` (which gets all of it as a ``JobContext``) and keeps a small
-record per job: ``$XDG_STATE_HOME/distcomp/jobs/NAME/job.json`` (mode 600: it holds the masker's
-needles), found again from ``TARGET:ID`` through ``jobs/.ids/HASH``, the hash of ``TARGET:ID`` and
+``submit`` takes the job's plan from what was compiled (made once, by the core's compile),
+binds its inputs, builds its masker, creates its MLflow run before the target's ``submit``
+(which gets all of it as a ``JobContext``) and keeps a small record per job:
+``$XDG_STATE_HOME/distcomp/jobs/NAME/job.json`` (mode 600: it holds the masker's needles), found again from ``TARGET:ID`` through ``jobs/.ids/HASH``, the hash of ``TARGET:ID`` and
 the place where the id is unique (the target's optional ``place(job_id)``: the Slurm cluster's
 name, the Ray Jobs API's address), since a scheduler's id names one job only there. A record
 found is used only if it names that job at that place and, when the target's outcome names the
@@ -20,7 +20,6 @@ the Slurm job folder's job.json, a Kubeflow job's annotations) is ended, unless 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -41,9 +40,9 @@ if TYPE_CHECKING:
     from .plugins import TargetPlugin
     from ..base.redact import Masker
     from ..spec import ComponentSpec
-    from .target import Compiled, Notify
+    from .target import Compiled, Notify, Target
 
-__all__ = ["jobs_dir", "masker_of", "record_of", "settle", "submit"]
+__all__ = ["given_env", "jobs_dir", "masker_of", "record_of", "settle", "submit"]
 
 RECORD, LOCK, LOGS, IDS = "job.json", "job.lock", "logs", ".ids"
 VERSION = 1
@@ -62,18 +61,17 @@ def _index(job: str, place: str = "") -> Path:
     return jobs_dir() / IDS / hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
 
 
-def place_of(instance: Any, job: str) -> str:
+def place_of(instance: "Target | None", job: str) -> str:
     """Where job ``TARGET:ID``'s id names one job (the target's ``place``), "" when it says none."""
-    place = getattr(instance, "place", None)
-    if not callable(place):
+    if instance is None:
         return ""
     try:
-        return str(place(job.partition(":")[2]) or "")
+        return str(instance.place(job.partition(":")[2]) or "")
     except Exception:  # a cluster that does not answer now: the bare id, and the record checked
         return ""
 
 
-def record_of(job: str, instance: Any = None) -> Path | None:
+def record_of(job: str, instance: "Target | None" = None) -> Path | None:
     """The record folder of job ``TARGET:ID``, if this machine submitted it (at the place the
     target ``instance`` says the id names it)."""
     place = place_of(instance, job)
@@ -85,7 +83,7 @@ def record_of(job: str, instance: Any = None) -> Path | None:
     return folder if data.get("job") == job and str(data.get("place") or "") == place else None
 
 
-def masker_of(job: str, folder: Path | None = None, instance: Any = None) -> "Masker":
+def masker_of(job: str, folder: Path | None = None, instance: "Target | None" = None) -> "Masker":
     """The masker of job ``TARGET:ID`` from its record (none: a job submitted elsewhere)."""
     folder = folder if folder is not None and (folder / RECORD).is_file() else record_of(job, instance)
     return _masker(_read(folder) if folder is not None else {})
@@ -111,48 +109,24 @@ def _masker(data: Mapping[str, Any]) -> "Masker":
     return Masker(tuple(str(n) for n in data.get("needles") or ()))
 
 
-def _positional(method: Any) -> int:
-    """How many positional parameters a target's method takes (many: ``*args``)."""
-    try:
-        params = list(inspect.signature(method).parameters.values())
-    except (TypeError, ValueError):
-        return 0
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 1 << 10
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
-
-
-def _takes_job(method: Any) -> bool:
-    """Whether a target's ``submit`` takes the ``JobContext`` (a fourth parameter, or ``job``)."""
-    try:
-        names = inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
-    return _positional(method) >= 4 or "job" in names
-
-
 # -- submitting ------------------------------------------------------------------------------
 
-def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: Mapping[str, Any],
+def submit(found: "TargetPlugin", instance: "Target", compiled: "Compiled", options: Mapping[str, Any],
            notify: "Notify", call: Call) -> tuple[str, Path | None]:
-    """Submit ``compiled`` (what the target's compile made of its spec, overrides applied) with
-    ``instance``; returns the target's job id and the job's record folder (None for a target
+    """Submit ``compiled`` (what the target's compile made of the core's plan, ``compiled.plan``)
+    with ``instance``; returns the target's job id and the job's record folder (None for a target
     whose jobs track themselves)."""
-    from .plan import make_plan
     from ..base.redact import job_masker
     from ..spec import bind_inputs
     from .target import JobContext
 
-    assert compiled.spec is not None
-    spec = compiled.spec
-    given = options.get("env")
-    given_env = {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
-    plan = make_plan(spec, env={**spec.environment_variables, **given_env})
-    values = bind_inputs(plan.spec, dict(options.get("inputs") or {}), Path.cwd())  # InputError: a UsageError
-    masker = job_masker(plan.spec, values, given_env)
-    _check_places(found, plan.spec, options)
-    if hasattr(instance, "check"):  # the target's refusals, before anything of the job exists
-        call("check", plan.spec, options, *([compiled] if _positional(instance.check) >= 3 else []))
+    plan = compiled.plan
+    assert plan is not None
+    spec = plan.spec
+    values = bind_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())  # InputError: a UsageError
+    masker = job_masker(spec, values, given_env(options))
+    _check_places(found, spec, options)
+    call("check", plan, options, compiled)  # the target's refusals, before anything of the job exists
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
     folder = None if found.type.tracks_itself else jobs_dir() / name
     run = None
@@ -160,15 +134,11 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
         folder.mkdir(parents=True, mode=0o700)
     try:
         if folder is not None and options.get("tracking", True):
-            run = _start_run(found, instance, plan, values, masker, options, name, folder, given_env, notify, call)
+            run = _start_run(found, plan, values, masker, options, name, folder, notify, call)
         env = _rank_env(run, found.type.shares_files)
         ref = TrackingRef(run.run.run_id, run.uri, run.run.experiment_id) if run is not None else None
-        job = JobContext(plan, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref, compiled)
-        if _takes_job(instance.submit):
-            job_id = str(call("submit", plan.spec, options, notify, job))
-        else:  # a target of the first contract: the run's env reaches its ranks with the spec's own
-            legacy = replace(plan.spec, environment_variables={**plan.spec.environment_variables, **env})
-            job_id = str(call("submit", legacy, options, notify))
+        job = JobContext(plan, compiled, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref)
+        job_id = str(call("submit", job, options, notify))
     except BaseException as exc:  # no job: its run ends FAILED with the reason, never left RUNNING
         if isinstance(exc, Exception) and masker and masker.text(str(exc)) != str(exc):
             exc.args = (masker.text(str(exc)),)  # the reason as the console shows it: the job's secrets masked
@@ -200,6 +170,12 @@ def submit(found: "TargetPlugin", instance: Any, compiled: "Compiled", options: 
     return job_id, folder
 
 
+def given_env(options: Mapping[str, Any]) -> dict[str, str]:
+    """The variables the user gave every rank (the ``env`` option of a target that has one)."""
+    given = options.get("env")
+    return {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
+
+
 def _check_places(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping[str, Any]) -> None:
     """The one output-path rule, for every target alike (``jobs.written_place_problems``): where
     its options say the job writes (``TargetOption.writes``), no system folder, registry or code
@@ -224,24 +200,23 @@ def _check_places(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping
         raise InputError("\n".join(problems))
 
 
-def _start_run(found: "TargetPlugin", instance: Any, plan: "Plan", values: Mapping[str, Any], masker: "Masker",
-               options: Mapping[str, Any], name: str, folder: Path, given_env: Mapping[str, str],
-               notify: "Notify", call: Call) -> Any:
-    """The job's run, in the store the target's ranks reach (its ``tracking_uri``, else the
+def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], masker: "Masker",
+               options: Mapping[str, Any], name: str, folder: Path, notify: "Notify", call: Call) -> Any:
+    """The job's run, in the store the target's ranks reach (its ``tracking_uri``: "" the
     default); None when there is none."""
     from .jobs import Job
     from ..tracking import TrackingError, describe, start_run
 
     environ = dict(os.environ)
-    if hasattr(instance, "tracking_uri"):
-        uri = call("tracking_uri", options, notify)
-        if not uri:
-            return None
+    uri = call("tracking_uri", options, notify)
+    if uri is None:
+        return None
+    if uri:
         environ["MLFLOW_TRACKING_URI"] = str(uri)
     job = Job(plan.spec, MappingProxyType(dict(values)), MappingProxyType({}), folder, name)
     try:
         run = start_run(job, plan.topology, environ, Path.cwd(), options.get("experiment"), notify,
-                        local_ranks=found.type.shares_files, given=given_env, masker=masker)
+                        local_ranks=found.type.shares_files, given=given_env(options), masker=masker)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
     if run is not None:
@@ -260,7 +235,7 @@ def _rank_env(run: Any, shares_files: bool) -> dict[str, str]:
 
 # -- a job's end -------------------------------------------------------------------------------
 
-def settle(job: str, instance: Any, outcome: JobOutcome, folder: Path | None,
+def settle(job: str, instance: "Target", outcome: JobOutcome, folder: Path | None,
            notify: "Notify | None") -> JobOutcome:
     """``outcome`` as the user sees it: masked, naming the job's run; once the job ended, its run
     ended too (``notify``, else stderr, hears what could not be done)."""
@@ -279,7 +254,7 @@ def settle(job: str, instance: Any, outcome: JobOutcome, folder: Path | None,
     return outcome
 
 
-def _end(job: str, instance: Any, outcome: JobOutcome, folder: Path | None) -> list[str]:
+def _end(job: str, instance: "Target", outcome: JobOutcome, folder: Path | None) -> list[str]:
     """End the job's run once; the problems."""
     assert outcome.tracking is not None
     ref = outcome.tracking
@@ -298,7 +273,7 @@ def _end(job: str, instance: Any, outcome: JobOutcome, folder: Path | None) -> l
         return problems
 
 
-def _end_run(job: str, instance: Any, outcome: JobOutcome, folder: Path, data: Mapping[str, Any],
+def _end_run(job: str, instance: "Target", outcome: JobOutcome, folder: Path, data: Mapping[str, Any],
              check: bool) -> tuple[bool, list[str]]:
     """(whether the run now holds the job's end, the problems); ``check``: first ask the run
     whether someone ended it already."""
@@ -331,17 +306,11 @@ def _end_run(job: str, instance: Any, outcome: JobOutcome, folder: Path, data: M
     return ended, problems + more + ([] if ended else [left])
 
 
-def _save_logs(instance: Any, job: str, logs: Path, masker: "Masker") -> list[str]:
-    """The job's logs in ``logs``, masked: the target's ``save_logs``, else its ``logs()`` lines."""
+def _save_logs(instance: "Target", job: str, logs: Path, masker: "Masker") -> list[str]:
+    """The job's logs in ``logs`` (the target's ``save_logs``), masked."""
     logs.mkdir(parents=True, exist_ok=True)
-    native = job.partition(":")[2]
     try:
-        if hasattr(instance, "save_logs"):
-            instance.save_logs(native, logs)
-        else:
-            with open(logs / "job.log", "w", encoding="utf-8", errors="replace") as out:
-                for line in instance.logs(native, None, False):
-                    out.write(masker.text(line))
+        instance.save_logs(job.partition(":")[2], logs)
     except Exception as exc:  # the run still ends; it lacks the logs
         return [f"could not gather the logs of {job} for its MLflow run: {type(exc).__name__}: {_first_line(exc)}"]
     for path in logs.iterdir():

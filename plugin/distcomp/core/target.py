@@ -6,16 +6,25 @@ Modelled on TorchX's schedulers: compiling (``submit_dryrun``) is apart from sub
 as records (TorchX's ``runopts``) so the CLI builds each target's own flags and the Python API
 checks keyword arguments against the same list.
 
-A target is an object the ``TargetType.factory`` makes. It must have ``compile``; a target
-that runs jobs has ``submit``, ``status``, ``logs`` and ``cancel`` too (``wait`` is optional:
-without it, distcomp polls ``status``)::
+A target is a ``Target``: the object the ``TargetType.factory`` makes, a subclass that
+overrides ``compile`` and, for a target that runs jobs, ``submit``, ``status``, ``logs`` and
+``cancel``; every other method has a default (each method's doc says what it may raise)::
 
-    class MyTarget:
-        def compile(self, spec, options) -> Compiled: ...
-        def submit(self, spec, options, notify, job: JobContext) -> str: ...   # the job's id
+    class MyTarget(Target):
+        def compile(self, plan, options) -> Compiled: ...
+        def submit(self, job: JobContext, options, notify) -> str: ...   # the job's id
         def status(self, job_id) -> JobOutcome: ...
         def logs(self, job_id, rank, follow) -> Iterator[str]: ...   # lines, with their newline
         def cancel(self, job_id) -> JobOutcome: ...
+
+A factory that makes an object of another class (a plugin written before ``Target`` existed:
+``compile(spec, options)``, ``submit(spec, options, notify, job)``) gets it wrapped once, where
+the plugin manager makes targets (``TargetPlugin.make``): each method is handed ``plan.spec``.
+
+**The core makes the Plan once** (``distcomp.core.plan.make_plan``: the spec with the nodes and
+processes overrides, its Topology and the warnings the job deserves), when it compiles, and
+hands it to the target's ``compile``; the ``Compiled`` carries it (``Compiled.plan``), and the
+commands show its warnings for every target alike. No target makes a plan of its own.
 
 **Compile once, submit what was compiled** (TorchX's ``schedule(submit_dryrun(...))``):
 ``distcomp.submit(spec, target, **options)`` is ``distcomp.submit(distcomp.dryrun(spec, target,
@@ -25,38 +34,25 @@ target's ``submit`` finds it as ``job.compiled`` and submits it as it is, bindin
 cannot exist before the submit: the job's MLflow run env (``job.env``), its name (``job.name``)
 and its secrets file; ``Compiled.late`` says where each goes (``JOB_NAME`` is the placeholder
 of the job's name in a compiled text). So what ``distcomp compile`` printed is what runs. An
-option that changes what ``compile`` makes is therefore never ``submit_only``. A target that
-ignores ``job.compiled`` (one written before it existed) still works: it submits from
-``spec`` and ``options`` as before.
+option that changes what ``compile`` makes is therefore never ``submit_only``.
 
-**What the core does around a target** (``distcomp.submit``; the job handle): it makes the
-job's one ``Plan`` (``distcomp.core.plan.make_plan``), binds the ``inputs`` option, builds the job's
-one ``Masker`` (``distcomp.base.redact``) and, unless ``tracking=False`` (``--no-tracking``: every
-submitting target takes ``tracking`` and ``experiment``), **creates the job's MLflow run
-before** ``submit``. ``submit`` gets all of it as a ``JobContext``: ``job.env`` holds what
-every rank needs to log into the run (``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``,
-``DISTCOMP_*``), so a target only passes ``job.env`` on to its ranks. (A ``submit(spec,
-options, notify)`` of three parameters still works: it gets the spec with ``job.env`` added to
-its ``environment_variables``.) A ``submit`` that raises ends the run FAILED with the masked
+**What the core does around a target** (``distcomp.submit``; the job handle): it binds the
+``inputs`` option, builds the job's one ``Masker`` (``distcomp.base.redact``) and, unless
+``tracking=False`` (``--no-tracking``: every submitting target takes ``tracking`` and
+``experiment``), **creates the job's MLflow run before** ``submit``. ``submit`` gets all of it
+as a ``JobContext``: ``job.env`` holds what every rank needs to log into the run
+(``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``, ``DISTCOMP_*``), so a target only passes
+``job.env`` on to its ranks. A ``submit`` that raises ends the run FAILED with the masked
 reason. When a status, cancel or wait the core makes shows the job ended, in this process or in
 a later one (``distcomp status TARGET:ID``), the core ends the run once, with the outcome's
 state, its masked root cause as the ``distcomp.failure`` tag and the job's logs as artifacts,
 and shows the outcome with the job's secrets masked. A target writes no tracking code.
 
-Optional methods a target may have, each asked by the core when present:
-
-- ``check(spec, options, compiled)``: refuse a job (raise ``UsageError``) before anything of
-  it exists, its MLflow run included (a scheduler's own dry run of the compiled text: ``sbatch
-  --test-only``); a ``check(spec, options)`` of two parameters is asked without it;
-- ``tracking_uri(options, notify) -> str | None``: the MLflow store its ranks can reach
-  (default: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the current folder);
-  None: none they can reach, the job runs untracked (say why with ``notify``);
-- ``save_logs(job_id, folder)``: write the ended job's logs into ``folder``, one file per
-  rank or node (``rank0.log``): the run keeps them, masked, as ``logs/NAME`` (default: the
-  lines of ``logs(job_id, None, False)`` as ``job.log``);
-- ``place(job_id) -> str``: where the id names one job (a Slurm cluster's name, a Jobs API's
-  address), for a scheduler whose ids repeat elsewhere: the core keys its record of the job by
-  it, so a job of another cluster with the same id never gets this one's run or secrets.
+Methods with a default, which a target overrides where it has more to say: ``check`` (refuse a
+job before anything of it exists), ``tracking_uri`` (the MLflow store its ranks reach),
+``save_logs`` (the ended job's logs for its run), ``place`` (where a job id names one job),
+``wait`` (block until the job ends) and ``has_gpu`` (whether the job's machines have a GPU,
+for the plan's advice).
 
 ``TargetType.tracks_itself``: the target's jobs make and end their own run (the local target's
 supervisor); the core then makes none. ``TargetType.shares_files``: the ranks see this
@@ -67,16 +63,16 @@ their PYTHONPATH and report what they could not deliver into the job's folder.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, cast
 
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..records import TrackingRef
-    from ..records import Plan
+    from ..records import JobOutcome, Plan, TrackingRef
     from ..base.redact import Masker
     from ..spec import ComponentSpec
 
@@ -238,14 +234,14 @@ class JobContext:
     """What the core made of a job before its target submits it (``submit``'s ``job``)."""
 
     plan: "Plan"  # the spec with its overrides, its Topology and the job's warnings
+    # what this target's ``compile`` made of the job with these options: what to submit, binding
+    # only ``env``, ``name`` and the secrets
+    compiled: "Compiled"
     values: Mapping[str, Any]  # the typed input values (the ``inputs`` option, bound)
     env: Mapping[str, str]  # what every rank needs: the job's MLflow run (empty when untracked)
     masker: "Masker"  # the job's secrets: mask what the target writes or shows
     name: str  # the job's name in the core, COMPONENT-TIME-XXXX (a target may use it for its own)
     tracking: "TrackingRef | None" = None  # the job's MLflow run, if tracked
-    # what this target's ``compile`` made of the job with these options: what to submit, binding
-    # only ``env``, ``name`` and the secrets (None: a target's ``submit`` called by hand)
-    compiled: "Compiled | None" = None
 
 
 @dataclass(frozen=True)
@@ -269,12 +265,17 @@ class Compiled:
     native: Any = field(default=None, compare=False, repr=False)  # the target's own record of it, for its submit
     # what it was compiled from, set by the core (``distcomp.compile``): ``distcomp.submit`` takes it
     target: str = ""
-    spec: "ComponentSpec | None" = field(default=None, compare=False, repr=False)
+    plan: "Plan | None" = field(default=None, compare=False, repr=False)  # the core's, made once
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.text is None and self.writer is None:
             raise UsageError(f"{self.kind}: a compiled job has a text or a writer")
+
+    @property
+    def spec(self) -> "ComponentSpec | None":
+        """The spec it was compiled from (its plan's: overrides applied)."""
+        return self.plan.spec if self.plan is not None else None
 
     def bind(self, name: str) -> str:
         """``text`` with the job's name in place of ``JOB_NAME``: the text a target that names
@@ -323,6 +324,87 @@ class Compiled:
         return out
 
 
-@runtime_checkable
-class Target(Protocol):
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled: ...
+class Target(ABC):
+    """A target's object (what ``TargetType.factory`` makes): ``compile`` is its own; the rest
+    have defaults, those of a job's life (``submit``, ``status``, ``logs``, ``cancel``) saying
+    that this target only compiles.
+
+    What a method may raise: ``distcomp.errors.UsageError`` for what the user can fix (an
+    option, an input, a cluster that is not configured; the CLI exits 2), ``JobError`` for a job
+    that failed or could not start (exit 1). Any other exception from a third-party target is
+    reported as a JobError naming the target and its provider; one from distcomp's own is a bug
+    and shows its traceback."""
+
+    # the name it is registered under, set by the plugin manager (``TargetPlugin.make``): messages say it
+    target_name: str = ""
+
+    @abstractmethod
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
+        """What runs ``plan`` with these options (the target's own, checked, and ``nodes`` and
+        ``nproc_per_node``, already in the plan), made without side effects: nothing is created
+        anywhere. Raises UsageError for an input, option or spec it cannot compile."""
+
+    def submit(self, job: JobContext, options: Mapping[str, Any], notify: Notify) -> str:
+        """Submit ``job.compiled`` (made by this target's ``compile`` from ``job.plan``), binding
+        only ``job.env``, ``job.name`` and the job's secrets; returns the job's id, which
+        ``status``, ``logs`` and ``cancel`` take. ``options``: the compile's and the submit-only
+        ones; ``notify`` hears progress lines. Raises UsageError (a cluster that refuses the
+        job's settings) or JobError (it could not be submitted): the job's run then ends FAILED."""
+        raise self._compiles_only("submit")
+
+    def status(self, job_id: str) -> "JobOutcome":
+        """Where the job stands now. Raises UsageError for an id this target does not know."""
+        raise self._compiles_only("status")
+
+    def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
+        """Lines of the job's logs, with their newlines (one rank's with ``rank``); ``follow``:
+        until the job has ended. Raises UsageError for an unknown id or rank."""
+        raise self._compiles_only("logs")
+
+    def cancel(self, job_id: str) -> "JobOutcome":
+        """Stop the job and return its outcome once it has ended. Raises UsageError for an
+        unknown id, JobError when the job could not be stopped."""
+        raise self._compiles_only("cancel")
+
+    def wait(self, job_id: str, timeout: float | None, notify: Notify) -> "JobOutcome | None":
+        """Block until the job ends (or ``timeout`` seconds: its outcome so far); ``notify``
+        hears each change. None (the default): this target has no wait of its own, and the core
+        polls ``status``. Raises as ``status`` does."""
+        return None
+
+    def check(self, plan: "Plan", options: Mapping[str, Any], compiled: Compiled) -> None:
+        """Refuse the job before anything of it exists, its MLflow run included (a scheduler's
+        own dry run of ``compiled``: ``sbatch --test-only``); raises UsageError (JobError: the
+        scheduler does not answer). The default refuses nothing."""
+
+    def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str | None:
+        """The MLflow store the job's ranks can reach: a URI; "" (the default): the default
+        store, ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the current folder;
+        None: none they can reach, the job runs untracked (say why with ``notify``)."""
+        return ""
+
+    def save_logs(self, job_id: str, folder: Path) -> None:
+        """Write the ended job's logs into ``folder``, one file per rank or node (``rank0.log``):
+        its MLflow run keeps them, masked, as ``logs/NAME``. The default: the lines of
+        ``logs(job_id, None, False)`` as ``job.log``. An error leaves the run without logs."""
+        with open(folder / "job.log", "w", encoding="utf-8", errors="replace") as out:
+            for line in self.logs(job_id, None, False):
+                out.write(line)
+
+    def place(self, job_id: str) -> str:
+        """Where ``job_id`` names one job (a Slurm cluster's name, a Jobs API's address), for a
+        scheduler whose ids repeat elsewhere: the core keys its record of the job by it, so a
+        job of another cluster with the same id never gets this one's run or secrets. The
+        default: "" (ids are unique). An error counts as ""."""
+        return ""
+
+    def has_gpu(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> bool | None:
+        """Whether the job's machines have a GPU, for the plan's advice (accelerate on a job
+        without one). None (the default): the spec's resources say, else this machine (a job
+        that runs here)."""
+        return None
+
+    def _compiles_only(self, method: str) -> UsageError:
+        name = self.target_name or type(self).__name__
+        return UsageError(f"target {name!r} only compiles: it has no {method} (`distcomp targets` lists the "
+                          "targets that submit)")

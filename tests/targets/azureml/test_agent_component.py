@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from distcomp.core.hookspec import DistcompSpecs
+from distcomp.core.plan import make_plan
 
 from ..._dists import install
 from ...test_plugins import example_code
@@ -90,4 +91,4 @@ def test_a_layout_that_needs_another_nodes_address_is_refused_at_compile(tmp_pat
                  "launcher: {type: mine, additional_arguments: python x.py}\n", base_dir=tmp_path,
                  launchers=pm.alias_table()).with_overrides(nodes=2)
     with pytest.raises(AzureMLTargetError, match=r"needs host:1 \(another node's address\)"):
-        component_mapping(spec, tmp_path, pm)
+        component_mapping(make_plan(spec, gpu=False, pm=pm), tmp_path, pm)

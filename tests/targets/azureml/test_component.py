@@ -20,6 +20,7 @@ from distcomp.spec import ComponentSpec, load, loads
 from distcomp.spec._template import parse
 from distcomp.targets.azureml import azure_name, compile_mapping
 from distcomp.targets.azureml._component import component_mapping
+from distcomp.core.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[3]
 PEERS = REPO / "tests" / "reference" / "peer-specs"
@@ -269,7 +270,7 @@ def test_environment_flags_replace_the_specs(tmp_path: Path) -> None:
 
 
 def test_missing_code_folder_is_left_out_with_a_note(tmp_path: Path) -> None:
-    compiled = compile_mapping(PEERS / "azureml-v2-job-pytorch-cifar.yml", tmp_path)
+    compiled = compile_mapping(make_plan(load(str(PEERS / "azureml-v2-job-pytorch-cifar.yml")), gpu=False), tmp_path)
     assert "code" not in compiled.component
     assert any("code folder" in n and "does not exist" in n for n in compiled.notes)
     assert any("'cifar'" in n and "azureml:cifar-10-example:1" in n for n in compiled.notes)
@@ -286,15 +287,15 @@ def test_a_plugin_launcher_brings_its_own_distribution(tmp_path: Path) -> None:
                  "launcher: {type: mine, additional_arguments: python x.py}\n", base_dir=tmp_path,
                  launchers=pm.alias_table())
     # none of its own: each instance runs distcomp's node agent
-    agent = component_mapping(spec.with_overrides(nodes=2), tmp_path, pm)
+    agent = component_mapping(make_plan(spec.with_overrides(nodes=2), gpu=False, pm=pm), tmp_path, pm)
     assert agent.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
     assert "node agent" in " ".join(agent.notes) and "distcomp.agent" in agent.component["command"]
     # on one node its layout is one bare process (Topology.plain): a command job, its variables its own
-    plain = component_mapping(spec, tmp_path, pm)
+    plain = component_mapping(make_plan(spec, gpu=False, pm=pm), tmp_path, pm)
     assert "distribution" not in plain.component and plain.component["command"] == "python x.py"
     assert plain.component["environment_variables"] == {"MY_RANK": "0", "MY_WORLD": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     pm.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
-    native = component_mapping(spec, tmp_path, pm)
+    native = component_mapping(make_plan(spec, gpu=False, pm=pm), tmp_path, pm)
     assert native.component["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
     assert native.component["command"] == "python x.py"  # Azure's own distribution: no node agent
     assert "node agent" not in " ".join(native.notes)

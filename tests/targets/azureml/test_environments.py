@@ -17,6 +17,8 @@ import yaml
 from distcomp import azureml
 from distcomp.targets.azureml import compile_mapping
 from distcomp.targets.azureml import AzureMLTargetError, to_yaml
+from distcomp.core.plan import make_plan
+from distcomp.spec import load
 
 logging.getLogger("azure.ai.ml").setLevel(logging.ERROR)
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore:.*:UserWarning:marshmallow")
@@ -97,7 +99,7 @@ def test_a_build_context_drops_the_image_with_a_note(project: Path) -> None:
     spec = project / "job.yml"
     spec.write_text(V2.format(environment="{build: {path: environments/gpu}, image: python:3.11, "
                                           "conda_file: environments/env.yml}"))
-    compiled = compile_mapping(spec, project)
+    compiled = compile_mapping(make_plan(load(str(spec)), gpu=False), project)
     assert compiled.component["environment"] == {"build": {"path": "environments/gpu"}}
     assert any("image and conda_file were left out" in n for n in compiled.notes), compiled.notes
 
@@ -106,10 +108,10 @@ def test_a_missing_context_or_file_is_named(project: Path, tmp_path: Path) -> No
     spec = project / "job.yml"
     spec.write_text(V2.format(environment="{build: {path: docker-context}}"))
     with pytest.raises(AzureMLTargetError, match="the environment build context 'docker-context' does not exist"):
-        compile_mapping(spec, project)
+        compile_mapping(make_plan(load(str(spec)), gpu=False), project)
     spec.write_text(V2.format(environment="file:missing.yml"))
     with pytest.raises(AzureMLTargetError, match="the environment file 'missing.yml' does not exist"):
-        compile_mapping(spec, project)
+        compile_mapping(make_plan(load(str(spec)), gpu=False), project)
     proc = subprocess.run([sys.executable, "-m", "distcomp", "compile", "--target", "azureml", str(spec),
                            "--out", str(tmp_path / "c.yml")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -119,6 +121,6 @@ def test_a_missing_context_or_file_is_named(project: Path, tmp_path: Path) -> No
 def test_a_url_build_context_is_kept_as_written(project: Path) -> None:
     spec = project / "job.yml"
     spec.write_text(V2.format(environment="{build: {path: 'https://github.com/org/repo.git#main:docker'}}"))
-    compiled = compile_mapping(spec, project / "elsewhere")
+    compiled = compile_mapping(make_plan(load(str(spec)), gpu=False), project / "elsewhere")
     assert compiled.component["environment"] == {"build": {"path": "https://github.com/org/repo.git#main:docker"}}
     yaml.safe_load(to_yaml(compiled.component))

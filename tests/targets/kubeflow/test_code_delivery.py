@@ -26,6 +26,7 @@ from distcomp.spec import load
 from distcomp.targets.kubeflow._code import CODE_DIR, CONFIGMAP_MAX, plan_code
 from distcomp.targets.kubeflow._compile import CompileError
 from distcomp.targets.kubeflow._job import job_of
+from distcomp.core.plan import make_plan
 
 from tests._s3server import S3Server, s3_server  # noqa: F401
 
@@ -70,7 +71,7 @@ def test_the_example_runs_on_a_python_and_torch_image_from_a_configmap(tmp_path:
                           capture_output=True).returncode != 0, "the stand-in image must not hold distcomp"
     wheels = _wheel(tmp_path / "wheels").parent
     spec = load(str(EXAMPLE)).with_overrides(nodes=2)
-    job = job_of(spec, {"inputs": {"epochs": "1", "samples": "256"}, "volumes": {"results": "/results"},
+    job = job_of(make_plan(spec, gpu=False), {"inputs": {"epochs": "1", "samples": "256"}, "volumes": {"results": "/results"},
                         "packages": ["tinypkg==1.0"], "name": "ddp",
                         # pip in the pods reads its index from the env; here: the local wheel only
                         "env": {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}})
@@ -122,7 +123,7 @@ def test_the_example_fetches_its_code_from_the_store_and_its_model_comes_back(
         monkeypatch.setenv(name, value)
     store = f"s3://{s3_server.bucket}/jobs-{tmp_path.name}"
     spec = load(str(EXAMPLE)).with_overrides(nodes=2)
-    job = job_of(spec, {"inputs": {"epochs": "1", "samples": "256"}, "store": store, "store_secret": "s3-creds",
+    job = job_of(make_plan(spec, gpu=False), {"inputs": {"epochs": "1", "samples": "256"}, "store": store, "store_secret": "s3-creds",
                         "name": "ddp"})
     assert job.code.mode == "store" and job.code.key.startswith(f"jobs-{tmp_path.name}/code/sha256-")
     assert job.outputs.where == {"model": f"{store}/outputs/ddp/model/"}
@@ -170,7 +171,7 @@ def test_a_trainjob_node_fetches_its_code_and_uploads_its_model(
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
     spec = load(str(EXAMPLE))  # one node, 2 processes
-    job = job_of(spec, {"inputs": {"epochs": "1", "samples": "256"}, "store": f"s3://{s3_server.bucket}/tj",
+    job = job_of(make_plan(spec, gpu=False), {"inputs": {"epochs": "1", "samples": "256"}, "store": f"s3://{s3_server.bucket}/tj",
                         "store_secret": "s3-creds", "name": "tj", "trainer_v2": True})
     validate(job.manifest)
     upload(job.code, lambda _m: None)
@@ -198,7 +199,7 @@ def test_a_trainjob_node_fetches_its_code_and_uploads_its_model(
 @pytest.mark.parametrize("code", ["configmap", "image"])
 def test_outputs_go_to_the_store_whichever_way_the_code_goes(code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio.example:9000")
-    job = job_of(load(str(EXAMPLE)), _options(code=code, store="s3://bucket/team", store_secret="s3-creds"))
+    job = job_of(make_plan(load(str(EXAMPLE)), gpu=False), _options(code=code, store="s3://bucket/team", store_secret="s3-creds"))
     assert job.code.mode == code and [o["kind"] for o in job.objects()][-1] == "PyTorchJob"
     assert job.outputs.where == {"model": "s3://bucket/team/outputs/ddp/model/"}
     master = job.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
@@ -213,7 +214,7 @@ def test_outputs_go_to_the_store_only_from_a_job_whose_node_0_ends(tmp_path: Pat
     mpi = ROOT / "components" / "mpi-allreduce-bench" / "component.yaml"
     spec = load(str(mpi))
     with pytest.raises(CompileError, match="a MPIJob cannot upload its outputs .* give --volume CLAIM:/data"):
-        job_of(spec, {"store": "s3://bucket/p", "name": "mpi"})
+        job_of(make_plan(spec, gpu=False), {"store": "s3://bucket/p", "name": "mpi"})
 
 
 def _options(**more: Any) -> dict[str, Any]:
@@ -223,28 +224,28 @@ def _options(**more: Any) -> dict[str, Any]:
 def test_an_output_on_the_pods_own_disk_is_a_compile_error() -> None:
     spec = load(str(EXAMPLE))
     with pytest.raises(CompileError) as err:
-        job_of(spec, _options())
+        job_of(make_plan(spec, gpu=False), _options())
     text = str(err.value)
     assert "output 'model' would be written to /outputs/model on the pod's own disk" in text
     assert "--volume CLAIM:/data" in text and "--store s3://" in text and "--scratch model" in text
-    assert job_of(spec, _options(scratch=["model"])).outputs.where == {"model": "scratch (lost with the pod)"}
+    assert job_of(make_plan(spec, gpu=False), _options(scratch=["model"])).outputs.where == {"model": "scratch (lost with the pod)"}
     with pytest.raises(CompileError, match="--scratch nope: no such output"):
-        job_of(spec, _options(scratch=["nope"]))
+        job_of(make_plan(spec, gpu=False), _options(scratch=["nope"]))
 
 
 def test_outputs_default_to_the_first_volume_and_a_given_path_must_be_on_one() -> None:
     spec = load(str(EXAMPLE))
-    job = job_of(spec, _options(volumes={"data": "/data", "more": "/more"}))
+    job = job_of(make_plan(spec, gpu=False), _options(volumes={"data": "/data", "more": "/more"}))
     assert job.outputs.paths == {"model": "/data/distcomp/ddp/outputs/model"}
     assert job.outputs.where == {"model": "pvc data:/data/distcomp/ddp/outputs/model"}
     assert "--model-dir /data/distcomp/ddp/outputs/model" in " ".join(
         job.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"])
-    given = job_of(spec, _options(volumes={"data": "/data", "more": "/more"}, output_paths={"model": "/more/m"}))
+    given = job_of(make_plan(spec, gpu=False), _options(volumes={"data": "/data", "more": "/more"}, output_paths={"model": "/more/m"}))
     assert given.outputs.where == {"model": "pvc more:/more/m"}
     with pytest.raises(CompileError, match="/elsewhere/m on the pod's own disk"):
-        job_of(spec, _options(volumes={"data": "/data"}, output_paths={"model": "/elsewhere/m"}))
+        job_of(make_plan(spec, gpu=False), _options(volumes={"data": "/data"}, output_paths={"model": "/elsewhere/m"}))
     with pytest.raises(CompileError, match="give an absolute path"):
-        job_of(spec, _options(volumes={"data": "/data"}, output_paths={"model": "rel/m"}))
+        job_of(make_plan(spec, gpu=False), _options(volumes={"data": "/data"}, output_paths={"model": "rel/m"}))
 
 
 def test_how_the_code_gets_there_is_chosen_and_said(tmp_path: Path) -> None:
@@ -252,7 +253,7 @@ def test_how_the_code_gets_there_is_chosen_and_said(tmp_path: Path) -> None:
     assert plan_code(spec, {}, {}).mode == "configmap"
     by_workdir = plan_code(spec, {"workdir": "/data/code"}, {})
     assert (by_workdir.mode, by_workdir.why) == ("image", "--workdir /data/code given: the code is expected there")
-    image_job = job_of(spec, _options(scratch=["model"], code="image"))
+    image_job = job_of(make_plan(spec, gpu=False), _options(scratch=["model"], code="image"))
     pod = image_job.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert "workingDir" not in pod["containers"][0] and all(v["name"] != "distcomp-code" for v in pod["volumes"])
     assert [o["kind"] for o in image_job.objects()] == ["PyTorchJob"]
@@ -285,7 +286,7 @@ def test_the_configmap_holds_binary_files_and_modes(tmp_path: Path) -> None:
     (folder / "sub dir" / "run.sh").chmod(0o755)
     (folder / "blob.bin").write_bytes(b"\xff\x00\xfe")
     (folder / ".env").write_text("SECRET=1\n")  # local secrets never leave the machine
-    job = job_of(load(str(folder / "component.yaml")), _options(scratch=["model"]))
+    job = job_of(make_plan(load(str(folder / "component.yaml")), gpu=False), _options(scratch=["model"]))
     configmap, manifest = job.objects()
     volume = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][-1]
     items = {i["path"]: i for i in volume["configMap"]["items"]}
@@ -307,7 +308,7 @@ def test_the_configmap_holds_binary_files_and_modes(tmp_path: Path) -> None:
 def test_every_kind_carries_the_code_and_packages_within_its_crd(job: str, trainer_v2: bool, code: str) -> None:
     path = ROOT / "tests" / "launchers" / "jobs" / job / "component.yaml"
     store = {"store": "s3://bucket/team", "store_secret": "s3-creds"} if code == "store" else {}
-    built = job_of(load(str(path)).with_overrides(nodes=2), {
+    built = job_of(make_plan(load(str(path)).with_overrides(nodes=2), gpu=False), {
         "image": "i:1", "name": "j", "code": code, "packages": ["numpy>=2", "tinypkg"], "trainer_v2": trainer_v2,
         "volumes": {"data": "/data"}, **store})
     manifest = built.manifest
@@ -342,7 +343,7 @@ def test_an_mpijob_worker_is_ready_only_once_its_packages_are_installed() -> Non
     """mpi-operator starts the launcher once every worker is ready: the worker's readiness is
     the file its install step writes, so mpirun never starts a rank before its packages."""
     path = ROOT / "tests" / "launchers" / "jobs" / "mpi" / "component.yaml"
-    manifest = job_of(load(str(path)).with_overrides(nodes=2), {"image": "i:1", "name": "j", "code": "image",
+    manifest = job_of(make_plan(load(str(path)).with_overrides(nodes=2), gpu=False), {"image": "i:1", "name": "j", "code": "image",
                                                                 "packages": ["numpy"], "scratch": ["result"]}).manifest
     worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     probe = worker["readinessProbe"]["exec"]["command"]
@@ -358,7 +359,7 @@ def test_download_says_when_nothing_was_uploaded(tmp_path: Path, s3_server: S3Se
 
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
-    job = job_of(load(str(EXAMPLE)), _options(store=f"s3://{s3_server.bucket}/empty-{tmp_path.name}"))
+    job = job_of(make_plan(load(str(EXAMPLE)), gpu=False), _options(store=f"s3://{s3_server.bucket}/empty-{tmp_path.name}"))
     said: list[str] = []
     assert download(job, tmp_path / "out", said.append) == {}
     assert said == [f"warning: output 'model': nothing under s3://{s3_server.bucket}/empty-{tmp_path.name}"
@@ -378,7 +379,7 @@ def test_a_function_components_project_travels_in_the_configmap(tmp_path: Path) 
     try:
         train = load_reference(f"{proj / 'train.py'}:train")
         assert train.spec.source is None
-        job = job_of(train.spec, {"volumes": {"result": "/results"}, "name": "fn", "code": "configmap",
+        job = job_of(make_plan(train.spec, gpu=False), {"volumes": {"result": "/results"}, "name": "fn", "code": "configmap",
                                   "image": "python:3.11"})
     finally:  # read from the file (not imported): nothing to undo unless the reading fell back to an import
         if str(proj) in sys.path:

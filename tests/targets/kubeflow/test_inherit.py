@@ -23,6 +23,7 @@ from distcomp.targets.kubeflow._inherit import (combine, fit_trainjob, inherit_o
                                                 read_own_pod)
 from distcomp.targets.kubeflow._podtemplate import load as load_template
 from distcomp.targets.kubeflow._settings import JobSettings, replica_specs
+from distcomp.core.plan import make_plan
 
 from ._http import FakeKube, JsonHandler
 from ._kfp_pod import step_pod
@@ -132,7 +133,7 @@ def test_the_settings_reach_every_replica(pod: dict[str, Any], job: str) -> None
     """Merged by ``_settings.apply`` (JobSettings.pod_template) into each kind's job, with the
     shared volume distcomp mounts itself: valid against the CRD, nothing pruned, each pod valid."""
     spec = load(str(JOBS / job / "component.yaml")).with_overrides(nodes=2)
-    manifest = compile_job(spec, bind_inputs(spec, {}, Path("/")), {n: f"{MOUNT}/out/{n}" for n in spec.outputs},
+    manifest = compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), bind_inputs(spec, {}, Path("/")), {n: f"{MOUNT}/out/{n}" for n in spec.outputs},
                            pm=get_plugin_manager(), image="registry.example/ddp:1", volumes={CLAIM: MOUNT},
                            settings=JobSettings(pod_template=load_template(inherited_template(pod, [MOUNT]))))
     validate(manifest)

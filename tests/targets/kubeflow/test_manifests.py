@@ -19,6 +19,7 @@ import yaml
 from distcomp.core.plugins import get_plugin_manager
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import CompileError, compile_job
+from distcomp.core.plan import make_plan
 
 from ...conftest import REFERENCE
 from ._structural import pruned
@@ -59,7 +60,7 @@ def compile_for(job: str, nodes: int, per_node: int, trainer_v2: bool = False, *
     spec = load(str(JOBS / job / "component.yaml")).with_overrides(nodes=nodes, processes_per_node=per_node)
     values = bind_inputs(spec, {}, Path("/"))
     outputs = {n: f"/outputs/{n}" for n in spec.outputs}
-    return compile_job(spec, values, outputs, pm=get_plugin_manager(), image="registry.example/distcomp-test:1",
+    return compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), values, outputs, pm=get_plugin_manager(), image="registry.example/distcomp-test:1",
                        trainer_v2=trainer_v2, env={"MLFLOW_TRACKING_URI": "http://mlflow.kubeflow:5000"}, **kw)
 
 
@@ -85,7 +86,7 @@ def test_every_manifest_validates_against_its_crd(job: str, nodes: int, per_node
     elif manifest["kind"] == "MPIJob":
         assert counts == {"Launcher": 1, "Worker": nodes} and manifest["spec"]["slotsPerWorker"] == per_node
         command = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
-        assert command[command.index("-np") + 1] == str(nodes * per_node)
+        assert command[command.index("--np") + 1] == str(nodes * per_node)  # the MPI launcher's own mpirun
         assert "MLFLOW_TRACKING_URI" in command  # forwarded to every rank with -x
     else:  # one pod per TensorFlow task
         assert counts == {"Worker": nodes * per_node}
@@ -177,7 +178,7 @@ launcher:
   additional_arguments: python x.py --p {inputs.pattern}
 """)
     spec = load(str(spec_path))
-    manifest = compile_job(spec, bind_inputs(spec, {}, Path("/")), {}, pm=get_plugin_manager(), image="i:1")
+    manifest = compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), bind_inputs(spec, {}, Path("/")), {}, pm=get_plugin_manager(), image="i:1")
     command = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
     assert command[-1] == "$$(HOME)" and "$(MASTER_ADDR)" in command
 
@@ -186,9 +187,9 @@ def test_compile_refuses_what_a_pod_cannot_do_and_keeps_shell_lines(write_spec: 
     spec = load(str(JOBS / "torch" / "component.yaml"))
     pm = get_plugin_manager()
     with pytest.raises(CompileError, match="--image"):
-        compile_job(spec, bind_inputs(spec, {}, Path("/")), {"result": "/o"}, pm=pm)
+        compile_job(make_plan(spec, gpu=False, pm=pm), bind_inputs(spec, {}, Path("/")), {"result": "/o"}, pm=pm)
     with pytest.raises(CompileError, match="job name"):
-        compile_job(spec, bind_inputs(spec, {}, Path("/")), {"result": "/o"}, pm=pm, image="i:1", name="Bad_Name")
+        compile_job(make_plan(spec, gpu=False, pm=pm), bind_inputs(spec, {}, Path("/")), {"result": "/o"}, pm=pm, image="i:1", name="Bad_Name")
     env_spec = load(str(write_spec("""
 name: envref
 type: DistributedComponent
@@ -199,7 +200,7 @@ launcher:
 """, "env.yaml")))
     # a rank's variable is its shell's to fill in the pod (test_pod_conformance runs it); Kubernetes
     # must not expand it first, so its $ is doubled
-    manifest = compile_job(env_spec, {}, {}, pm=pm, image="i:1")
+    manifest = compile_job(make_plan(env_spec, gpu=False, pm=pm), {}, {}, pm=pm, image="i:1")
     (launcher,) = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
     assert launcher["command"][-3:] == ["/bin/sh", "-c", "python x.py --rank $$OMPI_COMM_WORLD_RANK"]
 
@@ -216,8 +217,7 @@ def test_the_tfjob_builder_takes_the_topology_it_is_given() -> None:
     tasks = [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2), ("ps", 0)]
     topology = Topology(launcher="mine", nodes=1, processes_per_node=1, world_size=4, replicas=tuple(
         Replica(role=role, index=i, node=0, service=role == "ps") for role, i in tasks))
-    options = JobOptions(name="tf", image="i:1", command=("python", "x.py"), nodes=1, processes_per_node=1,
-                         topology=topology)
+    options = JobOptions(name="tf", image="i:1", command=("python", "x.py"), topology=topology)
     manifest = tfjob(spec, options)
     validate(manifest)
     assert replicas(manifest) == {"Chief": 1, "Worker": 3, "PS": 1}

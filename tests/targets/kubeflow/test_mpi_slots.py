@@ -16,6 +16,7 @@ from distcomp.spec import load, loads
 from distcomp.targets.kubeflow import compile_job
 from distcomp.targets.kubeflow._ranks import rank_pod
 from distcomp.errors import UsageError
+from distcomp.core.plan import make_plan
 
 from ._operator import mpi_on_this_machine, mpijob_pods, run_pods
 from .test_manifests import validate
@@ -26,7 +27,7 @@ SEEDS = ("seed-mpi-gpus", "seed-mpi-k8s", "seed-mpi-slots")
 
 def compiled(name: str, out: Path) -> dict:  # type: ignore[type-arg]
     spec = load(str(OWN / f"{name}.yaml"))
-    return compile_job(spec, {}, {"out": str(out)}, pm=get_plugin_manager(), image="test:1")
+    return compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), {}, {"out": str(out)}, pm=get_plugin_manager(), image="test:1")
 
 
 @pytest.mark.parametrize("name", SEEDS)
@@ -63,4 +64,4 @@ def test_the_launchers_mpirun_forms_a_world_of_16_over_the_operators_hostfile(na
 def test_an_np_over_the_slots_is_refused_at_compile() -> None:
     spec = loads("command: mpirun -np 20 python t.py\ndistributed: {mpi: {worker: {count: 4, slots_per: 4}}}\n")
     with pytest.raises(UsageError, match=r"asks for 20 processes \(-np 20\), but the spec's 4 node\(s\) x 4 slot"):
-        compile_job(spec, {}, {}, pm=get_plugin_manager(), image="test:1")
+        compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), {}, {}, pm=get_plugin_manager(), image="test:1")

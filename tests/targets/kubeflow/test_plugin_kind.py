@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 
 
+from distcomp.core.plan import make_plan
 from distcomp.core.plugins import PluginManager, get_plugin_manager
 from distcomp.spec import loads
 from distcomp.targets.kubeflow import compile_job, job_type_of, submit_and_wait
@@ -93,7 +94,7 @@ def test_an_inline_plugin_kind_is_submitted_through_the_api() -> None:
     pm = PluginManager()
     pm.load_builtins()
     pm.register_plugin(plugin, name="solo-plugin", provider="solo-dist 1.0")
-    manifest = compile_job(loads(SPEC, launchers=pm.alias_table()), {}, {}, pm=pm, image="i:1", namespace="ml")
+    manifest = compile_job(make_plan(loads(SPEC, launchers=pm.alias_table()), gpu=False, pm=pm), {}, {}, pm=pm, image="i:1", namespace="ml")
     assert job_type_of(manifest, pm).plural == "solojobs"
     with FakeApi([[condition("Complete", "SoloDone")]], job=SOLO, name="solo", leader=LEADER) as api:
         outcome = submit_and_wait(manifest, api.client(), "ml", poll=0, sleep=lambda s: None, pm=pm)

@@ -21,7 +21,9 @@ import pytest
 from distcomp.core.plugins import get_plugin_manager
 from distcomp.spec import bind_inputs, load
 from distcomp.targets.kubeflow import compile_job
+from distcomp.targets.kubeflow._mpijob import PORT
 from distcomp.targets.kubeflow._pod import escape
+from distcomp.core.plan import make_plan
 
 from ._operator import (LOCALHOST, Pod, container_env, expand, free_ports, localize_endpoints, mpi_on_this_machine,
                         mpijob_pods, pytorchjob_pods, rank_records, run_pods, tfjob_pods)
@@ -45,7 +47,7 @@ def compiled(job: str, nodes: int, per_node: int, tmp_path: Path,
     values = bind_inputs(spec, {"world": str(nodes * per_node)}, Path("/"))
     out = tmp_path / "result"
     outputs = {"result": str(out)}
-    manifest = compile_job(spec, values, outputs, pm=get_plugin_manager(), image=IMAGE)
+    manifest = compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), values, outputs, pm=get_plugin_manager(), image=IMAGE)
     return manifest, list(spec.render(values, outputs)), out
 
 
@@ -242,8 +244,10 @@ def test_mpijob_launcher_all_reduces_over_the_workers(tmp_path: Path, shell: boo
             "DISTCOMP_TEST_MARK": "mpi",  # the spec's variable: it reaches the workers only through -x
             "DISTCOMP_TEST_NODE": nodes[node],  # the rank runs in worker pod `node`
             "K_MPI_JOB_ROLE": None}, rec  # the launcher pod's own env does not reach the ranks
+        # the MPI launcher's AZ_BATCH_MASTER_NODE (-x, as in a local run): worker 0's name, a fixed port
+        job = local.name.removesuffix("-launcher")
         assert rec["rank_info"] == {"rank": rank, "world_size": 4, "local_rank": local_rank, "local_world_size": 2,
-                                    "node_rank": node, "master_addr": None, "master_port": None,
+                                    "node_rank": node, "master_addr": f"{job}-worker-0.{job}", "master_port": PORT,
                                     "source": "openmpi", "role": "worker"}
         assert rec["peers"] == [{"rank": r, "node": nodes[r // 2]} for r in range(4)]
         assert rec["argv"] == rank_argv(user, str(rank) if shell else None)  # "$(...)" reached it as written
@@ -270,7 +274,7 @@ OWN = Path(__file__).resolve().parents[2] / "launchers" / "jobs" / "own"
 def _own(name: str, tmp_path: Path) -> tuple[dict[str, Any], Path]:
     spec = load(str(OWN / f"{name}.yaml"))
     out = tmp_path / "out"
-    return compile_job(spec, {}, {"out": str(out)}, pm=get_plugin_manager(), image=IMAGE), out
+    return compile_job(make_plan(spec, gpu=False, pm=get_plugin_manager()), {}, {"out": str(out)}, pm=get_plugin_manager(), image=IMAGE), out
 
 
 def _one_world(out: Path, world: int) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import yaml
 
 from distcomp.spec import load
 from distcomp.targets.kubeflow._job import job_of
+from distcomp.core.plan import make_plan
 
 from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
 from ._kubelet import resolve_secrets
@@ -122,7 +123,7 @@ def _containers(node: Any) -> list[dict[str, Any]]:
                                              ("torch", True)])
 def test_every_kind_takes_its_secrets_from_the_secret(job: str, trainer_v2: bool) -> None:
     spec = load(str(JOBS / job / "component.yaml")).with_overrides(nodes=2)
-    built = job_of(spec, {"image": "i:1", "name": "j", "code": "image", "trainer_v2": trainer_v2,
+    built = job_of(make_plan(spec, gpu=False), {"image": "i:1", "name": "j", "code": "image", "trainer_v2": trainer_v2,
                           "scratch": list(spec.outputs),
                           "env": {"CLOUD_AUTH": AUTH, "DB_URL": f"pg://u:{AUTH}@h/db", "PLAIN": "$(HOME)"}})
     manifest = built.manifest
@@ -141,7 +142,7 @@ def test_every_kind_takes_its_secrets_from_the_secret(job: str, trainer_v2: bool
 
 
 def test_a_job_without_secrets_has_no_secret() -> None:
-    built = job_of(load(str(JOBS / "torch" / "component.yaml")), {"image": "i:1", "code": "image",
+    built = job_of(make_plan(load(str(JOBS / "torch" / "component.yaml")), gpu=False), {"image": "i:1", "code": "image",
                                                                     "scratch": ["result"], "env": {"EPOCHS": "3"}})
     assert built.secret is None and "DISTCOMP_SECRET" not in json.dumps(built.manifest)
 

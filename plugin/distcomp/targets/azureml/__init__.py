@@ -1,8 +1,9 @@
-"""The Azure ML target: a spec as an azure-ai-ml v2 command component with ``distribution``
-and ``resources.instance_count``. Importing this imports no azure-ai-ml.
+"""The Azure ML target: a job's plan as an azure-ai-ml v2 command component with
+``distribution`` and ``resources.instance_count``. Importing this imports no azure-ai-ml.
+Its functions take the core's plan; ``distcomp.azureml``'s take a spec and make its plan:
 
->>> train = load_component("examples/pytorch-ddp/component.yaml")              # doctest: +SKIP
->>> compile_component("examples/pytorch-ddp/component.yaml", "component.yml")  # doctest: +SKIP
+>>> train = load_component(plan)                                             # doctest: +SKIP
+>>> compile_component(plan, "component.yml")                                 # doctest: +SKIP
 """
 
 from ._azure import compile_component, compile_mapping, load_component, to_yaml

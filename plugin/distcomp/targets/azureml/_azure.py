@@ -18,59 +18,51 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 import yaml
 
 from ...base.files import write_atomic
-from .._spec import SpecLike, resolve_spec
 from ._component import AzureMLTargetError, Compiled, component_mapping
 
 if TYPE_CHECKING:
     from azure.ai.ml.entities import CommandComponent
 
+    from ...records import Plan
 
-def compile_mapping(spec_or_path: SpecLike, base_dir: Path, *, nodes: int | None = None,
-                    nproc_per_node: int | None = None, environment: str | None = None,
+
+def compile_mapping(plan: "Plan", base_dir: Path, *, environment: str | None = None,
                     image: str | None = None) -> Compiled:
-    """The component mapping for a file in ``base_dir``, with the node layout overridden."""
+    """The component mapping of ``plan`` (the core's) for a file in ``base_dir``."""
     from ...core.plugins import PluginError, get_plugin_manager
 
-    spec, _ = resolve_spec(spec_or_path, AzureMLTargetError)
-    spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
     try:
         pm = get_plugin_manager()
     except PluginError as exc:
         raise AzureMLTargetError(str(exc)) from None
-    return component_mapping(spec, base_dir, pm, environment=environment, image=image)
+    return component_mapping(plan, base_dir, pm, environment=environment, image=image)
 
 
 def to_yaml(component: dict[str, Any]) -> str:
     return yaml.safe_dump(component, sort_keys=False, allow_unicode=True, width=100)
 
 
-def load_component(spec_or_path: SpecLike, *, nodes: int | None = None, nproc_per_node: int | None = None,
-                   environment: str | None = None, image: str | None = None) -> "CommandComponent":
-    """The spec as an azure-ai-ml ``CommandComponent``, as ``azure.ai.ml.load_component``
-    would load its compiled YAML; usable in an ``@pipeline`` like any Azure ML component.
-
-    ``spec_or_path``: a ComponentSpec, a spec file (any dialect) or a folder holding
-    ``component.yaml``. ``nodes``/``nproc_per_node`` override the spec; ``environment``
+def load_component(plan: "Plan", *, environment: str | None = None, image: str | None = None) -> "CommandComponent":
+    """The job of ``plan`` as an azure-ai-ml ``CommandComponent``, as ``azure.ai.ml.load_component``
+    would load its compiled YAML; usable in an ``@pipeline`` like any Azure ML component
+    (``distcomp.azureml.load_component`` takes a spec). ``environment``
     (``azureml:NAME:VERSION``) or ``image`` replace its environment."""
-    spec, _ = resolve_spec(spec_or_path, AzureMLTargetError)
+    spec = plan.spec
     base = spec.source.parent if spec.source is not None else spec.code
-    compiled = compile_mapping(spec, base, nodes=nodes, nproc_per_node=nproc_per_node,
-                               environment=environment, image=image)
+    compiled = compile_mapping(plan, base, environment=environment, image=image)
     component = _load(to_yaml(compiled.component), base)
     _check(component)
     return component
 
 
-def compile_component(spec_or_path: SpecLike, path: str | os.PathLike[str], *, nodes: int | None = None,
-                      nproc_per_node: int | None = None, environment: str | None = None,
+def compile_component(plan: "Plan", path: str | os.PathLike[str], *, environment: str | None = None,
                       image: str | None = None, validate: bool = True) -> Compiled:
-    """Write the component YAML to ``path`` (atomically), after azure-ai-ml validated it when
-    it is installed (``validate=False`` or no azure-ai-ml: written unchecked)."""
+    """Write the component YAML of ``plan`` to ``path`` (atomically), after azure-ai-ml validated
+    it when it is installed (``validate=False`` or no azure-ai-ml: written unchecked)."""
     out = Path(path).absolute()
 
     def mapping(folder: Path) -> Compiled:  # the component as a file in ``folder`` holds it
-        return compile_mapping(spec_or_path, folder, nodes=nodes, nproc_per_node=nproc_per_node,
-                               environment=environment, image=image)
+        return compile_mapping(plan, folder, environment=environment, image=image)
 
     compiled = mapping(out.parent)
     text = to_yaml(compiled.component)

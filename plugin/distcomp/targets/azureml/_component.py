@@ -22,7 +22,7 @@ from ._errors import AzureMLTargetError
 
 if TYPE_CHECKING:
     from ...core.plugins import PluginManager
-    from ...records import Topology
+    from ...records import Plan, Topology
 
 
 SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json"
@@ -49,20 +49,20 @@ def azure_name(name: str) -> str:
     return out if _NAME_OK.match(out) else f"c_{out}"
 
 
-def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", *,
+def component_mapping(plan: "Plan", base_dir: Path, pm: "PluginManager", *,
                       environment: str | None = None, image: str | None = None) -> Compiled:
-    """The command component for ``spec`` as a file in ``base_dir`` would hold it (``code``
-    is relative to it). ``environment`` (``azureml:NAME:VERSION``) or ``image`` replace the
-    spec's environment."""
+    """The command component for the job of ``plan`` (the core's) as a file in ``base_dir``
+    would hold it (``code`` is relative to it). ``environment`` (``azureml:NAME:VERSION``) or
+    ``image`` replace the spec's environment."""
     from ...core.kinds import AZUREML
-    from ...core.plan import job_env, make_plan, plain_env
+    from ...core.plan import job_env, plain_env
     from ._distribution import distribution as native_distribution
 
+    spec = plan.spec
     notes: list[str] = []
     name = azure_name(spec.name)
     if name != spec.name:
         notes.append(f"name {spec.name!r} is {name!r} on Azure ML (lowercase letters, digits and '_')")
-    plan = make_plan(spec, gpu=False, pm=pm)  # the job's plan, made once
     agent: dict[str, Any] | None = None  # the node record, for a launcher with no distribution of its own
     distribution: dict[str, Any] | None = None  # none: a plain command job, one process on one instance
     plain: dict[str, str] = {}  # that process's own variables
@@ -119,7 +119,7 @@ def component_mapping(spec: ComponentSpec, base_dir: Path, pm: "PluginManager", 
         doc["distribution"] = distribution
     if plan.own is not None and plan.own.once and distribution is not None and agent is None:
         raise AzureMLTargetError(_nested(plan.own.program, distribution, spec.distribution.nodes))
-    resources: dict[str, Any] = {"instance_count": spec.distribution.nodes}
+    resources: dict[str, Any] = {"instance_count": plan.topology.nodes}
     resources.update({k: spec.resources[k] for k in _RESOURCES if k in spec.resources})
     dropped = sorted(k for k in spec.resources if k not in _RESOURCES and k != "instance_count")
     if dropped:

@@ -7,14 +7,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import UsageError
-from ...core.target import Compiled
+from ...core.target import Compiled, Target
 
 if TYPE_CHECKING:
+    from ...records import Plan
     from ...spec import ComponentSpec
 
 
-class KfpTarget:
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+class KfpTarget(Target):
+    def has_gpu(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> bool | None:
+        """The step's pods run on the cluster, not this machine: no GPU advice from here."""
+        return False
+
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
+        spec = plan.spec
         volume = None
         if options.get("volume"):
             claim, sep, path = str(options["volume"]).partition(":")

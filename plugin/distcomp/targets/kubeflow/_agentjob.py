@@ -32,8 +32,6 @@ __all__ = ["agentjob", "agentjob_type"]
 
 def agentjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     topology = options.topology
-    if topology is None:
-        raise CompileError(f"{options.name}: the target passed no Topology (JobOptions.topology)")
     env = {**spec.environment_variables, **options.env}
     if topology.plain:
         from ...core.plan import plain_env

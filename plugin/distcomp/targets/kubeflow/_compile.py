@@ -14,6 +14,7 @@ from ._errors import CompileError
 
 if TYPE_CHECKING:
     from ...core.plugins import PluginManager
+    from ...records import Plan
     from ...spec import ComponentSpec
     from ._settings import JobSettings
 
@@ -34,18 +35,19 @@ def job_name(name: str | None, spec: "ComponentSpec") -> str:
     return name
 
 
-def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mapping[str, str], *,
+def compile_job(plan: "Plan", values: Mapping[str, Any], outputs: Mapping[str, str], *,
                 pm: "PluginManager", image: str | None = None, name: str | None = None,
                 namespace: str | None = None, env: Mapping[str, str] | None = None,
                 trainer_v2: bool = False, workdir: str | None = None,
                 resources: Mapping[str, Any] | None = None,
                 volumes: Mapping[str, str] | None = None, settings: "JobSettings | None" = None) -> dict[str, Any]:
-    """The manifest (a dict) of ``spec``'s job; node overrides are applied to ``spec`` first.
+    """The manifest (a dict) of the job of ``plan`` (the core's: node overrides applied).
     ``volumes``: PVC claim name -> mount path, in every pod. ``settings``: each replica's
     resources and shared memory (default: the spec's, /dev/shm for torch-style jobs)."""
-    from ...core.plan import make_plan
     from ._settings import JobSettings, apply
     from .jobs import builder
+
+    spec = plan.spec
 
     image = image or (spec.environment.image if spec.environment else None)
     if not image:
@@ -55,10 +57,8 @@ def compile_job(spec: "ComponentSpec", values: Mapping[str, Any], outputs: Mappi
         if not _CLAIM.match(claim) or not path.startswith("/"):
             raise CompileError(f"volume {claim}:{path}: give a PersistentVolumeClaim's name and an absolute mount "
                                "path (CLAIM:/PATH)")
-    plan = make_plan(spec, gpu=False, pm=pm)  # the pods' machines are not this one: no GPU advice from here
     job = job_type(pm, plan.launcher, trainer_v2)
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
-                         nodes=spec.distribution.nodes, processes_per_node=plan.slots_per_node,
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
                          volumes=dict(volumes or {}), topology=plan.topology, job=job, own=plan.own)
     return apply(dict(builder(job)(spec, options)), spec, settings or JobSettings(), plan.topology)

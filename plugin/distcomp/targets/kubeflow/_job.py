@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ...errors import UsageError
 
 if TYPE_CHECKING:
-    from ...spec import ComponentSpec
+    from ...records import Plan
     from ._code import CodePlan
     from ._outputs import OutputPlan
 
@@ -54,10 +54,10 @@ def _mpi_env_note(manifest: Mapping[str, Any]) -> list[str]:
             "which mpirun -x forwards"]
 
 
-def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
+def job_of(plan: "Plan", options: Mapping[str, Any],
            extra_env: Mapping[str, str] | None = None, code: "CodePlan | None" = None) -> KubeflowJob:
-    """The job ``options`` describe (``extra_env``: e.g. the MLflow run's). ``code``: the plan
-    an earlier call made for the same options (not packed and hashed again)."""
+    """The job of ``plan`` that ``options`` describe (``extra_env``: e.g. the MLflow run's).
+    ``code``: the plan an earlier call made for the same options (not packed and hashed again)."""
     from ...core.plugins import get_plugin_manager
     from ...base.redact import job_masker
     from ...spec import InputError, check_inputs, unknown_outputs
@@ -70,6 +70,7 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
     from ._settings import settings_of
     from ._uris import pod_path_problems
 
+    spec = plan.spec
     outs = dict(options.get("output_paths") or {})
     given = dict(options.get("inputs") or {})
     try:
@@ -90,7 +91,7 @@ def job_of(spec: "ComponentSpec", options: Mapping[str, Any],
         name = job_name(options.get("name"), spec)
         settings = settings_of(options)
         outputs = plan_outputs(list(spec.outputs), outs, volumes, name, code.store, list(options.get("scratch") or ()))
-        manifest = compile_job(spec, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
+        manifest = compile_job(plan, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
                                name=name, namespace=options.get("namespace"),
                                env={**dict(options.get("env") or {}), **(extra_env or {})},
                                trainer_v2=bool(options.get("trainer_v2")), workdir=options.get("workdir"),

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import UsageError
 from ...records import JobOutcome, JobState, TrackingRef
-from ...core.target import Compiled, Notify
+from ...core.target import Compiled, Notify, Target
 from ._bind import RUN_ID, TRACKING_URI
 from ._job import KubeflowJob, job_of
 
 if TYPE_CHECKING:
+    from ...records import Plan
     from ...spec import ComponentSpec
     from ...core.target import JobContext
     from ._submit import JobRef, KubeflowRun
@@ -47,14 +48,18 @@ def kube_client(kubeconfig: str | None) -> Any:
     return client.ApiClient()
 
 
-class KubeflowTarget:
+class KubeflowTarget(Target):
     def __init__(self) -> None:
         self._api: Any = None
         self._options: Mapping[str, Any] = {}
         self._tracking: TrackingRef | None = None  # the job's MLflow run (the core's), for wait
         self._job: KubeflowJob | None = None  # the job this instance submitted
 
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+    def has_gpu(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> bool | None:
+        """The pods' machines are not this one: no GPU advice from here."""
+        return False
+
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
         """The job's manifest (and its code's ConfigMap), built once: what ``submit`` creates,
         with only the job's MLflow run bound (``_bind``). ``--inherit-pod`` reads this pod."""
         import json
@@ -68,7 +73,7 @@ class KubeflowTarget:
             from ._inherit import inherit_options
 
             options = inherit_options(options, kube_client(options.get("kubeconfig")), said.append)
-        job = job_of(spec, options)
+        job = job_of(plan, options)
         manifest = job.manifest
         # where each output lasts, for `distcomp status` of a detached job from any machine
         manifest["metadata"].setdefault("annotations", {})[OUTPUTS] = json.dumps(dict(job.outputs.where),
@@ -98,14 +103,13 @@ class KubeflowTarget:
             return None
         return uri
 
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
+    def submit(self, job: "JobContext", options: Mapping[str, Any], notify: Notify) -> str:
         """Create what ``compile`` made (``job.compiled``), the job's MLflow run bound into it."""
         from ...core.plugins import get_plugin_manager
         from ._bind import bind_run
         from ._submit import create, create_owned, job_type_of, ref_of
 
-        compiled = job.compiled if job.compiled is not None and isinstance(job.compiled.native, KubeflowJob) \
-            else self.compile(spec, options)  # called by hand, without the core's compile
+        compiled = job.compiled
         built: KubeflowJob = compiled.native
         for note in compiled.notes:
             notify(note)

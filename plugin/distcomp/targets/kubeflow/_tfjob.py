@@ -23,8 +23,6 @@ def tfjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
 
     env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
     c = container("tensorflow", options, escape(options.command), env, [("tfjob-port", PORT)])
-    if options.topology is None:
-        raise CompileError(f"TFJob {options.name}: the target passed no Topology (JobOptions.topology)")
     roles = options.topology.roles()  # made from the spec with the compile's node overrides applied
     unknown = sorted(set(roles) - set(TYPES))
     if unknown:

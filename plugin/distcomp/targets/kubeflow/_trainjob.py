@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...records import JobOptions
 from ._errors import CompileError
 from ._pod import env_list, escape, metadata, volume_mounts, volumes
+from ._pytorchjob import node_layout
 
 if TYPE_CHECKING:
     from ...spec import ComponentSpec
@@ -70,8 +71,9 @@ def trainjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     from ...core.plan import job_env
 
     env = job_env(spec, options.env)  # the spec's, --env, distcomp's rank defaults
+    nodes, per_node = node_layout(options, "TrainJob")  # the Topology's: the runtime's torchrun starts them
     trainer: dict[str, Any] = {"image": options.image, "command": ["torchrun", "--no-python", *escape(options.command)],
-                               "numNodes": options.nodes, "numProcPerNode": options.processes_per_node}
+                               "numNodes": nodes, "numProcPerNode": per_node}
     if env:
         trainer["env"] = env_list(env)
     if options.resources:

@@ -20,7 +20,7 @@ from ...records import JobOutcome, JobState, TrackingRef
 
 if TYPE_CHECKING:
     from ...core.jobs import Job
-    from ...records import Topology
+    from ...records import Plan, Topology
     from ...base.redact import Masker
     from ...spec import ComponentSpec
     from ...tracking import JobRun
@@ -56,11 +56,11 @@ def job_id(run_dir: Path) -> str:
     return PREFIX + str(run_dir)
 
 
-def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str], None] | None = None,
+def run_local(plan: "Plan", request: LocalRun, console: Callable[[str], None] | None = None,
               say: Say | None = None, cwd: Path | None = None) -> JobOutcome:
-    """Run ``spec`` here; ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
+    """Run ``plan`` (the core's, made by ``distcomp.run`` with the env its ranks get) here;
+    ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
     from ...core.jobs import create_outputs, default_run_dir, job_base, make_job
-    from ...core.plan import make_plan
     from ...base.redact import job_masker
     from ...spec import InputError, RenderError, utf8_problem
     from ._claim import RunDirBusy, claim
@@ -79,8 +79,7 @@ def run_local(spec: "ComponentSpec", request: LocalRun, console: Callable[[str],
     cwd = cwd or Path.cwd()
     if request.tracking:
         check_tracking_uri(cwd)
-    plan = make_plan(spec, env={**os.environ, **request.env})  # the launcher's layout, its warnings
-    topology = plan.topology
+    spec, topology = plan.spec, plan.topology
     run_dir = Path(request.run_dir) if request.run_dir else default_run_dir(spec, cwd)
     base = job_base(cwd)  # cwd, unless it lies in a registry: defaults must not be written there
     if base != cwd:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
 from ...records import JobOutcome, JobState, TrackingRef
-from ...core.target import Compiled, Notify
+from ...core.target import Compiled, Notify, Target
 from .._logs import new_lines as _new_lines
 from .._logs import tail
 from ._job import PREFIX, job_id
 
 if TYPE_CHECKING:
-    from ...spec import ComponentSpec
+    from ...core.target import JobContext
+    from ...records import Plan
 
 STARTED_WAIT = 60.0  # seconds a background job gets to write its first status.json
 CANCEL_WAIT = 60.0  # ... and to end after SIGTERM (its grace, then its MLflow run)
@@ -36,17 +37,17 @@ def run_folder(job: str) -> Path:
     return path
 
 
-class LocalTarget:
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+class LocalTarget(Target):
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
         """Each process of the job as it will start: its rank, node, argv and the launcher's env.
         Addresses and ports stay placeholders (``{{port:master}}``): they are picked at start."""
         import yaml
 
-        from ...core.plan import make_plan
         from ...records import COMMAND
         from ...base.redact import job_masker
         from ...spec import InputError, RenderError, check_inputs, unknown_outputs
 
+        spec = plan.spec
         given_out = dict(options.get("outputs") or {})
         try:
             values, problems = check_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
@@ -58,23 +59,25 @@ class LocalTarget:
             line = spec.shell_line(values, outputs)
         except RenderError as exc:
             raise UsageError(str(exc)) from None
-        topology = make_plan(spec).topology
+        topology = plan.topology
         masker = job_masker(spec, values)
         processes = []
         for r in topology.replicas:
             argv = [a for item in r.argv for a in (command if item == COMMAND else [item])]
             processes.append({"name": r.name, "role": r.role, "node": r.node, "rank": r.rank,
                               "argv": masker.argv(argv), "env": dict(r.env)})
-        plan = {"component": spec.ref, "launcher": topology.launcher, "nodes": topology.nodes,
-                "processes_per_node": topology.processes_per_node, "world_size": topology.world_size,
-                "command": masker.text(line), "processes": processes}
-        return Compiled(kind=f"local plan of {spec.ref}", text=yaml.safe_dump(plan, sort_keys=False), data=plan)
+        shown = {"component": spec.ref, "launcher": topology.launcher, "nodes": topology.nodes,
+                 "processes_per_node": topology.processes_per_node, "world_size": topology.world_size,
+                 "command": masker.text(line), "processes": processes}
+        return Compiled(kind=f"local plan of {spec.ref}", text=yaml.safe_dump(shown, sort_keys=False), data=shown)
 
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify) -> str:
+    def submit(self, job: "JobContext", options: Mapping[str, Any], notify: Notify) -> str:
         """``distcomp run`` in its own session, writing RUN_DIR/console.log; returns once the job
         is started (its status.json says running) or has failed to start (its console tells why)."""
         from ...core.jobs import default_run_dir, make_job
         from ._job import check_tracking_uri
+
+        spec = job.plan.spec
 
         again = str(spec.source) if spec.source is not None else None  # what the background process loads
         if again is None:

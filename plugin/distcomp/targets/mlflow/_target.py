@@ -6,14 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...core.target import Compiled
+from ...core.target import Compiled, Target
 
 if TYPE_CHECKING:
-    from ...spec import ComponentSpec
+    from ...records import Plan
 
 
-class MlflowTarget:
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+class MlflowTarget(Target):
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
+        spec = plan.spec
+
         def write(out: Path) -> None:
             from ._project import compile_project
 

@@ -59,12 +59,13 @@ def refuse(plan: "Plan") -> None:
                          "Ray cluster does not provide; run it on one node (--nodes 1), or use --target slurm")
 
 
-def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
-    from ...core.plan import make_plan
+def compile_job(plan: "Plan", options: Mapping[str, Any]) -> Compiled:
+    """The Ray job of ``plan`` (the core's) with these options."""
     from ...base.redact import job_masker
     from ...spec import InputError, RenderError, check_inputs
     from ._client import python_of
 
+    spec = plan.spec
     python_of(options)  # a bad --python before any other work
     outputs = dict(options.get("outputs") or {})
     values, problems = check_inputs(spec, dict(options.get("inputs") or {}), Path.cwd())
@@ -76,7 +77,6 @@ def compile_job(spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
     except RenderError as exc:
         raise UsageError(str(exc)) from None
     one = bundle(spec, options)
-    plan = make_plan(spec, env=dict(spec.environment_variables), gpu=bool(one.get("GPU")))
     refuse(plan)
     masker = job_masker(spec, values)
     platform = Platform(secrets=SECRETS, **PLATFORM)  # type: ignore[arg-type]

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
 from ...records import JobOutcome, JobState
-from ...core.target import Compiled, Notify
+from ...core.target import Compiled, Notify, Target
 from . import _client, _ids, _joblog
 
 if TYPE_CHECKING:
+    from ...records import Plan
     from ...spec import ComponentSpec
     from ...core.target import JobContext
 
@@ -31,14 +32,20 @@ _STATES = {"PENDING": JobState.PENDING, "RUNNING": JobState.RUNNING, "SUCCEEDED"
            "FAILED": JobState.FAILED, "STOPPED": JobState.CANCELLED}
 
 
-class RayTarget:
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+class RayTarget(Target):
+    def has_gpu(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> bool | None:
+        """Whether each node's bundle asks for a GPU (``--resources``, the spec's)."""
+        from ._bundles import bundle
+
+        return bool(bundle(spec, options).get("GPU"))
+
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
         """What will be submitted (nothing is): the entrypoint, runtime_env, bundles, record."""
         from ._compile import compile_job
 
-        return compile_job(spec, options)
+        return compile_job(plan, options)
 
-    def check(self, spec: "ComponentSpec", options: Mapping[str, Any], compiled: Compiled | None = None) -> None:
+    def check(self, plan: "Plan", options: Mapping[str, Any], compiled: Compiled) -> None:
         """The cluster answers and runs a Ray new enough, before anything of the job exists."""
         _client.check(_client.address_of(options))
 
@@ -53,13 +60,13 @@ class RayTarget:
                    "MLFLOW_TRACKING_URI=http://... (an MLflow server the nodes reach) otherwise")
         return uri
 
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
+    def submit(self, job: "JobContext", options: Mapping[str, Any], notify: Notify) -> str:
         """Upload the code and the driver package, submit the compiled job (``job.compiled``) with
         the job's name as its submission id and its MLflow run env in the node record."""
         from ...core.agentjob import record_env
         from ._stage import stage
 
-        compiled = job.compiled if job.compiled is not None and job.compiled.data else self.compile(spec, options)
+        spec, compiled = job.plan.spec, job.compiled
         if compiled.native is not None and tuple(compiled.native.needles) != tuple(job.masker.needles):
             raise JobError(f"{compiled.kind}: compiled with other secrets than the job has; compile it again")
         address = _client.address_of(options)

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
 from ...records import JobOutcome, JobState, TrackingRef
-from ...core.target import JOB_NAME, Compiled, Notify
+from ...core.target import JOB_NAME, Compiled, Notify, Target
 from .. import _secrets
 
 if TYPE_CHECKING:
     from ...delivery.plan import Delivery
     from ...base.redact import Masker
     from ...core.target import JobContext
+    from ...records import Plan
     from ...spec import ComponentSpec
     from ._slurm import SlurmJob
 
@@ -58,19 +59,24 @@ def _job_dir(options: Mapping[str, Any]) -> Path:
     return Path(options.get("job_dir") or default_job_dir()).expanduser().absolute()
 
 
-class SlurmTarget:
+class SlurmTarget(Target):
     def __init__(self) -> None:
         self._job_dir: Path | None = None
         self._timeout: float | None = None
 
     # -- compiling ---------------------------------------------------------------------------
-    def compile(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> Compiled:
+    def has_gpu(self, spec: "ComponentSpec", options: Mapping[str, Any]) -> bool | None:
+        """The nodes are not this machine: no GPU advice from here."""
+        return False
+
+    def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
         """The sbatch script for the job folder ``JOB_DIR/{{job_name}}`` (nothing is written):
         what ``check`` tests with ``sbatch --test-only`` and ``submit`` writes and queues, with
         only the job's name and its MLflow run's env bound."""
         from ...base.redact import job_masker
         from ...spec import InputError, RenderError, check_inputs, unknown_outputs
 
+        spec = plan.spec
         folder = _job_dir(options) / JOB_NAME
         given_out = dict(options.get("outputs") or {})
         try:
@@ -83,7 +89,7 @@ class SlurmTarget:
         except RenderError as exc:
             raise UsageError(str(exc)) from None
         masker = job_masker(spec, values)
-        text = self._script(spec, options, argv, folder, dict(spec.environment_variables), masker)
+        text = self._script(plan, options, argv, folder, dict(spec.environment_variables), masker)
         notes: tuple[str, ...] = (f"written for the job folder {folder}; `distcomp submit --target slurm` names it "
                                   "after the job and copies the spec and its code there before sbatch",)
         if options.get("code_store"):
@@ -101,27 +107,26 @@ class SlurmTarget:
         return Compiled(kind=f"sbatch script of {spec.ref}", text=text, notes=notes, late=late, native=masker)
 
     @staticmethod
-    def _script(spec: "ComponentSpec", options: Mapping[str, Any], argv: list[str], folder: Path,
+    def _script(plan: "Plan", options: Mapping[str, Any], argv: list[str], folder: Path,
                 env: Mapping[str, str], masker: "Masker", code: "Delivery | None" = None) -> str:
         """``code``: the code's way through a store (``--code-store``), when the caller planned it."""
         import sys
 
-        from ...core.plan import make_plan
         from ._delivery import plan as plan_code
         from ._script import folder_problem, resources_of, script
 
         why = folder_problem(folder)
         if why:
             raise UsageError(f"--job-dir {str(folder.parent)!r} {why}; give a job dir whose path has none")
+        spec = plan.spec
         res = resources_of(spec, options, options.get("timeout"))
         # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
         # share the job folder): distcomp is there, and so is what the command's python needs
         code = code or plan_code(spec, options, os.environ)
-        return script(make_plan(spec, gpu=False), argv, folder, spec.name, res, env, masker, python=sys.executable,
-                      code=code)
+        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable, code=code)
 
     # -- submitting ------------------------------------------------------------------------
-    def check(self, spec: "ComponentSpec", options: Mapping[str, Any], compiled: Compiled | None = None) -> None:
+    def check(self, plan: "Plan", options: Mapping[str, Any], compiled: Compiled) -> None:
         """The options and sbatch's own judgement (partition, account, memory, time) of the
         script that will be submitted, before anything of the job exists: a refused job leaves
         no job folder, no code copy and no MLflow run."""
@@ -129,10 +134,9 @@ class SlurmTarget:
 
         if shutil.which("sbatch") is None:
             _slurm.run(["sbatch"], "")  # the UsageError that says what is missing
-        compiled = compiled if compiled is not None and compiled.text else self.compile(spec, options)
         assert compiled.text is not None
         _slurm.test(compiled.text)
-        _check_code(spec)
+        _check_code(plan.spec)
 
     def tracking_uri(self, options: Mapping[str, Any], notify: Notify) -> str:
         """$MLFLOW_TRACKING_URI, else a SQLite file in the job dir (which the nodes share)."""
@@ -141,7 +145,7 @@ class SlurmTarget:
             job_dir.mkdir(parents=True, exist_ok=True)  # the default store's folder
         return _tracking_env(job_dir)["MLFLOW_TRACKING_URI"]
 
-    def submit(self, spec: "ComponentSpec", options: Mapping[str, Any], notify: Notify, job: "JobContext") -> str:
+    def submit(self, job: "JobContext", options: Mapping[str, Any], notify: Notify) -> str:
         """Write and queue the compiled script (``job.compiled``), its job folder named after the
         job (``job.name``) and the job's MLflow run env in its record."""
         from ...base.files import write_atomic
@@ -149,7 +153,7 @@ class SlurmTarget:
         from . import _delivery, _slurm
         from ._script import bind_env
 
-        compiled = job.compiled if job.compiled is not None and job.compiled.text else self.compile(spec, options)
+        spec, compiled = job.plan.spec, job.compiled
         assert compiled.text is not None
         masker = job.masker
         if compiled.native is not None and tuple(compiled.native.needles) != tuple(masker.needles):
