@@ -13,6 +13,7 @@ import signal
 import time
 from typing import Any, Callable, Mapping
 
+from ...agent.supervise import StartError
 from ...errors import JobError
 from ...records import JobState
 from ...records import Topology
@@ -26,7 +27,7 @@ from ._prepare import prepare
 from ._procs import COOKIE, set_subreaper
 from ._records import Failure, FoundOutput, RunOptions, RunResult, describe_signal
 from ._stored import stored_code_copy
-from ._supervisor import Attempt, StartError, Supervisor
+from ._attempt import Attempt, Attempts
 
 Notify = Callable[[str], None]
 _ADDR_IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
@@ -105,7 +106,7 @@ class _Job:
         self.claim.started = True
         previous = set_subreaper(True)  # a rank's orphans come back to us, not to PID 1
         logs = Logs(run_dir / "logs", self.console, self.masker)
-        supervisor = Supervisor(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
+        supervisor = Attempts(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
                                 self.topology.processes_per_node, self.claim.cookie, self.cgroup)
         t0 = time.monotonic()
         failures: list[Failure] = []
@@ -132,7 +133,7 @@ class _Job:
             if previous is False:
                 set_subreaper(False)
 
-    def _attempts(self, supervisor: Supervisor, logs: Logs, t0: float, failures: list[Failure],
+    def _attempts(self, supervisor: Attempts, logs: Logs, t0: float, failures: list[Failure],
                   found: list[FoundOutput]) -> RunResult:
         options, spec, run_dir = self.options, self.spec, self.options.run_dir
         deadline = t0 + options.timeout if options.timeout is not None else None
@@ -151,7 +152,7 @@ class _Job:
             try:
                 result = supervisor.run(launches, attempt, deadline, note)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone
-                program = exc.error.filename or exc.launch.argv[0]
+                program = exc.error.filename or launches[exc.index].argv[0]
                 raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "
                                   f"{spec.code}; is it installed and on PATH?)") from None
             except OSError as exc:  # a log could not be written (disk full, ...); the ranks were stopped
