@@ -71,7 +71,7 @@ class Supervised:
     signals: tuple[int, ...] = ()  # the SIGINT/SIGTERM received, in order
 
 
-class StartError(Exception):
+class NotStarted(Exception):
     """A process could not be started (exec failed): its index, and the OSError."""
 
     def __init__(self, index: int, error: OSError) -> None:
@@ -162,7 +162,7 @@ def supervise(starts: Sequence[Start], grace: float, *, zero_or_greater: bool = 
 
     ``flush`` runs after each batch of output read; ``start_failed``: a process that cannot be
     started has failed with 127, after this is told (without it, the others are stopped and
-    StartError is raised); ``services_may_stop``: whether the services may be stopped once the
+    NotStarted is raised); ``services_may_stop``: whether the services may be stopped once the
     others here ended (other nodes' processes may still need them)."""
     return _Loop(grace, zero_or_greater, scope or Scope(), flush, services_may_stop).run(
         starts, deadline, start_failed)
@@ -214,7 +214,7 @@ class _Loop:
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=pgid)
             except OSError as exc:
                 if start_failed is None:
-                    raise StartError(i, exc) from exc
+                    raise NotStarted(i, exc) from exc
                 start_failed(i, exc)  # a missing program: it failed as a shell would say (127)
                 proc.ended.code, proc.ended.ended, proc.ended.error = 127, time.time(), exc
                 procs.append(proc)

@@ -19,11 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...agent import rankwatch, supervise
+from ...errors import JobError
 from ...records import RankFailure
 from . import _cgroup, _procs
 from ._output import Logs, Stream
 from ._prepare import Launch
 from ._records import Failure, ProcessResult
+
+
+class StartError(JobError):
+    """A process could not be started (exec failed): which one, and the OSError."""
+
+    def __init__(self, launch: Launch, error: OSError) -> None:
+        super().__init__(str(error))
+        self.launch, self.error = launch, error
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,7 @@ class Attempts:
         self._since = _procs.start_time(os.getpid())  # no process of the job started before this one
 
     def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None, note: str = "") -> Attempt:
-        """One attempt; ``note`` goes into the log headers (`` (port retry 1)``). Raises
-        ``supervise.StartError`` (its index: of ``launches``) when a process cannot be started."""
+        """One attempt; ``note`` goes into the log headers (`` (port retry 1)``)."""
         offsets = []
         for launch in launches:
             r = launch.replica
@@ -89,8 +97,11 @@ class Attempts:
             offsets.append(self.logs.path(r.name).stat().st_size)
         starts = [supervise.Start(launch.replica.name, launch.argv, launch.env, str(launch.cwd),
                                   Stream(launch.replica, self.logs), launch.replica.service) for launch in launches]
-        done = supervise.supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, deadline=deadline,
-                                   scope=_Scope(self.cookie, self.cgroup, self._since), flush=self.logs.flush)
+        try:
+            done = supervise.supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, deadline=deadline,
+                                       scope=_Scope(self.cookie, self.cgroup, self._since), flush=self.logs.flush)
+        except supervise.NotStarted as exc:  # the others were stopped
+            raise StartError(launches[exc.index], exc.error) from exc
         failure = None
         if done.failed is not None and done.outcome == "failed":
             i = done.failed

@@ -13,7 +13,6 @@ import signal
 import time
 from typing import Any, Callable, Mapping
 
-from ...agent.supervise import StartError
 from ...errors import JobError
 from ...records import JobState
 from ...records import Topology
@@ -27,7 +26,7 @@ from ._prepare import prepare
 from ._procs import COOKIE, set_subreaper
 from ._records import Failure, FoundOutput, RunOptions, RunResult, describe_signal
 from ._stored import stored_code_copy
-from ._attempt import Attempt, Attempts
+from ._attempt import Attempt, Attempts, StartError
 
 Notify = Callable[[str], None]
 _ADDR_IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
@@ -152,7 +151,7 @@ class _Job:
             try:
                 result = supervisor.run(launches, attempt, deadline, note)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone
-                program = exc.error.filename or launches[exc.index].argv[0]
+                program = exc.error.filename or exc.launch.argv[0]
                 raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "
                                   f"{spec.code}; is it installed and on PATH?)") from None
             except OSError as exc:  # a log could not be written (disk full, ...); the ranks were stopped
