@@ -159,26 +159,25 @@ class Agent:
         finally:
             for out in outputs:
                 out.close()
-        ended = []
+        failed, blamed = [], []
         for i, ((spec, _argv, _env), p) in enumerate(zip(prepared, done.processes)):
-            # what the signal the agent had also ended (srun signals the whole step) was stopped
-            stopped = p.stopped or bool(done.signals) and p.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL)
-            failed = not stopped and p.code is not None and (p.code < 0 if self.zero_or_greater else p.code != 0)
-            self._report(spec, p, outputs[i], stopped, failed, errors.get(i, ""))
+            # what the agent's own signal also ended (srun signals the whole step) was stopped, not failed
+            stopped = p.stopped or (bool(done.signals) and p.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL))
+            bad = not stopped and p.code is not None and (p.code < 0 if self.zero_or_greater else p.code != 0)
+            if bad:
+                failed.append((p, errors.get(i, "")))
+            self._report(spec, p, outputs[i], stopped, bad, errors.get(i, ""))
             if p.report is not None:
                 self._report_rank(outputs[i], p.report)
-            ended.append((p, failed, errors.get(i, "")))
-        blamed = [p.report for p, _failed, _error in ended if p.report is not None]
+                blamed.append(p.report)
         for report in blamed:
             print(f"distcomp agent: node {self.node}: {rankwatch.describe(report)}", file=sys.stderr, flush=True)
-        for p, failed, error in ended:  # where no exits/ folder is read (a pod's log), the root cause is said here
-            if not failed:
-                continue
+        for p, error in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here
             code = p.code if p.code is not None and p.code >= 0 else None
             how = f"exited with code {code}" if code is not None else f"was killed by signal {-(p.code or 0)}"
             print(f"distcomp agent: node {self.node}: {p.name} {how}"
                   + (f" ({self.mask(error)})" if error else ""), file=sys.stderr, flush=True)
-        if blamed or any(failed for _p, failed, _error in ended):
+        if failed or blamed:
             return 1
         return 128 + done.signals[0] if done.signals else 0
 

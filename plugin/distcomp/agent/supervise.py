@@ -93,7 +93,8 @@ class Scope:
 
     def kill(self, started: set[int], others: set[int]) -> None:
         """At the end of the grace: SIGKILL what is left besides the processes and their group,
-        before those are reaped (their orphans go to PID 1, where no descendant is found)."""
+        before those are reaped (their orphans go to PID 1, where no descendant is found); a
+        second look for what was forked meanwhile."""
         _procs.signal_all(others | self.others(started), signal.SIGKILL)
         _procs.signal_all(self.others(started), signal.SIGKILL)
 
@@ -192,7 +193,10 @@ class _Loop:
                 self._start(starts, procs, start_failed)
                 outcome, failed = self._watch(procs, deadline, t0)
             finally:  # never leave a process behind, whatever went wrong here
-                self._stop(procs)
+                try:
+                    self._stop(procs)
+                finally:
+                    self.selector.close()
             index = procs.index(failed[0]) if failed is not None else None
             return Supervised(outcome, tuple(p.ended for p in procs), index, failed[1] if failed else 0.0,
                               tuple(signals.received))
