@@ -23,7 +23,7 @@ from distcomp.errors import DistcompError, JobError, OptionError, UsageError
 # its errors end in its own one-line message and exit 2 (tests/agent/test_agent.py); the writer
 # side checks a record it made itself, so a RecordError there is distcomp's bug, not the user's.
 STANDALONE = {"distcomp.delivery.fetcher", "distcomp.agent", "distcomp.agent._node", "distcomp.agent.record",
-              "distcomp.agent.trust"}
+              "distcomp.agent.trust", "distcomp.agent.supervise"}
 
 
 def exported_exceptions() -> dict[str, type[BaseException]]:

@@ -1,33 +1,29 @@
 """Run one node's part of a job: start its replicas, supervise them, report how each ended.
 
-One loop, no threads (as the local target's supervisor): it waits on the replicas' output pipes
-and on a wake-up pipe that SIGCHLD, SIGTERM and SIGINT write to. The first replica that fails
-ends the node's others (SIGTERM to the node's process group and to every descendant found in
-/proc, ``grace`` seconds, then SIGKILL); service replicas (parameter servers) are stopped once
-the others have ended well; a SIGTERM to the agent (srun, scancel, a pod's end) stops them all.
-Each replica writes ``logs/NAME.log``; each end is reported in ``exits/NAME.json``.
+The supervision is ``supervise``'s loop, the one the local target runs its ranks with: the first
+replica that fails ends the node's others (SIGTERM to the node's process group and to every
+descendant found in /proc, ``grace`` seconds, then SIGKILL); service replicas (parameter servers)
+are stopped once every other replica of the job has ended well; a SIGTERM to the agent (srun,
+scancel, a pod's end) stops them all. Each replica writes ``logs/NAME.log`` (``output``); each
+end is reported in ``exits/NAME.json``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import selectors
 import signal
 import socket
-import subprocess
 import sys
-import time
-from collections import deque
-from typing import IO, Any, Callable, Mapping, Sequence
+from typing import IO, Any, Mapping, Sequence
 
 from . import rankwatch
+from .output import Output
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
 from .shared import REDACTED, mask_pattern, write_atomic
+from .supervise import Ended, Start, supervise
 from .trust import Untrusted, read_trusted
 
-TAIL = 15  # lines of a replica's output kept for its report
 RANK_EXITS = "rank-exits"  # in the job folder: the rank watchers' reports (rankwatch)
 
 
@@ -43,69 +39,6 @@ class _Masker:
 
     def __call__(self, line: str) -> str:
         return self.pattern.sub(REDACTED, line) if self.pattern is not None else line
-
-
-class _Replica:
-    def __init__(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], log: IO[bytes],
-                 opener: "Callable[[str], IO[bytes]] | None" = None) -> None:
-        self.spec = spec
-        # a replica hosting several ranks (mpirun --output tag): each tagged line to its rank's log
-        prefix = spec.get("rank_prefix")
-        self.tag = re.compile(prefix.encode("ascii")) if prefix else None
-        self.opener = opener
-        self.rank_logs: dict[int, IO[bytes]] = {}
-        self.rank_tails: dict[int, deque[str]] = {}  # each tagged rank's last lines
-        self.rank_exits = ""  # where its rank watchers report, if they do (``Replica.rank_hooks``)
-        self.report: dict[str, Any] | None = None  # the first of its ranks that failed by itself
-        self.name: str = spec["name"]
-        self.service = bool(spec.get("service"))
-        self.argv, self.env, self.log = argv, env, log
-        self.popen: subprocess.Popen[bytes] | None = None
-        self.tail: deque[str] = deque(maxlen=TAIL)
-        self.partial = b""
-        self.code: int | None = None
-        self.ended: float | None = None
-        self.stopped = False  # ended because the agent stopped it (another failed, a signal, a service)
-        self.error = ""  # why it could not start
-
-    def feed(self, data: bytes, console: bool) -> None:
-        if self.tag is None:
-            self.log.write(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        if not data and self.partial:  # the end: an unfinished last line counts
-            lines.append(self.partial)
-            self.partial = b""
-        for line in lines:
-            name = self.name
-            if self.tag is not None:
-                line, name = self._route(line)
-            decoded = line.decode("utf-8", "replace")
-            self.tail.append(decoded)
-            if name != self.name and name.startswith("rank"):
-                self.rank_tails.setdefault(int(name[4:]), deque(maxlen=TAIL)).append(decoded)
-            if console:
-                sys.stdout.write(f"[{name}] {decoded}\n")
-        if console and lines:
-            sys.stdout.flush()
-
-    def _route(self, line: bytes) -> tuple[bytes, str]:
-        """A whole line, written to its rank's log (its tag removed) or the replica's own."""
-        assert self.tag is not None
-        m = self.tag.match(line)
-        if m is None or self.opener is None:
-            self.log.write(line + b"\n")
-            return line, self.name
-        rank = int(m.group("rank"))
-        if rank not in self.rank_logs:
-            self.rank_logs[rank] = self.opener(f"rank{rank}")
-        text = line[m.end():]
-        self.rank_logs[rank].write(text + b"\n")
-        return text, f"rank{rank}"
-
-    def close(self) -> None:
-        for log in (self.log, *self.rank_logs.values()):
-            log.close()
 
 
 def _node_index(record: Mapping[str, Any], environ: Mapping[str, str]) -> int:
@@ -146,32 +79,6 @@ def _secrets(record: Mapping[str, Any], folder: str) -> tuple[list[str], list[st
     return found, found
 
 
-def _descendants(roots: set[int]) -> set[int]:
-    """Every live descendant of ``roots`` (Linux /proc; elsewhere none: the group is all there is)."""
-    children: dict[int, list[int]] = {}
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        fields = data[data.rindex(b")") + 2:].split()
-        if fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(pid)
-    found: set[int] = set()
-    todo = list(roots)
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 class Agent:
     def __init__(self, record: dict[str, Any], path: str, environ: Mapping[str, str]) -> None:
         self.record = record
@@ -186,10 +93,6 @@ class Agent:
         self.grace = float(record["grace"])
         self.zero_or_greater = bool(record.get("zero_or_greater"))
         self.mine = [r for r in record["replicas"] if r["node"] == self.node]
-        self.replicas: list[_Replica] = []
-        self.signals: list[int] = []
-        self.selector = selectors.DefaultSelector()
-        self.pgid = 0
 
     # -- setting up -------------------------------------------------------------------------
     def _path(self, name: str) -> str:
@@ -233,26 +136,6 @@ class Agent:
         os.makedirs(logs, mode=0o700 if self.secrets else 0o777, exist_ok=True)
         return open(os.path.join(logs, f"{name}.log"), "ab", buffering=0)
 
-    def _start(self, spec: Mapping[str, Any], argv: list[str], env: dict[str, str], cwd: str) -> _Replica:
-        rep = _Replica(spec, argv, env, self._open_log(spec["name"]), self._open_log)
-        self.replicas.append(rep)
-        rep.rank_exits = env.get(rankwatch.ENV, "")
-        if rep.rank_exits:  # this attempt's reports only
-            rankwatch.clear(rep.rank_exits)
-        try:
-            rep.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, process_group=self.pgid)
-        except OSError as exc:  # a missing program: it failed as a shell would say (127)
-            rep.error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
-            rep.feed(f"distcomp agent: {rep.error}\n".encode(), self.console)
-            rep.code, rep.ended = 127, time.time()
-            return rep
-        self.pgid = self.pgid or rep.popen.pid
-        assert rep.popen.stdout is not None
-        os.set_blocking(rep.popen.stdout.fileno(), False)
-        self.selector.register(rep.popen.stdout, selectors.EVENT_READ, rep)
-        return rep
-
     # -- running ------------------------------------------------------------------------------
     def run(self) -> int:
         """Start this node's replicas and supervise them; the agent's exit code."""
@@ -260,165 +143,67 @@ class Agent:
             return 0  # another node's replica (mpirun) reaches this one by itself
         prepared = self._prepare()
         cwd = self._path(self.record["cwd"])
-        rfd, wfd = os.pipe()
-        os.set_blocking(rfd, False)
-        os.set_blocking(wfd, False)
-        old_fd = signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
-        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)}
-        self.selector.register(rfd, selectors.EVENT_READ, None)
+        outputs = [Output(spec["name"], self._open_log(spec["name"]), spec.get("rank_prefix"), self._open_log,
+                          self.console) for spec, _argv, _env in prepared]
+        errors: dict[int, str] = {}
+
+        def start_failed(i: int, exc: OSError) -> None:
+            errors[i] = f"cannot start {prepared[i][1][0]!r}: {exc.strerror or exc}"
+            outputs[i].feed(f"distcomp agent: {errors[i]}\n".encode())
+
+        starts = [Start(spec["name"], argv, env, cwd, out, bool(spec.get("service")))
+                  for (spec, argv, env), out in zip(prepared, outputs)]
         try:
-            for spec, argv, env in prepared:
-                if not self.signals:
-                    self._start(spec, argv, env, cwd)
-            self._watch()
+            done = supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, start_failed=start_failed,
+                             services_may_stop=self._others_done)
         finally:
-            self._stop()
-            for sig, old in handlers.items():
-                signal.signal(sig, old)
-            signal.set_wakeup_fd(old_fd)
-            os.close(rfd)
-            os.close(wfd)
-            for rep in self.replicas:
-                rep.close()
-                self._report(rep)
-                if rep.report is not None:
-                    self._report_rank(rep, rep.report)
-        failed = [r for r in self.replicas if self._failed(r)]
-        blamed = [r.report for r in self.replicas if r.report is not None]
+            for out in outputs:
+                out.close()
+        failed, blamed = [], []
+        for i, ((spec, _argv, _env), p) in enumerate(zip(prepared, done.processes)):
+            # what the agent's own signal also ended (srun signals the whole step) was stopped, not failed
+            stopped = p.stopped or (bool(done.signals) and p.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL))
+            bad = not stopped and p.code is not None and (p.code < 0 if self.zero_or_greater else p.code != 0)
+            if bad:
+                failed.append((p, errors.get(i, "")))
+            self._report(spec, p, outputs[i], stopped, bad, errors.get(i, ""))
+            if p.report is not None:
+                self._report_rank(outputs[i], p.report)
+                blamed.append(p.report)
         for report in blamed:
             print(f"distcomp agent: node {self.node}: {rankwatch.describe(report)}", file=sys.stderr, flush=True)
-        for rep in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here
-            code = rep.code if rep.code is not None and rep.code >= 0 else None
-            how = f"exited with code {code}" if code is not None else f"was killed by signal {-(rep.code or 0)}"
-            print(f"distcomp agent: node {self.node}: {rep.name} {how}"
-                  + (f" ({self.mask(rep.error)})" if rep.error else ""), file=sys.stderr, flush=True)
+        for p, error in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here
+            code = p.code if p.code is not None and p.code >= 0 else None
+            how = f"exited with code {code}" if code is not None else f"was killed by signal {-(p.code or 0)}"
+            print(f"distcomp agent: node {self.node}: {p.name} {how}"
+                  + (f" ({self.mask(error)})" if error else ""), file=sys.stderr, flush=True)
         if failed or blamed:
             return 1
-        return 128 + self.signals[0] if self.signals else 0
-
-    def _on_signal(self, signum: int, frame: object) -> None:
-        if signum != signal.SIGCHLD:
-            self.signals.append(signum)
-
-    def _failed(self, rep: _Replica) -> bool:
-        if rep.stopped or rep.code is None:
-            return False
-        return rep.code < 0 if self.zero_or_greater else rep.code != 0
-
-    def _watch(self) -> None:
-        watched = [r for r in self.replicas if r.rank_exits]
-        while True:
-            self._pump(0.1 if watched else 1.0)  # a rank watcher's report is a file: looked for often
-            for rep in self.replicas:
-                if rep.ended is None and rep.popen is not None and rep.popen.poll() is not None:
-                    rep.code, rep.ended = rep.popen.returncode, time.time()
-            for rep in watched:  # a rank that failed by itself: the job ends now, not when mpirun does
-                if rep.ended is None and not self.signals:
-                    rep.report = rankwatch.first_failure(rep.rank_exits, self.zero_or_greater)
-                    if rep.report is not None:
-                        return
-            if self.signals:  # what the same signal ended (srun signals the whole step) was stopped
-                for rep in self.replicas:
-                    if rep.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL):
-                        rep.stopped = True
-                return
-            if any(self._failed(r) for r in self.replicas):
-                return
-            if all(r.ended is not None for r in self.replicas if not r.service) and self._others_done():
-                return
+        return 128 + done.signals[0] if done.signals else 0
 
     def _others_done(self) -> bool:
         """Whether a service here may stop: every other node's non-service replica has reported
         its end (``exits/`` on a shared folder; a failure there ends the job anyway)."""
-        if not any(r.service and r.ended is None for r in self.replicas):
-            return True
         exits = self._path(self.record.get("exits", "exits"))
         return all(os.path.exists(os.path.join(exits, f"{r['name']}.json")) for r in self.record["replicas"]
                    if r["node"] != self.node and not r.get("service"))
 
-    def _pump(self, timeout: float) -> None:
-        for key, _ in self.selector.select(timeout):
-            if key.data is None:  # the wake-up pipe: a signal came
-                try:
-                    while os.read(key.fd, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-                continue
-            try:
-                data = os.read(key.fd, 65536)
-            except BlockingIOError:
-                continue
-            key.data.feed(data, self.console)
-            if not data:
-                self.selector.unregister(key.fileobj)
-                key.fileobj.close()  # type: ignore[union-attr]
-
-    def _stop(self) -> None:
-        """SIGTERM to what still runs (the group, each replica, their descendants), SIGKILL after
-        the grace period; then the output left in the pipes."""
-        running = [r for r in self.replicas if r.popen is not None and r.popen.poll() is None]
-        for rep in running:
-            rep.stopped = True
-        roots = {r.popen.pid for r in self.replicas if r.popen is not None}
-        others = _descendants(roots) - roots
-
-        def send(sig: int) -> None:
-            if self.pgid:
-                try:
-                    os.killpg(self.pgid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            for pid in (*(r.popen.pid for r in running if r.popen is not None), *others):
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-
-        if running or others:
-            send(signal.SIGTERM)
-            end = time.monotonic() + self.grace
-            while time.monotonic() < end and any(r.popen is not None and r.popen.poll() is None for r in running):
-                if len(self.signals) > 1:
-                    break  # a second signal: no more waiting
-                self._pump(0.05)
-            others |= _descendants(roots) - roots
-            send(signal.SIGKILL)
-            others = _descendants(roots) - roots
-            if others:
-                send(signal.SIGKILL)
-        for rep in self.replicas:
-            if rep.popen is not None:
-                rep.popen.wait()
-                if rep.ended is None:
-                    rep.code, rep.ended = rep.popen.returncode, time.time()
-        end = time.monotonic() + 0.5  # a grandchild that kept a pipe open gets a short while
-        while any(k.data is not None for k in self.selector.get_map().values()) and time.monotonic() < end:
-            self._pump(0.05)
-        for key in list(self.selector.get_map().values()):
-            if key.data is not None:
-                self.selector.unregister(key.fileobj)
-                key.data.feed(b"", self.console)
-                key.fileobj.close()  # type: ignore[union-attr]
-
     # -- reporting ----------------------------------------------------------------------------
-    def _report(self, rep: _Replica) -> None:
+    def _report(self, spec: Mapping[str, Any], p: Ended, out: Output, stopped: bool, failed: bool,
+                error: str) -> None:
         """``exits/NAME.json``: how the replica ended, masked (the target's status reads it)."""
-        code = rep.code
-        spec = rep.spec
-        data = {"name": rep.name, "role": spec.get("role", ""), "index": spec.get("index", 0),
+        code = p.code
+        data = {"name": p.name, "role": spec.get("role", ""), "index": spec.get("index", 0),
                 "rank": spec.get("rank"), "node": self.node, "host": self.host,
                 "exit_code": code if code is None or code >= 0 else None,
                 "signal": -code if code is not None and code < 0 else None,
-                "failed": self._failed(rep), "stopped": rep.stopped, "service": rep.service,
-                "ended": rep.ended, "pid": rep.popen.pid if rep.popen is not None else None,
-                "error": self.mask(rep.error), "tail": [self.mask(line) for line in rep.tail]}
+                "failed": failed, "stopped": stopped, "service": bool(spec.get("service")),
+                "ended": p.ended, "pid": p.pid, "error": self.mask(error), "tail": [self.mask(line) for line in out.tail]}
         exits = self._path(self.record.get("exits", "exits"))
         os.makedirs(exits, exist_ok=True)
-        write_atomic(os.path.join(exits, f"{rep.name}.json"), json.dumps(data, indent=1) + "\n")
+        write_atomic(os.path.join(exits, f"{p.name}.json"), json.dumps(data, indent=1) + "\n")
 
-
-    def _report_rank(self, rep: _Replica, report: Mapping[str, Any]) -> None:
+    def _report_rank(self, rep: Output, report: Mapping[str, Any]) -> None:
         """``exits/rankN.json`` for the rank ``rep`` hosts that failed by itself (its watcher's
         report): the job's root cause, as a rank of its own would be; ``rep`` itself was stopped."""
         rank = int(report["rank"])

@@ -14,8 +14,11 @@ import signal
 import time
 from typing import Callable, Iterable
 
+from ...agent.procs import (  # noqa: F401  (re-exported: the local target's process helpers)
+    PROC as PROC, alive as alive, below, kill_all as kill_all, pids as _pids, reap as reap,
+    signal_all as signal_all, start_time as start_time, stat as _stat,
+)
 from .._cookie import COOKIE as COOKIE  # re-exported: the runner puts it in every rank's env
-PROC = "/proc"
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 
 
@@ -36,26 +39,6 @@ def set_subreaper(on: bool) -> bool | None:
         return None
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, start time in clock ticks after boot) of ``pid``, or None if it is gone."""
-    try:  # os.read: a look at every process reads this file of each, a buffered file costs a third more
-        fd = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.read(fd, 4096)  # one line of well under 1 KiB
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2:].split()  # the name may hold spaces and parentheses
-    return fields[0].decode(), int(fields[1]), int(fields[19])
-
-
-def start_time(pid: int) -> int | None:
-    """When ``pid`` started (ticks after boot): with the boot id, tells a pid reused by another program."""
-    st = _stat(pid)
-    return st[2] if st else None
-
-
 def boot_id() -> str | None:
     try:
         with open(f"{PROC}/sys/kernel/random/boot_id", encoding="ascii") as f:
@@ -64,35 +47,12 @@ def boot_id() -> str | None:
         return None
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie is dead: only its exit status is left to collect)."""
-    st = _stat(pid)
-    if st is not None:
-        return st[0] not in ("Z", "X")
-    if os.path.isdir(PROC):
-        return False
-    try:  # no /proc: ask the kernel
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
 def _has_cookie(pid: int, needle: bytes) -> bool:
     try:
         with open(f"{PROC}/{pid}/environ", "rb") as f:
             return needle in b"\0" + f.read()
     except OSError:  # gone, or another user's
         return False
-
-
-def _pids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir(PROC) if name.isdigit()]
-    except OSError:
-        return []
 
 
 def job_processes(cookie: str, roots: Iterable[int] = (), exclude: Iterable[int] = (),
@@ -111,12 +71,7 @@ def job_processes(cookie: str, roots: Iterable[int] = (), exclude: Iterable[int]
         children.setdefault(st[1], []).append(pid)
         if cookie and _has_cookie(pid, needle):
             found.add(pid)
-    todo = [*found, *roots]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
+    found |= below(children, [*found, *roots])
     return found - set(exclude) - {os.getpid()}
 
 
@@ -136,39 +91,6 @@ def children() -> set[int]:
         if st is not None and st[1] == me:
             out.add(pid)
     return out
-
-
-def signal_all(pids: Iterable[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def reap(pids: Iterable[int]) -> None:
-    """Collect the exit status of those of ``pids`` that are this process's children and have
-    ended (an orphan re-parented to the subreaper); the others are someone else's to reap."""
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-
-
-def kill_all(find: Callable[[], set[int]]) -> set[int]:
-    """SIGKILL whatever ``find`` returns until nothing it finds is left (looking again each
-    round, for anything forked meanwhile); returns every pid it saw."""
-    seen: set[int] = set()
-    for _ in range(50):  # SIGKILL lands at once; a process forking in a loop needs a few rounds
-        more = find()
-        seen |= more
-        signal_all(more, signal.SIGKILL)
-        reap(seen)
-        if not any(alive(pid) for pid in seen):
-            break
-        time.sleep(0.02)
-    return seen
 
 
 def stop(find: Callable[[], set[int]], grace: float) -> int:

@@ -26,7 +26,7 @@ from ._prepare import prepare
 from ._procs import COOKIE, set_subreaper
 from ._records import Failure, FoundOutput, RunOptions, RunResult, describe_signal
 from ._stored import stored_code_copy
-from ._supervisor import Attempt, StartError, Supervisor
+from ._attempt import Attempt, Attempts, StartError
 
 Notify = Callable[[str], None]
 _ADDR_IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
@@ -105,13 +105,13 @@ class _Job:
         self.claim.started = True
         previous = set_subreaper(True)  # a rank's orphans come back to us, not to PID 1
         logs = Logs(run_dir / "logs", self.console, self.masker)
-        supervisor = Supervisor(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
+        attempts = Attempts(logs, options.grace, self.spec.successful_return_code == "ZeroOrGreater",
                                 self.topology.processes_per_node, self.claim.cookie, self.cgroup)
         t0 = time.monotonic()
         failures: list[Failure] = []
         found: list[FoundOutput] = []
         try:
-            return self._attempts(supervisor, logs, t0, failures, found)
+            return self._attempts(attempts, logs, t0, failures, found)
         except (LaunchError, RenderError) as exc:  # still leave the final record behind, then report
             self._finish(RunResult(JobState.FAILED, run_dir, len(failures) + 1, time.monotonic() - t0,
                                    failures=tuple(failures), message=str(exc)), found)
@@ -132,7 +132,7 @@ class _Job:
             if previous is False:
                 set_subreaper(False)
 
-    def _attempts(self, supervisor: Supervisor, logs: Logs, t0: float, failures: list[Failure],
+    def _attempts(self, attempts: Attempts, logs: Logs, t0: float, failures: list[Failure],
                   found: list[FoundOutput]) -> RunResult:
         options, spec, run_dir = self.options, self.spec, self.options.run_dir
         deadline = t0 + options.timeout if options.timeout is not None else None
@@ -149,7 +149,7 @@ class _Job:
             except OSError as exc:  # no free ports, or the launcher's files cannot be written
                 raise LaunchError(f"cannot prepare the job in {run_dir}: {exc.strerror or exc}") from None
             try:
-                result = supervisor.run(launches, attempt, deadline, note)
+                result = attempts.run(launches, attempt, deadline, note)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone
                 program = exc.error.filename or exc.launch.argv[0]
                 raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "
