@@ -516,12 +516,15 @@ class JobOutcome:
     wall_s: float | None = None
     tracking: TrackingRef | None = None
     details: Mapping[str, Any] = field(default_factory=dict)  # the target's own record (status.json, ...)
+    # what only the target knows of the end, tagged on the job's run as it ends (attempts, the failing process)
+    end_tags: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", JobState.parse(str(self.state.value if isinstance(self.state, JobState)
                                                               else self.state)))
         object.__setattr__(self, "outputs", MappingProxyType(dict(self.outputs)))
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+        object.__setattr__(self, "end_tags", MappingProxyType(dict(self.end_tags)))
 
     @property
     def done(self) -> bool:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .core.jobrecord import RUN_OPTIONS, JobRecord, RecordError, bind_params, read_record
+
+if TYPE_CHECKING:
+    from .records import JobOutcome
+    from .spec import ComponentSpec
 
 __all__ = ["execute", "main"]
 
@@ -33,13 +37,56 @@ def _run(record: JobRecord, where: str) -> int:
         raise RecordError(f"{where}: a run record names no spec")
     quiet = bool(options.pop("quiet", False))
     spec = load(record.spec, warn=deprecated)
-    outcome = run(spec, inputs=dict(record.inputs), outputs=dict(record.outputs), env=dict(record.env),
+    submitted: dict[str, Any] = {k: options.pop(k) for k in ("job_env", "job_run", "job_record") if k in options}
+    if submitted:  # `submit --target local`: the core made its run; this process runs the job and settles it
+        outcome = _run_submitted(spec, record, options, submitted, None if quiet else echo, speaker("run"))
+    else:
+        outcome = run(spec, inputs=dict(record.inputs), outputs=dict(record.outputs), env=dict(record.env),
                   console=None if quiet else echo, notify=speaker("run"), **options)
     if record.outcome_file:
         from .cli._targets import write_status
 
         write_status(record.outcome_file, outcome)
     return outcome.exit_code if outcome.exit_code is not None else 1
+
+
+def _run_submitted(spec: "ComponentSpec", record: JobRecord, options: dict[str, Any], given: dict[str, Any],
+                   console: "Callable[[str], None] | None", say: "Callable[[str], None]") -> "JobOutcome":
+    """A job the core submitted to the local target, run here to its end; then the core's
+    ``settle`` ends its MLflow run (once, under its record's lock), so a detached job's run ends
+    without anyone asking."""
+    from .core.plan import make_plan
+    from .core.submission import settle
+    from .records import JobOutcome, JobState, TrackingRef
+    from .targets.local import LocalRun, LocalTarget, job_id, run_here
+
+    found = given.get("job_run") or {}
+    ref = TrackingRef(str(found["run_id"]), str(found.get("tracking_uri") or ""),
+                      str(found.get("experiment_id") or "")) if found.get("run_id") else None
+    env = {str(k): str(v) for k, v in dict(given.get("job_env") or {}).items()}
+    folder = Path(str(given["job_record"])) if given.get("job_record") else None
+    layout = {"nodes": options.pop("nodes", None), "processes_per_node": options.pop("nproc_per_node", None)}
+    request = LocalRun(inputs=dict(record.inputs), outputs=dict(record.outputs), env=dict(record.env),
+                       echo=console is not None, **options)
+    if not request.run_dir:
+        raise RecordError("a submitted job's record names no run_dir")
+    run_dir = Path(request.run_dir)
+    plan = make_plan(spec.with_overrides(**layout), env={**os.environ, **request.env})
+    if ref is not None:  # who runs the job is this process, not the one that submitted it
+        from .tracking import open_store
+
+        try:
+            open_store(ref.tracking_uri).log(ref.run_id, {"distcomp.supervisor.pid": str(os.getpid())})
+        except Exception as exc:  # a store that stopped answering: the job runs on, its run says less
+            say(f"warning: MLflow run {ref.run_id}: could not tag it with its supervisor: {exc}")
+    try:
+        outcome = run_here(plan, request, run_dir, env, ref, console, say)
+    except BaseException as exc:  # the run ends with the reason (the submitter ends it too if it never started)
+        state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
+        settle(job_id(run_dir), LocalTarget(), JobOutcome(job_id(run_dir), state, 1, message=f"distcomp stopped: {exc or type(exc).__name__}",
+                                                          tracking=ref), folder, say)
+        raise
+    return settle(job_id(run_dir), LocalTarget(), outcome, folder, say)
 
 
 def _submit(record: JobRecord, where: str) -> int:

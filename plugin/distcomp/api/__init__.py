@@ -85,17 +85,42 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     """Run ``spec`` here with real ranks and wait for it (``distcomp run``). ``inputs``: values
     as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
     with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
-    the logs are in the run folder either way); ``env``: variables for every rank."""
-    from ..core.plan import make_plan
-    from ..targets.local import LocalRun, run_local
+    the logs are in the run folder either way); ``env``: variables for every rank.
 
-    request = LocalRun(inputs={k: _text(v) for k, v in (inputs or {}).items()}, outputs=dict(outputs or {}),
-                       run_dir=os.fspath(run_dir) if run_dir is not None else None, timeout=timeout,
-                       max_restarts=max_restarts, grace=grace, tracking=tracking, experiment=experiment,
-                       system_metrics=system_metrics, echo=console is not None, env=dict(env or {}))
+    It is ``submit(spec, "local", ...).wait()`` with the job run in this process: the core makes
+    the job's plan, masker and MLflow run, the local target runs the job to its end, and the
+    handle's wait ends the run once."""
+    from pathlib import Path
+    from types import MappingProxyType
+
+    from ..core.plan import make_plan
+    from ..core.submission import submit as submit_job
+    from ..core.target import Compiled
+    from ..targets.local import HERE, Here, check_local, request_of
+
+    found = _target("local", submitting=True)
+    given = {"inputs": {k: _text(v) for k, v in (inputs or {}).items()}, "outputs": dict(outputs or {}),
+             "run_dir": os.fspath(run_dir) if run_dir is not None else None, "timeout": timeout,
+             "max_restarts": max_restarts, "grace": grace, "tracking": tracking, "experiment": experiment,
+             "system_metrics": system_metrics, "env": dict(env or {})}
+    request = request_of(given)
+    if not tracking and (system_metrics or experiment):  # said before any option is checked, as before
+        raise UsageError("tracking is off; an experiment and system metrics need it on")
+    bound = {**found.type.bind({k: v for k, v in given.items() if v is not None}, submitting=True),
+             "nodes": nodes, "nproc_per_node": nproc_per_node}
     # the ranks inherit this process's environment: the advice reads it with the given variables
     plan = make_plan(_spec(spec, nodes, nproc_per_node), env={**os.environ, **request.env})
-    return run_local(plan, request, console, notify)
+    check_local(plan, request, Path.cwd())  # every problem at once, as `distcomp run` words them
+    say = notify or (lambda _m: None)
+    instance = found.make()
+    compiled = Compiled(kind=f"local run of {plan.spec.ref}", text="", target="local", plan=plan,
+                        options=MappingProxyType(bound))
+
+    def call(method: str, *args: Any) -> Any:
+        return _call(found, method, *args, instance=instance)
+
+    native, record = submit_job(found, instance, compiled, {**bound, HERE: Here(console)}, say, call)
+    return JobHandle("local", native, instance, record).wait(notify=say)
 
 
 def _text(value: Any) -> str:
@@ -314,8 +339,6 @@ class JobHandle:
     def _settled(self, outcome: JobOutcome, notify: "Notify | None") -> JobOutcome:
         from ..core.submission import settle
 
-        if self._found().type.tracks_itself:  # its jobs end their own run
-            return outcome
         assert self.instance is not None  # made by the _ask that got the outcome
         return settle(str(self), self.instance, outcome, self.record, notify)
 

@@ -53,7 +53,9 @@ PARAM_RULES = ("value", "if-set")
 # the keywords of ``distcomp.run`` a record's options may carry, with their types
 RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "run_dir": str, "nodes": int, "nproc_per_node": int, "timeout": (int, float), "max_restarts": int,
-    "grace": (int, float), "tracking": bool, "experiment": str, "system_metrics": bool, "quiet": bool}
+    "grace": (int, float), "tracking": bool, "experiment": str, "system_metrics": bool, "quiet": bool,
+    # a job the core submitted (``submit --target local``): its MLflow run's env and ref, its record
+    "job_env": dict, "job_run": dict, "job_record": str}
 
 
 class RecordError(UsageError):

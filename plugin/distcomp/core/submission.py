@@ -114,8 +114,9 @@ def _masker(data: Mapping[str, Any]) -> "Masker":
 def submit(found: "TargetPlugin", instance: "Target", compiled: "Compiled", options: Mapping[str, Any],
            notify: "Notify", call: Call) -> tuple[str, Path | None]:
     """Submit ``compiled`` (what the target's compile made of the core's plan, ``compiled.plan``)
-    with ``instance``; returns the target's job id and the job's record folder (None for a target
-    whose jobs track themselves)."""
+    with ``instance``; returns the target's job id and the job's record folder. The record is
+    written before the target's ``submit`` (a job that ends meanwhile is settled with it), its
+    id added after."""
     from ..base.redact import job_masker
     from ..spec import bind_inputs
     from .target import JobContext
@@ -127,22 +128,34 @@ def submit(found: "TargetPlugin", instance: "Target", compiled: "Compiled", opti
     masker = job_masker(spec, values, given_env(options))
     _check_places(found, spec, options)
     call("check", plan, options, compiled)  # the target's refusals, before anything of the job exists
+    here = call("job_folder", plan, options)  # where the ranks and the run's end share files, if anywhere
     name = f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
-    folder = None if found.type.tracks_itself else jobs_dir() / name
+    folder = jobs_dir() / name
     run = None
-    if folder is not None:
-        folder.mkdir(parents=True, mode=0o700)
+    folder.mkdir(parents=True, mode=0o700)
     try:
-        if folder is not None and options.get("tracking", True):
-            run = _start_run(found, plan, values, masker, options, name, folder, notify, call)
+        if options.get("tracking", True):
+            run = _start_run(found, plan, values, masker, options, name, here or folder, notify, call)
+            if run is not None:  # said once the run exists: a notify that fails ends it FAILED below
+                from ..tracking import describe
+
+                notify(describe(run))
         env = _rank_env(run, found.type.shares_files)
         ref = TrackingRef(run.run.run_id, run.uri, run.run.experiment_id) if run is not None else None
-        job = JobContext(plan, compiled, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref)
+        record = {"version": VERSION, "job": "", "place": "", "name": name, "needles": list(masker.needles),
+                  "run_id": ref.run_id if ref else "", "tracking_uri": ref.tracking_uri if ref else "",
+                  "experiment_id": ref.experiment_id if ref else "",
+                  # where its artifacts go: the end needs no look-up of a store that may be away by then
+                  "artifact_uri": run.run.artifact_uri if run is not None else "",
+                  "started_ms": run.started_ms if run is not None else 0, "ended": None}
+        _write(folder, record)
+        job = JobContext(plan, compiled, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref,
+                         here, folder)
         job_id = str(call("submit", job, options, notify))
     except BaseException as exc:  # no job: its run ends FAILED with the reason, never left RUNNING
         if isinstance(exc, Exception) and masker and masker.text(str(exc)) != str(exc):
             exc.args = (masker.text(str(exc)),)  # the reason as the console shows it: the job's secrets masked
-        if run is not None and folder is not None:
+        if run is not None and not _read(folder).get("ended"):  # (a job the target ran to its end and settled)
             from ..records import JobState
 
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{exc}" or type(exc).__name__
@@ -150,23 +163,23 @@ def submit(found: "TargetPlugin", instance: "Target", compiled: "Compiled", opti
                                           JobState.FAILED)
             for problem in problems:
                 notify(f"warning: {problem}")
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
-    if folder is not None:
-        key = f"{found.type.name}:{job_id}"
-        place = place_of(instance, key)
-        _write(folder, {"version": VERSION, "job": key, "place": place, "name": name, "needles": list(masker.needles),
-                        "run_id": ref.run_id if ref else "", "tracking_uri": ref.tracking_uri if ref else "",
-                        "experiment_id": ref.experiment_id if ref else "",
-                        "started_ms": run.started_ms if run is not None else 0, "ended": None})
-        _index(key, place).parent.mkdir(parents=True, exist_ok=True)
-        _index(key, place).write_text(name + "\n", encoding="utf-8")
-        if run is not None:
-            try:  # which job of which target the run is: shown by the MLflow UI beside its name
-                run.store.log(run.run.run_id, {JOB_TAG: key})
-            except Exception as exc:  # a store that stopped answering: the job runs on, its run says less
-                notify(f"warning: MLflow run {run.run.run_id}: could not tag it with its job {key}: {exc}")
+    key = f"{found.type.name}:{job_id}"
+    place = place_of(instance, key)
+    with _locked(folder):  # the job may have ended and been settled meanwhile (its "ended" stays)
+        ended = _read(folder).get("ended")
+        _write(folder, {**record, "job": key, "place": place, "ended": ended})
+    _index(key, place).parent.mkdir(parents=True, exist_ok=True)
+    _index(key, place).write_text(name + "\n", encoding="utf-8")
+    # which job of which target the run is; a job in a folder shared with this machine (the local
+    # target's, which may have ended by now: a store gone meanwhile would cost MLflow's minutes
+    # of retries here) is told by its end, as every ended one is
+    if run is not None and not ended and here is None:
+        try:  # shown by the MLflow UI beside its name
+            run.store.log(run.run.run_id, {JOB_TAG: key})
+        except Exception as exc:  # a store that stopped answering: the job runs on, its run says less
+            notify(f"warning: MLflow run {run.run.run_id}: could not tag it with its job {key}: {exc}")
     return job_id, folder
 
 
@@ -203,9 +216,10 @@ def _check_places(found: "TargetPlugin", spec: "ComponentSpec", options: Mapping
 def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], masker: "Masker",
                options: Mapping[str, Any], name: str, folder: Path, notify: "Notify", call: Call) -> Any:
     """The job's run, in the store the target's ranks reach (its ``tracking_uri``: "" the
-    default); None when there is none."""
-    from .jobs import Job
-    from ..tracking import TrackingError, describe, start_run
+    default, relative to ``jobs.job_base``); None when there is none. ``folder``: the job's
+    folder (the target's ``job_folder``, else the record's)."""
+    from .jobs import Job, job_base
+    from ..tracking import TrackingError, start_run
 
     environ = dict(os.environ)
     uri = call("tracking_uri", options, notify)
@@ -213,14 +227,13 @@ def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], m
         return None
     if uri:
         environ["MLFLOW_TRACKING_URI"] = str(uri)
-    job = Job(plan.spec, MappingProxyType(dict(values)), MappingProxyType({}), folder, name)
+    job = Job(plan.spec, MappingProxyType(dict(values)), MappingProxyType({}), folder,
+              name if folder.parent == jobs_dir() else folder.name)
     try:
-        run = start_run(job, plan.topology, environ, Path.cwd(), options.get("experiment"), notify,
+        run = start_run(job, plan.topology, environ, job_base(Path.cwd()), options.get("experiment"), notify,
                         local_ranks=found.type.shares_files, given=given_env(options), masker=masker)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
-    if run is not None:
-        notify(describe(run))
     return run
 
 
@@ -249,48 +262,67 @@ def settle(job: str, instance: "Target", outcome: JobOutcome, folder: Path | Non
                                                         data.get("experiment_id", "")))
     if outcome.done and outcome.tracking is not None:
         say = notify or _stderr
-        for problem in _end(job, instance, outcome, folder):
+        held, problems = _end(job, instance, outcome, folder)
+        if held and notify is not None:  # the status the store holds now (RUNNING: it did not take the end)
+            notify(f"MLflow run {outcome.tracking.run_id}: "
+                   + ("left RUNNING, not ended" if held == "RUNNING" else held))
+        for problem in problems:
             say(f"warning: {problem}")
     return outcome
 
 
-def _end(job: str, instance: "Target", outcome: JobOutcome, folder: Path | None) -> list[str]:
-    """End the job's run once; the problems."""
+def _end(job: str, instance: "Target", outcome: JobOutcome, folder: Path | None) -> tuple[str, list[str]]:
+    """End the job's run once; (the status the store now holds, "" when this call did not end
+    it; the problems)."""
     assert outcome.tracking is not None
     ref = outcome.tracking
     if folder is None:  # not submitted here: the run the target names, unless someone ended it
         with tempfile.TemporaryDirectory(prefix="distcomp-end-") as tmp:
-            return _end_run(job, instance, outcome, Path(tmp), {}, check=True)[1]
+            return _end_run(job, instance, outcome, Path(tmp), {}, check=True)[1:]
     with _locked(folder):
         data = _read(folder)
         if data.get("ended"):
-            return []
+            return "", []
         same = data.get("run_id") == ref.run_id
-        ended, problems = _end_run(job, instance, outcome, folder, data if same else {}, check=not same)
+        ended, held, problems = _end_run(job, instance, outcome, folder, data if same else {}, check=not same)
         if ended:
             _write(folder, {**data, "ended": {"state": outcome.state.value, "at": time.time(), "pid": os.getpid()}})
         shutil.rmtree(folder / LOGS, ignore_errors=True)  # in the run now; the record stays small
-        return problems
+        return held, problems
+
+
+def _ended_folder(instance: "Target", job: str) -> Path | None:
+    """The folder the target says its ended job's logs and reports are in (``ended_folder``)."""
+    try:
+        found = instance.ended_folder(job.partition(":")[2])
+    except Exception:  # no folder to read: the logs come from save_logs
+        return None
+    return Path(found) if found is not None and Path(found).is_dir() else None
 
 
 def _end_run(job: str, instance: "Target", outcome: JobOutcome, folder: Path, data: Mapping[str, Any],
-             check: bool) -> tuple[bool, list[str]]:
-    """(whether the run now holds the job's end, the problems); ``check``: first ask the run
-    whether someone ended it already."""
-    from ..tracking import TrackingError, end_run, ended_state, open_store
+             check: bool) -> tuple[bool, str, list[str]]:
+    """(whether the run now holds the job's end, the status it holds ("" when someone else
+    ended it), the problems); ``check``: first ask the run whether someone ended it already."""
+    from ..mlstore._store import within
+    from ..tracking import RunRef, TrackingError, end_run, ended_state, open_store
+    from ..tracking._handover import end_wait
 
     assert outcome.tracking is not None
     ref = outcome.tracking
     masker = _masker(data)
     left = (f"MLflow run {ref.run_id} at {ref.tracking_uri} is left as it was; `distcomp status {job}` ends it "
             "once the store is back")
-    try:
-        if check and ended_state(open_store(ref.tracking_uri), ref.run_id):
-            return True, []
+    shared = _ended_folder(instance, job)
+    try:  # asked for seconds, not MLflow's minutes of retries
+        if check and ended_state(within(open_store(ref.tracking_uri), end_wait()), ref.run_id):
+            return True, "", []
     except Exception as exc:  # any store error: MLflow raises its own and requests' kinds
-        return False, [f"{left} ({_first_line(exc)})"]
-    problems = _save_logs(instance, job, folder / LOGS, masker)
-    extra = {JOB_TAG: job}
+        if shared is None:  # (with a shared folder, the end waits there for the store: ``tracking._handover``)
+            return False, "", [f"{left} ({_first_line(exc)})"]
+    logs = shared / LOGS if shared is not None else folder / LOGS  # a shared folder's logs are masked as written
+    problems = _save_logs(instance, job, logs, masker) if shared is None else []
+    extra = {**outcome.end_tags, JOB_TAG: job}
     if outcome.exit_code is not None:
         extra["distcomp.exit_code"] = str(outcome.exit_code)
     if outcome.wall_s is not None:
@@ -298,12 +330,16 @@ def _end_run(job: str, instance: "Target", outcome: JobOutcome, folder: Path, da
     extra.update({f"distcomp.output.{k}": v for k, v in outcome.outputs.items()})
     try:
         status, more = end_run(ref.tracking_uri, ref.run_id, outcome.state, message=outcome.message,
-                               cause=outcome.root_cause, log_dir=folder / LOGS, masker=masker,
-                               started_ms=int(data.get("started_ms") or 0), more_tags=extra)
+                               cause=outcome.root_cause, log_dir=logs, masker=masker,
+                               started_ms=int(data.get("started_ms") or 0), more_tags=extra,
+                               known=RunRef(ref.run_id, ref.experiment_id, str(data["artifact_uri"]))
+                               if data.get("artifact_uri") else None)
     except (TrackingError, OSError) as exc:
-        return False, [*problems, f"{left} ({_first_line(exc)})"]
+        return False, "", [*problems, f"{left} ({_first_line(exc)})"]
     ended = status == outcome.state.mlflow_status
-    return ended, problems + more + ([] if ended else [left])
+    if shared is not None and not ended:  # its end waits in the shared folder: the target's status delivers it
+        return True, status, problems + more
+    return ended, status, problems + more + ([] if ended else [left])
 
 
 def _save_logs(instance: "Target", job: str, logs: Path, masker: "Masker") -> list[str]:

@@ -54,8 +54,13 @@ job before anything of it exists), ``tracking_uri`` (the MLflow store its ranks 
 ``wait`` (block until the job ends) and ``has_gpu`` (whether the job's machines have a GPU,
 for the plan's advice).
 
-``TargetType.tracks_itself``: the target's jobs make and end their own run (the local target's
-supervisor); the core then makes none. ``TargetType.shares_files``: the ranks see this
+A target whose ranks and whose end share a folder on this machine (the local target's run
+folder) says which with ``job_folder`` (before the run is made: its ranks report into
+``FOLDER/tracking``) and ``ended_folder`` (the run's end reads ``FOLDER/logs`` and those
+reports); every other target's run ends with what ``save_logs`` gathers into the core's own
+job folder. ``JobOutcome.end_tags``: what only the target knows of the end (the local
+target's attempts and failing process), tagged on the run as it ends.
+``TargetType.shares_files``: the ranks see this
 machine's files (on it, or a shared file system): they also get distcomp's MLflow hook on
 their PYTHONPATH and report what they could not deliver into the job's folder.
 """
@@ -165,7 +170,7 @@ class TargetType:
     ``submits``: whether its targets can submit (``distcomp submit`` and the job commands take
     it); such a target takes ``tracking`` and ``experiment`` too (added when it does not declare
     them). ``job_ids``: a short note on the ids it gives, for ``distcomp targets``.
-    ``tracks_itself`` and ``shares_files``: see the module's doc.
+    ``shares_files``: see the module's doc.
     """
 
     name: str
@@ -174,7 +179,6 @@ class TargetType:
     options: tuple[TargetOption, ...] = ()
     submits: bool = False
     job_ids: str = ""
-    tracks_itself: bool = False
     shares_files: bool = False
 
     def __post_init__(self) -> None:
@@ -242,6 +246,8 @@ class JobContext:
     masker: "Masker"  # the job's secrets: mask what the target writes or shows
     name: str  # the job's name in the core, COMPONENT-TIME-XXXX (a target may use it for its own)
     tracking: "TrackingRef | None" = None  # the job's MLflow run, if tracked
+    folder: Path | None = None  # the job's folder here, as the target's ``job_folder`` gave it
+    record: Path | None = None  # the core's record of the job (``submission.settle`` takes it)
 
 
 @dataclass(frozen=True)
@@ -390,6 +396,19 @@ class Target(ABC):
         with open(folder / "job.log", "w", encoding="utf-8", errors="replace") as out:
             for line in self.logs(job_id, None, False):
                 out.write(line)
+
+    def job_folder(self, plan: "Plan", options: Mapping[str, Any]) -> Path | None:
+        """The folder on this machine that the job's ranks and its run's end share (the local
+        target's run folder), asked before the job's run is made: the run's ``Job`` names it and
+        the ranks report into ``FOLDER/tracking``; ``submit`` gets it as ``job.folder``. None
+        (the default): the ranks share no folder with this machine."""
+        return None
+
+    def ended_folder(self, job_id: str) -> Path | None:
+        """The folder of the ended job ``job_id`` its run's end reads: its logs in ``logs/``, its
+        ranks' reports in ``tracking/``, its status.json. None (the default): the logs come from
+        ``save_logs``. An error counts as None."""
+        return None
 
     def place(self, job_id: str) -> str:
         """Where ``job_id`` names one job (a Slurm cluster's name, a Jobs API's address), for a

@@ -73,7 +73,7 @@ def _mlflow() -> Target:
 
 
 LOCAL = TargetType(
-    name="local", factory=_local, submits=True, job_ids="the job's run folder", tracks_itself=True,
+    name="local", factory=_local, submits=True, job_ids="the job's run folder",
     shares_files=True,
     description="real ranks on this machine (--nodes simulates nodes); compile shows each process's "
                 "command, submit starts the job in the background",

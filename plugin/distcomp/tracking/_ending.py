@@ -97,14 +97,20 @@ def end(store: "Store", run: RunRef | str, result: "RunResult | None", log_dir: 
 
 def end_run(uri: str, run_id: str, state: JobState, *, message: str = "", cause: str = "", log_dir: Path,
             masker: Masker = NONE, started_ms: int = 0, more_tags: Mapping[str, str] | None = None,
-            environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+            environ: Mapping[str, str] | None = None, known: RunRef | None = None) -> tuple[str, list[str]]:
     """End the run ``run_id`` in ``uri`` with a job's outcome, from any process: ``end`` on the
-    store, opened here. Raises TrackingError when the store cannot be opened or has no such run."""
+    store, opened here. ``known``: the run as it was made (not looked up again: a store away now
+    is waited for as the end's steps wait). Raises TrackingError when the store cannot be opened
+    or has no such run."""
     from ..mlstore._store import open_store
 
-    store = within(open_store(uri, environ), end_wait(environ))
+    opened = open_store(uri, environ)
+    if known is not None and hasattr(opened, "answered"):  # it made the run: an outage now is waited
+        opened.answered = True  # for as the launcher's own store waits, not only briefly (``_rest``)
+    store = within(opened, end_wait(environ))
+    run: RunRef | str = known if known is not None and known.run_id == run_id else run_id
     try:
-        run: RunRef | str = store.get_run(run_id)
+        run = run if isinstance(run, RunRef) else store.get_run(run_id)
     except StoreUnavailable:  # its end waits in the run folder (or the problems say how to end it by hand)
         run = run_id
     return end(store, run, None, log_dir, message, str(state), started_ms, masker, cause, more_tags)

@@ -15,22 +15,26 @@ from ...base.lazy import exports
 
 if TYPE_CHECKING:
     from ._claim import Claim, RunDirBusy, claim
-    from ._job import LocalRun, run_local
+    from ._job import HERE, Here, LocalRun, check_local, job_id, request_of, run_here
     from ._prepare import Launch, prepare
     from ._reap import Reaped, reap
     from ._records import Failure, FoundOutput, ProcessResult, RunOptions, RunResult, describe_exit
     from ._runner import LaunchError, run_topology
+    from ._target import LocalTarget
 
 _MODULES = {  # module: the names it provides
     "_claim": ("Claim", "RunDirBusy", "claim"),
-    "_job": ("LocalRun", "run_local"),  # what distcomp.run starts a local job with
+    # what a local job is run with, once the core made its run (distcomp.run, a background job's worker)
+    "_job": ("HERE", "Here", "LocalRun", "check_local", "job_id", "request_of", "run_here"),
     "_prepare": ("Launch", "prepare"),
     "_reap": ("Reaped", "reap"),
     "_records": ("Failure", "FoundOutput", "ProcessResult", "RunOptions", "RunResult", "describe_exit"),
     "_runner": ("LaunchError", "run_topology"),
+    "_target": ("LocalTarget",),
 }
 __getattr__, __dir__ = exports(__name__, _MODULES, globals())
 
-__all__ = ["Claim", "Failure", "FoundOutput", "Launch", "LaunchError", "LocalRun", "ProcessResult", "Reaped", "RunDirBusy",
-           "RunOptions", "RunResult", "claim", "describe_exit", "prepare", "reap", "run_local", "run_topology"]
+__all__ = ["HERE", "Claim", "Failure", "FoundOutput", "Here", "Launch", "LaunchError", "LocalRun", "LocalTarget",
+           "ProcessResult", "Reaped", "RunDirBusy", "RunOptions", "RunResult", "check_local", "claim", "describe_exit",
+           "job_id", "prepare", "reap", "request_of", "run_here", "run_topology"]
 

@@ -1,9 +1,12 @@
-"""One local job from start to end: what ``distcomp.run`` and ``distcomp run`` do.
+"""One local job from start to end, in this process: what ``distcomp.run``, ``distcomp run``
+and a background job's worker do once the core has made the job's MLflow run.
 
-The spec's job is checked whole (inputs, outputs, run folder), its run folder claimed, its
-MLflow run created before any rank starts, the ranks run and supervised, the run ended with the
-job's state. Problems a user can fix raise UsageError before anything exists; a job that ran
-comes back as a JobOutcome, whatever its end.
+``check_local`` refuses what a user can fix before anything of the job exists (inputs,
+outputs, the run folder, a tracking store that cannot be used): the target's ``check``.
+``run_here`` claims the run folder, runs and supervises the ranks with the run's env the core
+gave (``JobContext.env``) and returns the job's outcome, whatever its end; the core's job
+handle ends the MLflow run (``distcomp.core.submission.settle``): nothing here starts or ends
+one. System-metrics monitors log into the run while the job runs.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from ...errors import UsageError
 from ...records import JobOutcome, JobState, TrackingRef
@@ -23,20 +26,20 @@ if TYPE_CHECKING:
     from ...records import Plan, Topology
     from ...base.redact import Masker
     from ...spec import ComponentSpec
-    from ...tracking import JobRun
     from ...tracking._monitors import Monitors
     from ._codewrites import CodeWatch
     from ._records import RunResult
 
 Say = Callable[[str], None]
 PREFIX = "local:"
+HERE = "here"  # the submit-only key of ``distcomp.run``'s submit: a ``Here``, the job runs in this process
 
 
 @dataclass(frozen=True)
 class LocalRun:
     """What a local job is asked to do (``distcomp.run``'s keywords, ``distcomp run``'s flags)."""
 
-    inputs: Mapping[str, str] = field(default_factory=dict)  # as given: text, typed by the spec
+    inputs: Mapping[str, Any] = field(default_factory=dict)  # as given: text, typed by the spec
     outputs: Mapping[str, str] = field(default_factory=dict)  # output name -> path
     run_dir: str | None = None
     timeout: float | None = None
@@ -49,6 +52,14 @@ class LocalRun:
     env: Mapping[str, str] = field(default_factory=dict)  # for every rank, over the spec's own variables
 
 
+@dataclass(frozen=True)
+class Here:
+    """``distcomp.run``: the local target's submit runs the job here to its end; ``console``
+    gets the ranks' output (None: the logs only)."""
+
+    console: Callable[[str], None] | None = None
+
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -56,18 +67,32 @@ def job_id(run_dir: Path) -> str:
     return PREFIX + str(run_dir)
 
 
-def run_local(plan: "Plan", request: LocalRun, console: Callable[[str], None] | None = None,
-              say: Say | None = None, cwd: Path | None = None) -> JobOutcome:
-    """Run ``plan`` (the core's, made by ``distcomp.run`` with the env its ranks get) here;
-    ``console`` gets rank output (when ``request.echo``), ``say`` progress."""
-    from ...core.jobs import create_outputs, default_run_dir, job_base, make_job
-    from ...base.redact import job_masker
-    from ...spec import InputError, RenderError, utf8_problem
-    from ._claim import RunDirBusy, claim
-    from ._records import RunOptions
-    from ._runner import LaunchError, run_topology
+def request_of(options: Mapping[str, Any], echo: bool = False) -> LocalRun:
+    """The local target's options (bound) as the run they ask for."""
+    run_dir = options.get("run_dir")
+    return LocalRun(inputs=dict(options.get("inputs") or {}), outputs=dict(options.get("outputs") or {}),
+                    run_dir=os.fspath(run_dir) if run_dir else None, timeout=options.get("timeout"),
+                    max_restarts=int(options.get("max_restarts") or 0), grace=float(options.get("grace", 5.0)),
+                    tracking=bool(options.get("tracking", True)), experiment=options.get("experiment") or None,
+                    system_metrics=bool(options.get("system_metrics")), echo=echo,
+                    env={str(k): str(v) for k, v in dict(options.get("env") or {}).items()})
 
-    notify = say or (lambda _m: None)
+
+def run_folder_of(spec: "ComponentSpec", request: LocalRun, cwd: Path) -> Path:
+    """The job's run folder: ``run_dir``, else a new one under ``jobs.job_base``; absolute."""
+    from ...core.jobs import default_run_dir
+
+    run_dir = Path(request.run_dir) if request.run_dir else default_run_dir(spec, cwd)
+    return run_dir if run_dir.is_absolute() else cwd / run_dir
+
+
+def check_local(plan: "Plan", request: LocalRun, cwd: Path, run_dir: Path | None = None) -> "Job":
+    """The job as its ranks will see it; what a user can fix is a UsageError, raised before
+    anything of the job exists. Creates nothing."""
+    from ...core.jobs import make_job
+    from ...spec import InputError, utf8_problem
+    from ._records import RunOptions
+
     if not request.tracking and (request.system_metrics or request.experiment):
         raise UsageError("tracking is off; an experiment and system metrics need it on")
     not_text = utf8_problem(request.experiment) if request.experiment else None
@@ -76,86 +101,99 @@ def run_local(plan: "Plan", request: LocalRun, console: Callable[[str], None] | 
     bad = [n for n in request.env if not _ENV_NAME.match(n)]
     if bad:
         raise UsageError(f"--env {bad[0]!r}: not a variable name (letters, digits and '_', not first a digit)")
-    cwd = cwd or Path.cwd()
     if request.tracking:
         check_tracking_uri(cwd)
-    spec, topology = plan.spec, plan.topology
-    run_dir = Path(request.run_dir) if request.run_dir else default_run_dir(spec, cwd)
-    base = job_base(cwd)  # cwd, unless it lies in a registry: defaults must not be written there
-    if base != cwd:
-        notify(f"the current folder is inside a component registry, which no job may change: the run folder, a "
-               f"relative MLflow store and its artifacts default to {base}")
     try:
-        job = make_job(spec, dict(request.inputs), dict(request.outputs), run_dir, cwd)
+        job = make_job(plan.spec, dict(request.inputs), dict(request.outputs),
+                       run_dir or run_folder_of(plan.spec, request, cwd), cwd)
         RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
     except InputError:  # one problem a line: the CLI indents the lines after the first
         raise
     except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
         raise UsageError(str(exc).replace("\n", "\n  ")) from None
+    return job
+
+
+def check_free(run_dir: Path, grace: float) -> None:
+    """A run folder another job holds (or one that cannot be made) is refused now; what
+    checking made is undone."""
+    from ._claim import RunDirBusy, claim
+
+    try:
+        claim(run_dir, "check", grace, watchdog=False).release()
+    except RunDirBusy as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_here(plan: "Plan", request: LocalRun, run_dir: Path, env: Mapping[str, str], tracking: TrackingRef | None,
+             console: Callable[[str], None] | None = None, say: Say | None = None,
+             cwd: Path | None = None) -> JobOutcome:
+    """Run ``plan`` (the core's) here in ``run_dir`` to its end; ``env``: the job's MLflow run
+    as the core gave it (``tracking`` names the run; None: untracked). ``console`` gets rank
+    output (when ``request.echo``), ``say`` progress. The run is not ended here."""
+    from ...core.jobs import create_outputs, job_base
+    from ...base.redact import job_masker
+    from ...spec import RenderError
+    from ._claim import RunDirBusy, claim
+    from ._records import RunOptions
+    from ._runner import LaunchError, run_topology
+
+    notify = say or (lambda _m: None)
+    cwd = cwd or Path.cwd()
+    spec, topology = plan.spec, plan.topology
+    job = check_local(plan, replace(request, tracking=False, experiment=None, system_metrics=False), cwd, run_dir)
+    base = job_base(cwd)  # cwd, unless it lies in a registry: defaults must not be written there
+    if base != cwd:
+        notify(f"the current folder is inside a component registry, which no job may change: the run folder, a "
+               f"relative MLflow store and its artifacts default to {base}")
     masker = job_masker(spec, job.values, request.env)  # once for the job: every path masks by it
     notify = _masking(notify, masker)  # the console: what distcomp says of the job is masked too
     for note in plan.warnings:  # the user's launcher against the spec, a framework that would misbehave
         notify(f"warning: {note}")
-    try:  # one job per run folder, held before anything of the job exists (its MLflow run, its logs)
+    try:  # one job per run folder, held before anything of the job runs
         held = claim(job.run_dir, job.job_id, request.grace)
     except RunDirBusy as exc:
         raise UsageError(str(exc)) from None
-    # released at the end; undone if the job never started (a tracking store out of reach)
+    # released at the end; undone if the job never started
     with held, _working_folder(base, cwd):
         notify(plan.summary())
-        tracking = _start_tracking(job, topology, base, request, notify, masker) if request.tracking else None
-        monitors: "Monitors | None" = None
-        try:  # the run exists: whatever stops distcomp before the ranks start ends it FAILED, not RUNNING
-            if tracking is not None:
-                from ...tracking import describe
-
-                notify(describe(tracking))
-            ref = TrackingRef(tracking.run.run_id, tracking.uri, tracking.run.experiment_id) if tracking else None
-            record = {"mlflow": {"run_id": ref.run_id, "experiment_id": ref.experiment_id,
-                                 "tracking_uri": ref.tracking_uri}} if ref else {}
-            options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
-                                 request.echo and console is not None, job.job_id,
-                                 env={**request.env, **(tracking.env() if tracking else {"DISTCOMP_TRACKING": "off"})},
-                                 record=record, masker=masker)
-            notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
-            create_outputs(job)
-            monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
-        except BaseException as exc:
-            try:
-                _end_tracking(tracking, monitors, None, job.run_dir, notify,
-                              masker.text(f"distcomp stopped before the job started: {type(exc).__name__}: {exc}"))
-            except Exception:  # the notice itself failed: the run is ended, the first error is the one to raise
-                pass
-            raise
-        watch = _watch_code(spec, job, base, tracking)  # before any rank starts
+        record = {"mlflow": {"run_id": tracking.run_id, "experiment_id": tracking.experiment_id,
+                             "tracking_uri": tracking.tracking_uri}} if tracking else {}
+        options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
+                             request.echo and console is not None, job.job_id,
+                             env={**request.env, **(env if tracking else {"DISTCOMP_TRACKING": "off"})},
+                             record=record, masker=masker)
+        notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
+        create_outputs(job)
+        monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
+        watch = _watch_code(spec, job, base, tracking.tracking_uri if tracking else "")  # before any rank starts
         try:
             result = run_topology(spec, topology, job.values, job.outputs, options,
                                   console=console or (lambda _t: None), notify=notify, claim=held)
         except (LaunchError, RenderError) as exc:
             message = masker.text(str(exc))
             notify(f"failed: {message}")
-            _end_tracking(tracking, monitors, None, job.run_dir, notify, message)
-            return JobOutcome(job_id(job.run_dir), JobState.FAILED, 1, message=message, tracking=ref)
-        except BaseException:  # distcomp itself was stopped outside the supervisor: end the run, then go
-            _end_tracking(tracking, monitors, None, job.run_dir, notify, "distcomp was stopped before the job ended",
-                          JobState.CANCELLED)
+            _stop_monitors(monitors, notify)
+            return JobOutcome(job_id(job.run_dir), JobState.FAILED, 1, message=message, tracking=tracking,
+                              end_tags={"distcomp.exit_code": "1"})
+        except BaseException:  # distcomp itself was stopped outside the supervisor: the core ends the run
+            _stop_monitors(monitors, notify)
             raise
         _report(result, cwd, notify)
         wrote = watch.note(rel(spec.code, cwd))
         if wrote:
             notify(wrote)
-        _end_tracking(tracking, monitors, result, job.run_dir, notify)
-    return outcome_of(result, ref).masked(masker)
+        _stop_monitors(monitors, notify)
+    return outcome_of(result, tracking).masked(masker)
 
 
-def _watch_code(spec: "ComponentSpec", job: "Job", base: Path, tracking: "JobRun | None") -> "CodeWatch":
+def _watch_code(spec: "ComponentSpec", job: "Job", base: Path, uri: str) -> "CodeWatch":
     """The code folder's files now, leaving out what distcomp writes there itself: the run
     folder, the outputs, the default store and runs folders, a local MLflow store's files."""
     from ._codewrites import CodeWatch
 
     skip = [job.run_dir, *map(Path, job.outputs.values()),
             *(base / name for name in ("runs", "mlruns", "mlflow.db", "mlflow.db.lock"))]
-    uri = tracking.uri if tracking is not None else ""
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):].partition("?")[0])
         skip += [db, *(db.with_name(db.name + end) for end in ("-journal", "-wal", "-shm", ".lock"))]
@@ -207,7 +245,28 @@ def outcome_of(result: "RunResult", tracking: TrackingRef | None) -> JobOutcome:
     return JobOutcome(job_id(result.run_dir), result.state, result.exit_code,
                       root_cause=result.root_cause.describe() if result.root_cause else "",
                       message=result.message, outputs=result.outputs, wall_s=result.wall_s,
-                      started=data.get("started"), ended=data.get("ended"), tracking=tracking, details=data)
+                      started=data.get("started"), ended=data.get("ended"), tracking=tracking, details=data,
+                      end_tags=end_tags(data))
+
+
+def end_tags(data: Mapping[str, Any]) -> dict[str, str]:
+    """What the run's end is tagged with that only this target knows, from a result's record
+    (``RunResult.to_json``, the final status.json): exit code, attempts, wall time, and the
+    failing process, its node and exit code."""
+    from ...mlstore._records import FAILURE_TAG
+
+    tags = {}
+    for key, value in (("exit_code", data.get("exit_code")), ("attempts", data.get("attempts"))):
+        if isinstance(value, int) and not isinstance(value, bool):
+            tags[f"distcomp.{key}"] = str(value)
+    wall = data.get("wall_s")
+    if isinstance(wall, (int, float)) and not isinstance(wall, bool):
+        tags["distcomp.wall_s"] = f"{wall:.3f}"
+    cause = data.get("root_cause")
+    if isinstance(cause, Mapping) and cause.get("name"):
+        tags.update({f"{FAILURE_TAG}.process": str(cause["name"]), f"{FAILURE_TAG}.node": str(cause.get("node")),
+                     f"{FAILURE_TAG}.exit_code": str(cause.get("returncode"))})
+    return tags
 
 
 def rel(path: Path, cwd: Path) -> str:
@@ -216,18 +275,6 @@ def rel(path: Path, cwd: Path) -> str:
     from ...base.files import shown_path
 
     return shown_path(path)
-
-
-def _start_tracking(job: "Job", topology: "Topology", cwd: Path, request: LocalRun,
-                    notify: Say, masker: "Masker") -> "JobRun | None":
-    """The job's MLflow run, before any rank starts; a store that cannot be used stops here."""
-    from ...tracking import TrackingError, start_run
-
-    try:
-        return start_run(job, topology, os.environ, cwd, request.experiment, notify=notify, local_ranks=True,
-                         given=request.env, masker=masker)
-    except TrackingError as exc:
-        raise UsageError(f"MLflow tracking: {exc}") from None
 
 
 def check_tracking_uri(cwd: Path) -> None:
@@ -241,23 +288,17 @@ def check_tracking_uri(cwd: Path) -> None:
         raise UsageError(f"MLflow tracking: {exc}") from None
 
 
-def _start_monitors(tracking: "JobRun | None", topology: "Topology", log_dir: Path) -> "Monitors | None":
-    """One MLflow system-metrics monitor per node, named as MLflow's node id (node0, node1, ...)."""
+def _start_monitors(tracking: TrackingRef | None, topology: "Topology", log_dir: Path) -> "Monitors | None":
+    """One MLflow system-metrics monitor per node, named as MLflow's node id (node0, node1, ...):
+    they log into the job's run while it runs (they neither start nor end it)."""
     if tracking is None:
         return None
     from ...tracking._monitors import start_monitors
 
     log_dir.mkdir(parents=True, exist_ok=True)
-    return start_monitors(tracking.run.run_id, tracking.uri, [f"node{n}" for n in range(topology.nodes)], log_dir)
+    return start_monitors(tracking.run_id, tracking.tracking_uri, [f"node{n}" for n in range(topology.nodes)], log_dir)
 
 
-def _end_tracking(tracking: "JobRun | None", monitors: "Monitors | None", result: "RunResult | None",
-                  run_dir: Path, notify: Say, error: str = "", state: JobState = JobState.FAILED) -> None:
-    problems = monitors.stop() if monitors is not None else []
-    if tracking is not None:
-        status, more = tracking.finish(result, run_dir / "logs", error, state)
-        problems += more
-        # the status the store holds: RUNNING when it did not take the job's end (the warnings say why)
-        notify(f"MLflow run {tracking.run.run_id}: " + ("left RUNNING, not ended" if status == "RUNNING" else status))
-    for problem in problems:
+def _stop_monitors(monitors: "Monitors | None", notify: Say) -> None:
+    for problem in monitors.stop() if monitors is not None else []:
         notify(f"warning: {problem}")

@@ -241,17 +241,24 @@ def _run_id(status: dict[str, Any]) -> str:
 
 def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: str) -> tuple[str, list[str]]:
     """End the job's MLflow run as ``state`` (failed: FAILED with the reason as ``distcomp.failure``),
-    with the rank logs, as far as they got, as its artifacts."""
+    with the rank logs, as far as they got, as its artifacts: the core's ``settle``, as every
+    job's run ends (once: under the job's record where this machine submitted it, else unless its
+    ``distcomp.state`` tag says someone ended it)."""
     found = status.get("mlflow")
     ml: dict[str, Any] = found if isinstance(found, dict) else {}
     run_id, uri = ml.get("run_id"), ml.get("tracking_uri")
     if not run_id or not uri:
         return "", []
-    from ...records import JobState
-    from ...tracking import TrackingError, end_run
+    from ...core.plugins import get_plugin_manager
+    from ...core.submission import settle
+    from ...records import JobOutcome, JobState, TrackingRef
+    from ._job import end_tags, job_id
 
-    try:  # the function every target's run ends by (the core's job handle too): one vocabulary of tags
-        end, problems = end_run(uri, run_id, JobState.parse(state), message=message, log_dir=run_dir / "logs")
-    except (TrackingError, OSError) as exc:
-        return "", [f"MLflow run {run_id} in {uri}: could not end it: {exc}"]
-    return f"MLflow run {run_id}: {end}", problems
+    heard: list[str] = []
+    ref = TrackingRef(str(run_id), str(uri), str(ml.get("experiment_id") or ""))
+    outcome = JobOutcome(job_id(run_dir), JobState.parse(state), status.get("exit_code"), message=message,
+                         tracking=ref, end_tags=end_tags(status))
+    settle(job_id(run_dir), get_plugin_manager().target("local").make(), outcome, None, heard.append)
+    said = [line for line in heard if not line.startswith("warning: ")]
+    problems = [line.removeprefix("warning: ") for line in heard if line.startswith("warning: ")]
+    return "; ".join(said), problems

@@ -1,5 +1,7 @@
 """The local target on the target contract: compile shows each process's command, submit
-starts ``distcomp run`` in the background, and a job is its run folder (status.json, logs/)."""
+starts the job in the background (a worker process) or, for ``distcomp.run``, runs it here to
+its end, and a job is its run folder (status.json, logs/). The core makes and ends the job's
+MLflow run: the run folder is the folder the ranks and the run's end share (``job_folder``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ...records import JobOutcome, JobState, TrackingRef
 from ...core.target import Compiled, Notify, Target
 from .._logs import new_lines as _new_lines
 from .._logs import tail
-from ._job import PREFIX, job_id
+from ._job import HERE, PREFIX, job_id
 
 if TYPE_CHECKING:
     from ...core.target import JobContext
@@ -38,6 +40,35 @@ def run_folder(job: str) -> Path:
 
 
 class LocalTarget(Target):
+    def __init__(self) -> None:
+        self._ran: dict[str, JobOutcome] = {}  # the outcome of each job this object ran here, for wait
+
+    def check(self, plan: "Plan", options: Mapping[str, Any], compiled: Compiled) -> None:
+        """Inputs, outputs, the run folder (a busy one too), the tracking store: refused before
+        the job's MLflow run exists; a job in the background needs its spec in a file."""
+        from ._job import check_free, check_local, request_of
+
+        if options.get(HERE) is None and plan.spec.source is None:
+            raise UsageError(f"{plan.spec.ref}: a spec that is not in a file cannot run in the background; save it "
+                             "as component.yaml beside its code")
+        request = request_of(options)
+        job = check_local(plan, request, Path.cwd())
+        if request.run_dir:  # a new default folder is free
+            check_free(job.run_dir, request.grace)
+
+    def job_folder(self, plan: "Plan", options: Mapping[str, Any]) -> Path:
+        """The run folder: the ranks report into it, the run's end reads its logs."""
+        from ._job import request_of, run_folder_of
+
+        return run_folder_of(plan.spec, request_of(options), Path.cwd())
+
+    def ended_folder(self, job_id: str) -> Path | None:
+        return run_folder(job_id)
+
+    def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome | None:
+        """A job this object ran here has its outcome already; any other's status is polled."""
+        return self._ran.pop(job_id, None)
+
     def compile(self, plan: "Plan", options: Mapping[str, Any]) -> Compiled:
         """Each process of the job as it will start: its rank, node, argv and the launcher's env.
         Addresses and ports stay placeholders (``{{port:master}}``): they are picked at start."""
@@ -72,33 +103,40 @@ class LocalTarget(Target):
         return Compiled(kind=f"local plan of {spec.ref}", text=yaml.safe_dump(shown, sort_keys=False), data=shown)
 
     def submit(self, job: "JobContext", options: Mapping[str, Any], notify: Notify) -> str:
-        """``distcomp run`` in its own session, writing RUN_DIR/console.log; returns once the job
-        is started (its status.json says running) or has failed to start (its console tells why)."""
-        from ...core.jobs import default_run_dir, make_job
-        from ._job import check_tracking_uri
+        """With ``options[HERE]`` (``distcomp.run``): the job here, to its end. Else a worker
+        process in its own session, writing RUN_DIR/console.log, that runs the job and then
+        settles it (its run ended by the core's ``settle``); returns once the job is started
+        (its status.json says running) or has failed to start (its console tells why)."""
+        from ._job import request_of, run_folder_of, run_here
 
-        spec = job.plan.spec
-
-        again = str(spec.source) if spec.source is not None else None  # what the background process loads
-        if again is None:
-            raise UsageError(f"{spec.ref}: a spec that is not in a file cannot run in the background; save it "
-                             "as component.yaml beside its code")
+        here = options.get(HERE)
         cwd = Path.cwd()
-        run_dir = Path(options.get("run_dir") or default_run_dir(spec, cwd))
-        run_dir = run_dir if run_dir.is_absolute() else cwd / run_dir
-        make_job(spec, dict(options.get("inputs") or {}), dict(options.get("outputs") or {}), run_dir, cwd)
-        if options.get("tracking", True):
-            check_tracking_uri(cwd)  # before the run folder and its console exist
+        run_dir = job.folder or run_folder_of(job.plan.spec, request_of(options), cwd)
+        if here is not None:
+            request = request_of(options, echo=here.console is not None)
+            outcome = run_here(job.plan, request, run_dir, job.env, job.tracking, here.console, notify, cwd)
+            self._ran[str(run_dir)] = outcome
+            return str(run_dir)
+        return self._start_worker(job, options, run_dir, notify)
+
+    def _start_worker(self, job: "JobContext", options: Mapping[str, Any], run_dir: Path, notify: Notify) -> str:
         from ...core.jobrecord import JobRecord, write_record
 
+        spec = job.plan.spec
+        assert spec.source is not None  # check refused it
         d = spec.distribution
         keep = ("timeout", "experiment")  # given only when set
+        ref = job.tracking
         run_options = {"run_dir": str(run_dir), "nodes": d.nodes, "nproc_per_node": d.processes_per_node,
                        "max_restarts": options.get("max_restarts", 0), "grace": float(options.get("grace", 5.0)),
                        "tracking": bool(options.get("tracking", True)),
                        "system_metrics": bool(options.get("system_metrics")),
+                       # the core's run (none: untracked) and its record: the worker settles the job with it
+                       "job_env": dict(job.env), "job_record": str(job.record or ""),
+                       "job_run": {"run_id": ref.run_id, "tracking_uri": ref.tracking_uri,
+                                   "experiment_id": ref.experiment_id} if ref else {},
                        **{k: options[k] for k in keep if options.get(k)}}
-        record = JobRecord("run", again, str(cwd), dict(options.get("inputs") or {}),
+        record = JobRecord("run", str(spec.source), str(Path.cwd()), dict(options.get("inputs") or {}),
                            dict(options.get("outputs") or {}), dict(options.get("env") or {}),
                            {k: v for k, v in run_options.items() if v is not None})
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o775)  # never writable by all: the worker refuses that
@@ -107,7 +145,7 @@ class LocalTarget(Target):
         argv = [sys.executable, "-m", "distcomp.worker", str(job_file)]
         with open(run_dir / CONSOLE, "ab") as console:  # appended: a busy folder's own console stays
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
-                                    start_new_session=True, cwd=cwd)
+                                    start_new_session=True, cwd=Path.cwd())
         deadline = time.monotonic() + STARTED_WAIT
         while time.monotonic() < deadline:
             code = proc.poll()
@@ -144,10 +182,13 @@ class LocalTarget(Target):
         tracking = TrackingRef(mlflow["run_id"], str(mlflow.get("tracking_uri", "")),
                                str(mlflow.get("experiment_id", ""))) if mlflow.get("run_id") else None
         cause = data.get("root_cause") or {}
+        from ._job import end_tags
+
         return JobOutcome(job_id(run_dir), state, data.get("exit_code"),
                           root_cause=_describe_cause(cause) if cause else "", message=message,
                           outputs=data.get("outputs") or {}, started=data.get("started_at"),
-                          wall_s=data.get("wall_s") if state.terminal else None, tracking=tracking, details=data)
+                          wall_s=data.get("wall_s") if state.terminal else None, tracking=tracking, details=data,
+                          end_tags=end_tags(data) if state.terminal else {})
 
     def logs(self, job: str, rank: int | None, follow: bool) -> Iterator[str]:
         """The lines of one rank's log (``rank``), or of every log with its ``[name]`` prefix;
