@@ -192,6 +192,26 @@ def test_a_compiled_job_carries_its_plan_and_its_submit_makes_no_other(recorder:
     assert len(recorder) == 1 and Recorder.seen[-1][1].plan is compiled.plan
 
 
+def test_a_submit_stopped_by_ctrl_c_ends_its_run_killed_not_failed(recorder: list[Any], tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `distcomp run` interrupted before its ranks started always did: the run is KILLED."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+
+    def interrupted(self: Recorder, job: JobContext, options: Mapping[str, Any], notify: Any) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Recorder, "submit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        distcomp.submit(distcomp.load(own_spec(tmp_path)), "recorder")
+    (run,) = mlflow.MlflowClient(uri).search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(uri).search_experiments()])
+    assert run.info.status == "KILLED" and run.data.tags["distcomp.state"] == "cancelled"
+    assert run.data.tags["distcomp.message"] == "not submitted: interrupted"
+
+
 # -- every built-in target shows the plan's warnings -----------------------------------------------
 @pytest.mark.parametrize("target, flags", [
     ("local", ()), ("slurm", ()), ("ray", ()), ("kubeflow", ("--image", "i:1")),

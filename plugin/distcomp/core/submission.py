@@ -152,15 +152,15 @@ def submit(found: "TargetPlugin", instance: "Target", compiled: "Compiled", opti
         job = JobContext(plan, compiled, MappingProxyType(dict(values)), MappingProxyType(env), masker, name, ref,
                          here, folder)
         job_id = str(call("submit", job, options, notify))
-    except BaseException as exc:  # no job: its run ends FAILED with the reason, never left RUNNING
+    except BaseException as exc:  # no job: its run ends with the reason, never left RUNNING (Ctrl-C: KILLED)
         if isinstance(exc, Exception) and masker and masker.text(str(exc)) != str(exc):
             exc.args = (masker.text(str(exc)),)  # the reason as the console shows it: the job's secrets masked
         if run is not None and not _read(folder).get("ended"):  # (a job the target ran to its end and settled)
             from ..records import JobState
 
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{exc}" or type(exc).__name__
-            status, problems = run.finish(None, folder / LOGS, masker.text(f"not submitted: {reason}"),
-                                          JobState.FAILED)
+            state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
+            status, problems = run.finish(None, folder / LOGS, masker.text(f"not submitted: {reason}"), state)
             for problem in problems:
                 notify(f"warning: {problem}")
         shutil.rmtree(folder, ignore_errors=True)
