@@ -19,12 +19,10 @@ the Slurm job folder's job.json, a Kubeflow job's annotations) is ended, unless 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -57,6 +55,8 @@ def jobs_dir() -> Path:
 
 
 def _index(job: str, place: str = "") -> Path:
+    import hashlib  # here: an untracked `distcomp run` never looks a job up by its id
+
     key = f"{job}@{place}" if place else job
     return jobs_dir() / IDS / hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
 
@@ -239,10 +239,10 @@ def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], m
 
 def _rank_env(run: Any, shares_files: bool) -> dict[str, str]:
     """What every rank gets: the run's env; the job folder only where the ranks see it."""
+    if run is None:  # untracked: nothing of MLflow's side is imported (distcomp run's start)
+        return {}
     from ..tracking import REPORTS_ENV
 
-    if run is None:
-        return {}
     return {k: v for k, v in run.env().items() if shares_files or k != REPORTS_ENV}
 
 
@@ -277,6 +277,8 @@ def _end(job: str, instance: "Target", outcome: JobOutcome, folder: Path | None)
     assert outcome.tracking is not None
     ref = outcome.tracking
     if folder is None:  # not submitted here: the run the target names, unless someone ended it
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="distcomp-end-") as tmp:
             return _end_run(job, instance, outcome, Path(tmp), {}, check=True)[1:]
     with _locked(folder):

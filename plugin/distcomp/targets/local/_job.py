@@ -253,8 +253,6 @@ def end_tags(data: Mapping[str, Any]) -> dict[str, str]:
     """What the run's end is tagged with that only this target knows, from a result's record
     (``RunResult.to_json``, the final status.json): exit code, attempts, wall time, and the
     failing process, its node and exit code."""
-    from ...mlstore._records import FAILURE_TAG
-
     tags = {}
     for key, value in (("exit_code", data.get("exit_code")), ("attempts", data.get("attempts"))):
         if isinstance(value, int) and not isinstance(value, bool):
@@ -264,6 +262,8 @@ def end_tags(data: Mapping[str, Any]) -> dict[str, str]:
         tags["distcomp.wall_s"] = f"{wall:.3f}"
     cause = data.get("root_cause")
     if isinstance(cause, Mapping) and cause.get("name"):
+        from ...mlstore._records import FAILURE_TAG  # here: a job that succeeded imports no MLflow side
+
         tags.update({f"{FAILURE_TAG}.process": str(cause["name"]), f"{FAILURE_TAG}.node": str(cause.get("node")),
                      f"{FAILURE_TAG}.exit_code": str(cause.get("returncode"))})
     return tags
