@@ -229,11 +229,19 @@ def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], m
         environ["MLFLOW_TRACKING_URI"] = str(uri)
     job = Job(plan.spec, MappingProxyType(dict(values)), MappingProxyType({}), folder,
               name if folder.parent == jobs_dir() else folder.name)
+    here = Path.cwd()
+    base = job_base(here)  # the current folder, unless it lies in a registry: then a folder of our own,
+    if base != here:  # where a relative store (sqlite:///mlflow.db) and a new experiment's ./mlruns go
+        base.mkdir(parents=True, exist_ok=True)
+        os.chdir(base)
     try:
-        run = start_run(job, plan.topology, environ, job_base(Path.cwd()), options.get("experiment"), notify,
+        run = start_run(job, plan.topology, environ, base, options.get("experiment"), notify,
                         local_ranks=found.type.shares_files, given=given_env(options), masker=masker)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
+    finally:
+        if base != here:
+            os.chdir(here)
     return run
 
 
