@@ -1,6 +1,6 @@
 """distcomp: one DistributedComponent spec, run the same way locally, on Kubeflow, Azure ML and MLflow.
 
-The Python API (``distcomp.load``, ``run``, ``compile``, ``dryrun``, ``submit``, ``job``, ``validate``,
+The Python API (``distcomp.load``, ``run``, ``resume``, ``compile``, ``dryrun``, ``submit``, ``job``, ``validate``,
 ``render``, ``schema``, ``reap``, ``build_context``, ``nodes_range``, ``target_nodes`` and the
 ``distcomp.registry`` actions; ``component``, ``Input``, ``Output`` and ``export`` for
 Python-function components, see ``distcomp.function``) is loaded on first use, so that ``import distcomp`` (and the
@@ -18,11 +18,11 @@ from .base.lazy import exports
 __version__ = "0.1.0"
 __all__ = ["FunctionComponent", "Input", "JobHandle", "JobOutcome", "JobState", "NodeRange", "Output", "ReapReport",
            "Rendered", "SpecCheck", "TargetNodes", "ValidationReport", "__version__", "build_context", "compile",
-           "component", "dryrun", "export", "job", "load", "nodes_range", "reap", "registry", "render", "run", "schema",
-           "submit", "target_nodes", "validate"]
+           "component", "dryrun", "export", "job", "load", "nodes_range", "reap", "registry", "render", "resume", "run",
+           "schema", "submit", "target_nodes", "validate"]
 
 _MODULES = {  # module: the names it provides
-    "api": ("JobHandle", "compile", "dryrun", "job", "load", "run", "submit"),
+    "api": ("JobHandle", "compile", "dryrun", "job", "load", "resume", "run", "submit"),
     "records": ("JobOutcome", "JobState"),
     "api._specs": ("SpecCheck", "ValidationReport", "Rendered", "validate", "render", "schema"),
     "api._reap": ("ReapReport", "reap"),

@@ -307,6 +307,9 @@ class Plan:
     provider: str  # the plugin that provides it ("distcomp" for the built-ins)
     own: "OwnLauncher | None" = None  # the launcher the command starts itself (torchrun, mpirun), if any
     warnings: tuple[str, ...] = ()  # the own launcher's contradictions, then the launcher advice
+    # how many times a failed job starts again, every rank on every node: ``--max-restarts``, else
+    # the spec's ``launcher.max_restarts``, else 0. Preemptions and requeues do not count.
+    max_restarts: int = 0
 
     @property
     def processes_per_node(self) -> int:
@@ -458,7 +461,10 @@ class JobState(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"  # its deadline passed; it was stopped
-    CANCELLED = "cancelled"  # stopped on request: Ctrl-C, SIGTERM, `distcomp cancel`
+    CANCELLED = "cancelled"  # stopped on request: Ctrl-C, `distcomp cancel`
+    # stopped on notice (SIGTERM to `distcomp run`, a scheduler's preemption) with its checkpoint
+    # kept: no failure, and resumable (`distcomp run --resume`) in the same MLflow run
+    PREEMPTED = "preempted"
     UNKNOWN = "unknown"  # the target cannot tell (its record is gone or unreadable)
 
     def __str__(self) -> str:
@@ -466,7 +472,8 @@ class JobState(str, enum.Enum):
 
     @property
     def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED)
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED,
+                        JobState.PREEMPTED)
 
     @property
     def mlflow_status(self) -> str:
@@ -487,8 +494,8 @@ class JobState(str, enum.Enum):
 
 _MLFLOW = {JobState.PENDING: "SCHEDULED", JobState.RUNNING: "RUNNING", JobState.SUCCEEDED: "FINISHED",
            JobState.FAILED: "FAILED", JobState.TIMED_OUT: "FAILED", JobState.CANCELLED: "KILLED",
-           JobState.UNKNOWN: "RUNNING"}
-_EXIT = {JobState.SUCCEEDED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 124}
+           JobState.PREEMPTED: "KILLED", JobState.UNKNOWN: "RUNNING"}
+_EXIT = {JobState.SUCCEEDED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 124, JobState.PREEMPTED: 143}
 _OLD = {"interrupted": "cancelled"}
 
 
@@ -518,10 +525,15 @@ class JobOutcome:
     details: Mapping[str, Any] = field(default_factory=dict)  # the target's own record (status.json, ...)
     # what only the target knows of the end, tagged on the job's run as it ends (attempts, the failing process)
     end_tags: Mapping[str, str] = field(default_factory=dict)
+    # why each attempt after the first started (a failure, a preemption, a requeue), in order;
+    # None: the target cannot tell. The core tags the run with them (``core.restarts``)
+    restarts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", JobState.parse(str(self.state.value if isinstance(self.state, JobState)
                                                               else self.state)))
+        if self.restarts is not None:
+            object.__setattr__(self, "restarts", tuple(str(r) for r in self.restarts))
         object.__setattr__(self, "outputs", MappingProxyType(dict(self.outputs)))
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
         object.__setattr__(self, "end_tags", MappingProxyType(dict(self.end_tags)))
@@ -538,12 +550,14 @@ class JobOutcome:
         return {"job_id": self.job_id, "state": self.state.value, "exit_code": self.exit_code,
                 "root_cause": self.root_cause, "message": self.message, "outputs": dict(self.outputs),
                 "started": self.started, "ended": self.ended, "wall_s": self.wall_s,
-                "tracking": asdict(self.tracking) if self.tracking else None, "details": dict(self.details)}
+                "tracking": asdict(self.tracking) if self.tracking else None, "details": dict(self.details),
+                "restarts": list(self.restarts) if self.restarts is not None else None}
 
     def masked(self, masker: "Masker") -> "JobOutcome":
         """A copy safe to show: the job's secrets masked in its words and its target's record."""
         return replace(self, root_cause=masker.text(self.root_cause), message=masker.text(self.message),
-                       details=masker.data(dict(self.details)))
+                       details=masker.data(dict(self.details)),
+                       restarts=tuple(map(masker.text, self.restarts)) if self.restarts is not None else None)
 
     def summary(self) -> str:
         """One line: ``JOB: succeeded in 3.1 s`` / ``JOB: failed: CAUSE``."""
@@ -641,6 +655,9 @@ class RunResult:
     incomplete_outputs: Mapping[str, str] = field(default_factory=dict)
     found_outputs: tuple[FoundOutput, ...] = ()
     port_retries: int = 0  # attempts started again because another program took a port
+    # why each attempt after the first started (a failure, a preemption): one line each, in order
+    restarts: tuple[str, ...] = ()
+    failures_used: int = 0  # of those, the restarts after a failure (what max_restarts limits)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", JobState.parse(str(self.state)))

@@ -8,7 +8,10 @@ threads: it waits on the processes' pipes and on a wake-up pipe that SIGCHLD, SI
 write to, so an end or a signal is seen at once; a second signal cuts the grace. A process that
 hosts ranks (mpirun) may have them watched (``rankwatch``): the first rank to fail by itself
 ends the job at once. Service processes (TF parameter servers) are stopped once the others
-ended well. What differs between the callers is passed in: each process's output sink, where
+ended well. A ``Notice`` makes its signals a preemption notice, not a stop: the notice is given
+(a file the ranks look for, ``longjob``), the processes get its grace to save and leave by
+themselves, then whatever still runs is stopped; the outcome is "preempted", never "failed".
+What differs between the callers is passed in: each process's output sink, where
 processes are forked and how the job's other processes are found (``Scope``). The result is
 plain data (``Supervised``), which each caller turns into its own reports. Standard library only.
 """
@@ -28,7 +31,7 @@ from typing import Any, Callable, ContextManager, Literal, Mapping, Protocol, Se
 from . import procs as _procs
 from . import rankwatch
 
-Outcome = Literal["succeeded", "failed", "timed_out", "cancelled"]
+Outcome = Literal["succeeded", "failed", "timed_out", "cancelled", "preempted"]
 
 
 class Sink(Protocol):
@@ -69,6 +72,17 @@ class Supervised:
     failed: int | None = None  # the index of the process whose failure ended the job
     after: float = 0.0  # seconds from the first start to that failure
     signals: tuple[int, ...] = ()  # the SIGINT/SIGTERM received, in order
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Signals that mean "this attempt will be stopped": ``give`` is called once with the
+    signal's name (it writes the notice the ranks see), then the processes have ``grace``
+    seconds to end by themselves; a second signal stops them at once."""
+
+    signals: tuple[int, ...]
+    give: Callable[[str], None]
+    grace: float
 
 
 class NotStarted(Exception):
@@ -115,6 +129,7 @@ class _Signals:
     """Route SIGCHLD/SIGINT/SIGTERM into a wake-up pipe while the processes run (main thread only)."""
 
     received: list[int] = field(default_factory=list)
+    extra: tuple[int, ...] = ()  # a notice's own signals (SIGUSR1), routed as SIGINT/SIGTERM are
     _old: dict[int, object] = field(default_factory=dict)
     _old_fd: int = -1
     read_fd: int = -1
@@ -127,7 +142,7 @@ class _Signals:
         os.set_blocking(self.read_fd, False)
         os.set_blocking(self.write_fd, False)
         self._old_fd = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+        for sig in dict.fromkeys((signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, *self.extra)):
             self._old[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -157,15 +172,16 @@ def supervise(starts: Sequence[Start], grace: float, *, zero_or_greater: bool = 
               deadline: float | None = None, scope: Scope | None = None,
               flush: Callable[[], None] | None = None,
               start_failed: Callable[[int, OSError], None] | None = None,
-              services_may_stop: Callable[[], bool] | None = None) -> Supervised:
+              services_may_stop: Callable[[], bool] | None = None, notice: Notice | None = None) -> Supervised:
     """Start ``starts`` and watch them until every one that is no service has ended, one fails, a
     signal comes or ``deadline`` (time.monotonic) is passed; then stop whatever still runs.
 
     ``flush`` runs after each batch of output read; ``start_failed``: a process that cannot be
     started has failed with 127, after this is told (without it, the others are stopped and
     NotStarted is raised); ``services_may_stop``: whether the services may be stopped once the
-    others here ended (other nodes' processes may still need them)."""
-    return _Loop(grace, zero_or_greater, scope or Scope(), flush, services_may_stop).run(
+    others here ended (other nodes' processes may still need them); ``notice``: the signals
+    that preempt the attempt rather than cancel it."""
+    return _Loop(grace, zero_or_greater, scope or Scope(), flush, services_may_stop, notice).run(
         starts, deadline, start_failed)
 
 
@@ -175,12 +191,14 @@ def _failed(code: int, zero_or_greater: bool) -> bool:
 
 class _Loop:
     def __init__(self, grace: float, zero_or_greater: bool, scope: Scope, flush: Callable[[], None] | None,
-                 services_may_stop: Callable[[], bool] | None) -> None:
+                 services_may_stop: Callable[[], bool] | None, notice: Notice | None = None) -> None:
         self.grace, self.zero_or_greater, self.scope = grace, zero_or_greater, scope
         self.flush = flush
         self.services_may_stop = services_may_stop
         self.selector = selectors.DefaultSelector()
-        self.signals = _Signals()
+        self.notice = notice
+        self.noticed: float | None = None  # when the notice's grace ends (time.monotonic)
+        self.signals = _Signals(extra=notice.signals if notice is not None else ())
 
     def run(self, starts: Sequence[Start], deadline: float | None,
             start_failed: Callable[[int, OSError], None] | None) -> Supervised:
@@ -245,6 +263,8 @@ class _Loop:
             timeout = 0.05 if self.signals.read_fd < 0 else 0.1 if watched else 1.0
             if deadline is not None:
                 timeout = max(0.0, min(timeout, deadline - time.monotonic()))
+            if self.noticed is not None:
+                timeout = max(0.0, min(timeout, self.noticed - time.monotonic()))
             if failed is None:  # else one could not start: nothing to wait for
                 self._pump(timeout)
             now = time.monotonic()
@@ -260,6 +280,10 @@ class _Loop:
                     p.ended.report = rankwatch.first_failure(p.rank_exits, self.zero_or_greater)
                     if p.ended.report is not None:
                         failed = (p, now - t0)
+            if received and self.notice is not None and received[0] in self.notice.signals:
+                if self._preempted(procs, now):
+                    return "preempted", None  # whatever ended meanwhile left on notice: no failure
+                continue
             if received:
                 return "cancelled", failed
             if failed is not None:
@@ -270,6 +294,16 @@ class _Loop:
                 return "succeeded", failed
             if deadline is not None and now >= deadline:
                 return "timed_out", failed
+
+    def _preempted(self, procs: list[_Proc], now: float) -> bool:
+        """Give the notice once; the attempt is over when every process left, the grace is
+        spent, or a second signal came."""
+        assert self.notice is not None
+        if self.noticed is None:
+            self.noticed = now + self.notice.grace
+            self.notice.give(signal.Signals(self.signals.received[0]).name)
+        left = all(p.ended.ended is not None for p in procs if not p.start.service)
+        return left or now >= self.noticed or len(self.signals.received) > 1
 
     def _pump(self, timeout: float) -> None:
         """Move whatever output is ready into the sinks; wait at most ``timeout``."""

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from ..records import Plan
     from ..spec import ComponentSpec
     from ..core.target import Compiled, Notify, Target
+    from ..targets.local._resume import Resume
 
-__all__ = ["JobHandle", "compile", "dryrun", "job", "load", "run", "submit"]
+__all__ = ["JobHandle", "compile", "dryrun", "job", "load", "resume", "run", "submit"]
 
 SpecRef = Union["ComponentSpec", "FunctionComponent", str, "os.PathLike[str]"]
 
@@ -79,7 +80,7 @@ def _spec(spec: "SpecRef", nodes: int | None, nproc_per_node: int | None) -> "Co
 
 def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Mapping[str, str] | None = None,
         nodes: int | None = None, nproc_per_node: int | None = None, run_dir: "str | os.PathLike[str] | None" = None,
-        tracking: bool = True, experiment: str | None = None, timeout: float | None = None, max_restarts: int = 0,
+        tracking: bool = True, experiment: str | None = None, timeout: float | None = None, max_restarts: int | None = None,
         grace: float = 5.0, system_metrics: bool = False, env: Mapping[str, str] | None = None,
         console: Callable[[str], None] | None = None, notify: "Notify | None" = None) -> JobOutcome:
     """Run ``spec`` here with real ranks and wait for it (``distcomp run``). ``inputs``: values
@@ -90,26 +91,65 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     It is ``submit(spec, "local", ...).wait()`` with the job run in this process: the core makes
     the job's plan, masker and MLflow run, the local target runs the job to its end, and the
     handle's wait ends the run once."""
-    from pathlib import Path
-    from types import MappingProxyType
-
-    from ..core.plan import make_plan
-    from ..core.submission import submit as submit_job
-    from ..core.target import Compiled
-    from ..targets.local import HERE, Here, check_local, request_of
-
-    found = _target("local", submitting=True)
     given = {"inputs": {k: _text(v) for k, v in (inputs or {}).items()}, "outputs": dict(outputs or {}),
              "run_dir": os.fspath(run_dir) if run_dir is not None else None, "timeout": timeout,
              "max_restarts": max_restarts, "grace": grace, "tracking": tracking, "experiment": experiment,
              "system_metrics": system_metrics, "env": dict(env or {})}
+    return _run_here(spec, given, nodes, nproc_per_node, console, notify)
+
+
+def resume(run_dir: "str | os.PathLike[str]", *, console: Callable[[str], None] | None = None,
+           notify: "Notify | None" = None) -> JobOutcome:
+    """Go on with the local job in ``run_dir`` that ended without succeeding (``distcomp run
+    --resume``): its next attempt, with the same spec, inputs, outputs and options (its
+    record, kept by distcomp), in the same run folder and MLflow run, its restart count one higher; its
+    ranks find what they saved in ``runtime.checkpoint_dir()``."""
+    from pathlib import Path
+
+    from ..targets.local import kept_options, resumable
+
+    folder = Path(run_dir).absolute()
+    record, where = resumable(folder)
+    assert record.spec is not None
+    kept = kept_options(record)
+    given = {"inputs": dict(record.inputs), "outputs": dict(record.outputs), "run_dir": str(folder),
+             "env": dict(record.env), **{k: v for k, v in kept.items() if k not in ("nodes", "nproc_per_node")}}
+    here = os.getcwd()
+    if record.cwd:  # relative inputs are the first run's: its folder
+        try:
+            os.chdir(record.cwd)
+        except OSError as exc:
+            raise UsageError(f"--resume {folder}: cannot work in the first run's folder {record.cwd}: "
+                             f"{exc.strerror or exc}") from None
+    try:
+        return _run_here(record.spec, given, kept.get("nodes"), kept.get("nproc_per_node"), console, notify, where)
+    finally:
+        os.chdir(here)
+
+
+def _run_here(spec: "SpecRef", given: dict[str, Any], nodes: int | None, nproc_per_node: int | None,
+              console: Callable[[str], None] | None, notify: "Notify | None",
+              resumed: "Resume | None" = None) -> JobOutcome:
+    """``run``'s body: the local target's submit, here, and the handle's wait."""
+    from pathlib import Path
+    from types import MappingProxyType
+
+    from ..core.plan import make_plan
+    from ..core.submission import RESUME, submit as submit_job
+    from ..core.target import Compiled
+    from ..targets.local import HERE, Here, check_local, request_of
+
+    found = _target("local", submitting=True)
+    tracking, experiment, system_metrics = given.get("tracking", True), given.get("experiment"), given.get(
+        "system_metrics", False)
+    max_restarts = given.get("max_restarts")
     request = request_of(given)
     if not tracking and (system_metrics or experiment):  # said before any option is checked, as before
         raise UsageError("tracking is off; an experiment and system metrics need it on")
     bound = {**found.type.bind({k: v for k, v in given.items() if v is not None}, submitting=True),
              "nodes": nodes, "nproc_per_node": nproc_per_node}
     # the ranks inherit this process's environment: the advice reads it with the given variables
-    plan = make_plan(_spec(spec, nodes, nproc_per_node), env={**os.environ, **request.env})
+    plan = make_plan(_spec(spec, nodes, nproc_per_node), env={**os.environ, **request.env}, max_restarts=max_restarts)
     check_local(plan, request, Path.cwd())  # every problem at once, as `distcomp run` words them
     say = notify or (lambda _m: None)
     instance = found.make()
@@ -119,7 +159,10 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     def call(method: str, *args: Any) -> Any:
         return _call(found, method, *args, instance=instance)
 
-    native, record = submit_job(found, instance, compiled, {**bound, HERE: Here(console)}, say, call)
+    extra: dict[str, Any] = {HERE: Here(console, resumed)}
+    if resumed is not None and resumed.tracking is not None and tracking:
+        extra[RESUME] = resumed.tracking  # the core goes on in the job's run
+    native, record = submit_job(found, instance, compiled, {**bound, **extra}, say, call)
     return JobHandle("local", native, instance, record).wait(notify=say)
 
 
@@ -188,7 +231,7 @@ def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any
 
     instance = found.make()
     gpu = _call(found, "has_gpu", spec, bound, instance=instance)
-    plan = make_plan(spec, env=given_env(bound), gpu=gpu)
+    plan = make_plan(spec, env=given_env(bound), gpu=gpu, max_restarts=bound.get("max_restarts"))
     try:
         compiled = _call(found, "compile", plan, bound, instance=instance)
     except InputError as exc:

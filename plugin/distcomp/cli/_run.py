@@ -30,6 +30,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..api import run
     from ._common import check_status_file, load_spec
 
+    if args.resume is not None:
+        return _resume(args)
+    if args.spec is None:
+        raise _Usage("give the SPEC to run (or --resume RUN_DIR to go on with a job that ended)")
     if args.no_tracking and (args.system_metrics or args.experiment):
         raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
     spec = load_spec(args.spec)
@@ -41,8 +45,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run(spec, inputs=inputs, outputs=outputs,
                   nodes=args.nodes, nproc_per_node=args.nproc_per_node, run_dir=args.run_dir,
                   tracking=not args.no_tracking, experiment=args.experiment, timeout=args.timeout,
-                  max_restarts=args.max_restarts, grace=args.grace, system_metrics=args.system_metrics,
+                  max_restarts=args.max_restarts, grace=5.0 if args.grace is None else args.grace, system_metrics=args.system_metrics,
                   env=env, console=None if args.quiet else echo, notify=speaker("run"))
+    if args.status_file:
+        _write_status(args.status_file, outcome.to_json())
+    return outcome.exit_code if outcome.exit_code is not None else 1
+
+
+# what a resumed job takes again: the rest is the first run's (the record distcomp kept)
+_RESUME_TAKES = {"resume", "quiet", "status_file", "func", "command"}
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from ..api import resume
+
+    given = sorted(f"--{k.replace('_', '-')}" if k != "spec" else "SPEC" for k, v in vars(args).items()
+                   if k not in _RESUME_TAKES and v not in (None, False, []))
+    if given:
+        raise _Usage(f"--resume goes on with the job as it was first run: {', '.join(given)} cannot be given again "
+                     "(its spec, inputs, outputs and options are the first run's, which distcomp kept)")
+    outcome = resume(args.resume, console=None if args.quiet else echo, notify=speaker("run"))
     if args.status_file:
         _write_status(args.status_file, outcome.to_json())
     return outcome.exit_code if outcome.exit_code is not None else 1
@@ -69,7 +91,11 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p = sub.add_parser("run", help="run a component here, with real ranks started by its launcher",
                        description="Run SPEC on this machine: every rank a real process with its launcher's "
                                    "contract; --nodes simulates several nodes. Exit 0 only if every rank succeeded.")
-    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
+    p.add_argument("spec", metavar="SPEC", nargs="?", help=SPEC_HELP)
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="go on with the job in RUN_DIR that ended without succeeding (preempted by SIGTERM, failed, "
+                        "cancelled): its next attempt, in the same run folder and MLflow run, with what its ranks "
+                        "saved in runtime.checkpoint_dir()")
     p.add_argument("--input", "-i", action="append", metavar="NAME=VALUE", help="an input value (repeatable)")
     p.add_argument("--input-if-set", action="append", metavar="NAME=VALUE",
                    help="like --input, but an empty VALUE means not given (for an optional input)")
@@ -81,8 +107,9 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
     p.add_argument("--run-dir", metavar="DIR", help="folder for logs, outputs and status.json (default ./runs/NAME-TIME-ID)")
     p.add_argument("--timeout", type=seconds, metavar="SECONDS", help="stop the job after this long (restarts included)")
-    p.add_argument("--max-restarts", type=count, default=0, metavar="K", help="restart every rank up to K times after a failure")
-    p.add_argument("--grace", type=count_float, default=5.0, metavar="SECONDS",
+    p.add_argument("--max-restarts", type=count, default=None, metavar="K",
+                   help="start every rank again up to K times after a failure (default: the spec's launcher.max_restarts, else 0)")
+    p.add_argument("--grace", type=count_float, metavar="SECONDS",
                    help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not copy rank output to the console (logs only)")
     p.add_argument("--no-tracking", action="store_true",

@@ -255,6 +255,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(outcome.summary())
         if outcome.root_cause and not outcome.succeeded:
             print("\n".join("  " + line for line in outcome.root_cause.splitlines()))
+        if outcome.restarts:
+            from ..core.restarts import describe_restarts
+
+            print("\n".join("  " + line for line in describe_restarts(outcome.restarts)))
         for name, path in outcome.outputs.items():
             print(f"  output {name}: {rel(Path(path)) if path.startswith('/') else path}")
         if outcome.tracking is not None:

@@ -48,10 +48,11 @@ RANK_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true"}
 
 def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node: int | None = None,
               env: Mapping[str, str] | None = None, gpu: bool | None = None,
-              pm: "PluginManager | None" = None) -> Plan:
+              pm: "PluginManager | None" = None, max_restarts: int | None = None) -> Plan:
     """The plan of ``spec`` with ``nodes``/``nproc_per_node`` overrides. ``env``: variables the
     ranks get (the advice reads them), ``gpu``: whether the machines have one (None: ask this
-    machine), ``pm``: the plugins that know the launcher (default: the installed ones). An
+    machine), ``pm``: the plugins that know the launcher (default: the installed ones),
+    ``max_restarts``: the ``--max-restarts`` given (None: the spec's, else 0). An
     unknown launcher is a UsageError, and so is the command's own mpirun asking for more ranks
     than the nodes have slots; a plugin factory that fails is a JobError naming the plugin."""
     from . import advice as _advice
@@ -61,6 +62,10 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
     for name, value in (("nodes", nodes), ("nproc_per_node", nproc_per_node)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise UsageError(f"{name} must be an integer >= 1 (got {value!r})")
+    if max_restarts is not None and (isinstance(max_restarts, bool) or not isinstance(max_restarts, int)
+                                     or max_restarts < 0):
+        raise UsageError(f"max_restarts must be an integer >= 0 (got {max_restarts!r})")
+    restarts = max_restarts if max_restarts is not None else spec.distribution.max_restarts or 0
     spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
     name, provider = spec.distribution.launcher, "distcomp"
     if spec.distribution.plain:  # no launcher: the core lays out its one process, as for every target
@@ -88,7 +93,7 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
     user = {**spec.environment_variables, **(env or {})}
     topology = _with_defaults(_with_role_settings(spec, _with_rank_env(topology)),
                               {k: v for k, v in RANK_DEFAULTS.items() if k not in user})
-    return Plan(spec, topology, name, provider, found, tuple(warnings))
+    return Plan(spec, topology, name, provider, found, tuple(warnings), restarts)
 
 
 # a spec's role name -> the role its replicas carry (TF_CONFIG's "ps"); others are the same

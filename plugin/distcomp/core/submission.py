@@ -45,6 +45,8 @@ __all__ = ["given_env", "jobs_dir", "masker_of", "record_of", "settle", "submit"
 RECORD, LOCK, LOGS, IDS = "job.json", "job.lock", "logs", ".ids"
 VERSION = 1
 JOB_TAG = "distcomp.job"  # TARGET:ID on the run: which job of which target it is
+# the submit key of a resumed job (``distcomp run --resume``): the TrackingRef of the run it goes on in
+RESUME = "resume_run"
 Call = Callable[..., Any]  # (method, *args) -> the target's answer, its errors named (api._call)
 
 
@@ -222,11 +224,14 @@ def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], m
     from ..tracking import TrackingError, start_run
 
     environ = dict(os.environ)
-    uri = call("tracking_uri", options, notify)
+    resumed = options.get(RESUME)
+    uri = resumed.tracking_uri if isinstance(resumed, TrackingRef) else call("tracking_uri", options, notify)
     if uri is None:
         return None
     if uri:
         environ["MLFLOW_TRACKING_URI"] = str(uri)
+    if isinstance(resumed, TrackingRef):  # the job goes on in its run: one run across every attempt
+        environ["MLFLOW_RUN_ID"] = resumed.run_id
     job = Job(plan.spec, MappingProxyType(dict(values)), MappingProxyType({}), folder,
               name if folder.parent == jobs_dir() else folder.name)
     here = Path.cwd()
@@ -237,6 +242,8 @@ def _start_run(found: "TargetPlugin", plan: "Plan", values: Mapping[str, Any], m
     try:
         run = start_run(job, plan.topology, environ, base, options.get("experiment"), notify,
                         local_ranks=found.type.shares_files, given=given_env(options), masker=masker)
+        if run is not None and isinstance(resumed, TrackingRef):
+            run.store.reopen(resumed.run_id)
     except TrackingError as exc:
         raise UsageError(f"MLflow tracking: {exc}") from None
     finally:
@@ -333,6 +340,10 @@ def _end_run(job: str, instance: "Target", outcome: JobOutcome, folder: Path, da
     logs = shared / LOGS if shared is not None else folder / LOGS  # a shared folder's logs are masked as written
     problems = _save_logs(instance, job, logs, masker) if shared is None else []
     extra = {**outcome.end_tags, JOB_TAG: job}
+    if outcome.restarts is not None:  # the target told them: one tag per restart, and their count
+        from .restarts import restart_tags
+
+        extra.update(restart_tags(outcome.restarts))
     if outcome.exit_code is not None:
         extra["distcomp.exit_code"] = str(outcome.exit_code)
     if outcome.wall_s is not None:

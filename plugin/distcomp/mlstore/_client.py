@@ -122,6 +122,9 @@ class ClientStore:
             self._do("upload an artifact", self.client.log_artifact, run_id, str(source),
                      None if folder == "." else folder)
 
+    def reopen(self, run_id: str) -> None:
+        self._do("reopen the run", self.client.update_run, run_id, "RUNNING")
+
     def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         self._do("end the run", self.client.set_terminated, run_id, status, end_ms)
 

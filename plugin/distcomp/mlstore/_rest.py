@@ -211,6 +211,9 @@ class RestStore:
         else:
             upload_with_mlflow(self.uri, run.run_id, files)
 
+    def reopen(self, run_id: str) -> None:  # no end_time: the server clears it
+        self._call("POST", "/api/2.0/mlflow/runs/update", {"run_id": run_id, "status": "RUNNING"})
+
     def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         self._call("POST", "/api/2.0/mlflow/runs/update",
                    {"run_id": run_id, "status": status, "end_time": end_ms or int(time.time() * 1000)})

@@ -215,6 +215,10 @@ class SqliteStore:
         else:
             copy_files(root, files)
 
+    def reopen(self, run_id: str) -> None:
+        with self._write() as db:
+            db.execute("UPDATE runs SET status = 'RUNNING', end_time = NULL WHERE run_uuid = ?", (run_id,))
+
     def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         with self._write() as db:
             db.execute("UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",

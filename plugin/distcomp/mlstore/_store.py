@@ -57,6 +57,9 @@ class Store(Protocol):
     def terminate(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         """End the run with ``status`` at ``end_ms`` (ms since the epoch; default: now)."""
 
+    def reopen(self, run_id: str) -> None:
+        """Mark an ended run RUNNING again, with no end time: a resumed job goes on in it."""
+
     def runs_since(self, experiment_id: str, since_ms: int) -> list[StoredRun]:
         """The active runs of the experiment started at or after ``since_ms`` (at most 1000)."""
 

@@ -13,11 +13,13 @@ from ._logging import (
     run_id,
     undelivered,
 )
+from ._longjob import checkpoint_dir, preempted, restart_count
 from ._rankinfo import RankInfo, RankInfoError, rank_info
 
 __all__ = [
     "RankInfo",
     "RankInfoError",
+    "checkpoint_dir",
     "finish",
     "flush",
     "is_logging_rank",
@@ -27,7 +29,9 @@ __all__ = [
     "log_metrics",
     "log_param",
     "log_params",
+    "preempted",
     "rank_info",
+    "restart_count",
     "run_id",
     "undelivered",
 ]

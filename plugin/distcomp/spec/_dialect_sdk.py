@@ -2,12 +2,13 @@
 
 Its schema is the one ``distcomp schema`` prints. Beyond Azure's keys it accepts, under
 ``launcher:``, the counts Azure sets at submit time (``node_count``,
-``process_count_per_node``, ``worker_count``, ``parameter_server_count``), and a top-level
+``process_count_per_node``, ``worker_count``, ``parameter_server_count``), ``max_restarts``, and a top-level
 ``environment_variables``, so a spec can say how it runs by default.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from ._build import Context, as_count, as_map, assemble, read_parts, topology
@@ -58,6 +59,8 @@ def schema(launchers: Mapping[str, str]) -> Obj:
         "process_count_per_node": Int("Processes per node (overridable with --nproc-per-node).", minimum=1),
         "worker_count": Int("TensorFlow: total workers (default nodes x processes per node).", minimum=1),
         "parameter_server_count": Int("TensorFlow: parameter servers (default 0).", minimum=0),
+        "max_restarts": Int("How many times a failed job starts again, every rank on every node (default 0; "
+                            "overridable with --max-restarts). A preemption or requeue is no failure.", minimum=0),
     }, required=("type", "additional_arguments"), description="How the distributed job starts.")
     return Obj({
         "$schema": Str("The schema this file follows."),
@@ -89,4 +92,7 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     ps = launcher.get("parameter_server_count")
     dist = topology(kind, as_count(launcher.get("node_count")) or 1, as_count(launcher.get("process_count_per_node")),
                     as_count(launcher.get("worker_count")), ps if isinstance(ps, int) else 0)
+    restarts = launcher.get("max_restarts")
+    if isinstance(restarts, int) and not isinstance(restarts, bool):
+        dist = dataclasses.replace(dist, max_restarts=restarts)
     return assemble(data, parts, name, dist, successful_return_code=data.get("successful_return_code", "Zero"))

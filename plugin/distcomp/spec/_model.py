@@ -90,6 +90,9 @@ class Distribution:
     # where processes_per_node came from when the spec did not write it (seed 003: an MPI
     # worker's slots are its GPUs), for messages; None: written, given at run time, or default
     slots_from: str | None = None
+    # how many times a failed job starts again, all ranks on all nodes (``launcher.max_restarts``);
+    # None: not written (``--max-restarts`` or 0). A preemption or requeue is no failure.
+    max_restarts: int | None = None
 
     def role(self, name: str) -> RoleSpec | None:
         return next((r for r in self.roles if r.name == name), None)

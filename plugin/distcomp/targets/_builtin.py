@@ -86,8 +86,9 @@ LOCAL = TargetType(
         TargetOption("env", "pairs", metavar="NAME=VALUE", submit_only=True,
                      help="a variable for every rank (repeatable; over the spec's environment_variables)"),
         TIMEOUT,
-        TargetOption("max_restarts", "int", default=0, metavar="K", submit_only=True, minimum=0,
-                     help="restart every rank up to K times after a failure"),
+        TargetOption("max_restarts", "int", metavar="K", submit_only=True, minimum=0,
+                     help="start every rank again up to K times after a failure (default: the spec's "
+                          "launcher.max_restarts, else 0)"),
         TargetOption("grace", "float", default=5.0, metavar="SECONDS", submit_only=True, minimum=0,
                      help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)"),
         TRACKING,
@@ -245,9 +246,10 @@ RAY = TargetType(
         TargetOption("placement_timeout", "float", default=300.0, metavar="SECONDS", minimum=1,
                      help="fail when the cluster has not had the nodes free for this long (default 300); a request "
                           "it can never hold fails at once"),
-        TargetOption("max_restarts", "int", default=0, metavar="K", minimum=0,
+        TargetOption("max_restarts", "int", metavar="K", minimum=0,
                      help="restart every rank on every node up to K times after a failure (a rank's, or a lost "
-                          "node's: Ray places it again where the cluster can hold it)"),
+                          "node's: Ray places it again where the cluster can hold it; default: the spec's "
+                          "launcher.max_restarts, else 0)"),
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI (the nodes must reach it), else "
                                "sqlite:///$PWD/mlflow.db"),
         EXPERIMENT,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._job import HERE, Here, LocalRun, check_local, job_id, request_of, run_here
     from ._prepare import Launch, prepare
     from ._reap import Reaped, reap
+    from ._resume import Resume, kept_options, resumable
     from ._records import Failure, FoundOutput, ProcessResult, RunOptions, RunResult, describe_exit
     from ._runner import LaunchError, run_topology
     from ._target import LocalTarget
@@ -28,6 +29,7 @@ _MODULES = {  # module: the names it provides
     "_job": ("HERE", "Here", "LocalRun", "check_local", "job_id", "request_of", "run_here"),
     "_prepare": ("Launch", "prepare"),
     "_reap": ("Reaped", "reap"),
+    "_resume": ("Resume", "kept_options", "resumable"),
     "_records": ("Failure", "FoundOutput", "ProcessResult", "RunOptions", "RunResult", "describe_exit"),
     "_runner": ("LaunchError", "run_topology"),
     "_target": ("LocalTarget",),
@@ -35,6 +37,7 @@ _MODULES = {  # module: the names it provides
 __getattr__, __dir__ = exports(__name__, _MODULES, globals())
 
 __all__ = ["HERE", "Claim", "Failure", "FoundOutput", "Here", "Launch", "LaunchError", "LocalRun", "LocalTarget",
-           "ProcessResult", "Reaped", "RunDirBusy", "RunOptions", "RunResult", "check_local", "claim", "describe_exit",
-           "job_id", "prepare", "reap", "request_of", "run_here", "run_topology"]
+           "ProcessResult", "Reaped", "Resume", "RunDirBusy", "RunOptions", "RunResult", "check_local", "claim",
+           "describe_exit", "job_id", "kept_options", "prepare", "reap", "request_of", "resumable", "run_here",
+           "run_topology"]
 

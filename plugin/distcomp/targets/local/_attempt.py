@@ -85,8 +85,10 @@ class Attempts:
         self.cgroup = cgroup  # every process of the job is in it, where there is one
         self._since = _procs.start_time(os.getpid())  # no process of the job started before this one
 
-    def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None, note: str = "") -> Attempt:
-        """One attempt; ``note`` goes into the log headers (`` (port retry 1)``)."""
+    def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None, note: str = "",
+            notice: supervise.Notice | None = None) -> Attempt:
+        """One attempt; ``note`` goes into the log headers (`` (port retry 1)``), ``notice``: the
+        signals that preempt it (the ranks get notice and the grace) rather than cancel it."""
         offsets = []
         for launch in launches:
             r = launch.replica
@@ -99,7 +101,8 @@ class Attempts:
                                   Stream(launch.replica, self.logs), launch.replica.service) for launch in launches]
         try:
             done = supervise.supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, deadline=deadline,
-                                       scope=_Scope(self.cookie, self.cgroup, self._since), flush=self.logs.flush)
+                                       scope=_Scope(self.cookie, self.cgroup, self._since), flush=self.logs.flush,
+                                       notice=notice)
         except supervise.NotStarted as exc:  # the others were stopped
             raise StartError(launches[exc.index], exc.error) from exc
         failure = None

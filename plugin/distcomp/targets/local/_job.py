@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ...tracking._monitors import Monitors
     from ._codewrites import CodeWatch
     from ._records import RunResult
+    from ._resume import Resume
 
 Say = Callable[[str], None]
 PREFIX = "local:"
@@ -43,7 +44,7 @@ class LocalRun:
     outputs: Mapping[str, str] = field(default_factory=dict)  # output name -> path
     run_dir: str | None = None
     timeout: float | None = None
-    max_restarts: int = 0
+    max_restarts: int | None = None  # None: the spec's (the plan's ``max_restarts``)
     grace: float = 5.0
     tracking: bool = True
     experiment: str | None = None
@@ -55,9 +56,10 @@ class LocalRun:
 @dataclass(frozen=True)
 class Here:
     """``distcomp.run``: the local target's submit runs the job here to its end; ``console``
-    gets the ranks' output (None: the logs only)."""
+    gets the ranks' output (None: the logs only); ``resume``: where a resumed job goes on."""
 
     console: Callable[[str], None] | None = None
+    resume: "Resume | None" = None
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -72,7 +74,7 @@ def request_of(options: Mapping[str, Any], echo: bool = False) -> LocalRun:
     run_dir = options.get("run_dir")
     return LocalRun(inputs=dict(options.get("inputs") or {}), outputs=dict(options.get("outputs") or {}),
                     run_dir=os.fspath(run_dir) if run_dir else None, timeout=options.get("timeout"),
-                    max_restarts=int(options.get("max_restarts") or 0), grace=float(options.get("grace", 5.0)),
+                    max_restarts=options.get("max_restarts"), grace=float(options.get("grace", 5.0)),
                     tracking=bool(options.get("tracking", True)), experiment=options.get("experiment") or None,
                     system_metrics=bool(options.get("system_metrics")), echo=echo,
                     env={str(k): str(v) for k, v in dict(options.get("env") or {}).items()})
@@ -106,7 +108,7 @@ def check_local(plan: "Plan", request: LocalRun, cwd: Path, run_dir: Path | None
     try:
         job = make_job(plan.spec, dict(request.inputs), dict(request.outputs),
                        run_dir or run_folder_of(plan.spec, request, cwd), cwd)
-        RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace)  # checks the numbers
+        RunOptions(job.run_dir, request.timeout, request.max_restarts or 0, request.grace)  # checks the numbers
     except InputError:  # one problem a line: the CLI indents the lines after the first
         raise
     except UsageError as exc:  # a bug (any other ValueError) is not the user's: it shows its traceback
@@ -127,7 +129,7 @@ def check_free(run_dir: Path, grace: float) -> None:
 
 def run_here(plan: "Plan", request: LocalRun, run_dir: Path, env: Mapping[str, str], tracking: TrackingRef | None,
              console: Callable[[str], None] | None = None, say: Say | None = None,
-             cwd: Path | None = None) -> JobOutcome:
+             cwd: Path | None = None, resume: "Resume | None" = None) -> JobOutcome:
     """Run ``plan`` (the core's) here in ``run_dir`` to its end; ``env``: the job's MLflow run
     as the core gave it (``tracking`` names the run; None: untracked). ``console`` gets rank
     output (when ``request.echo``), ``say`` progress. The run is not ended here."""
@@ -136,6 +138,7 @@ def run_here(plan: "Plan", request: LocalRun, run_dir: Path, env: Mapping[str, s
     from ...spec import RenderError
     from ._claim import RunDirBusy, claim
     from ._records import RunOptions
+    from ._resume import write_resume_record
     from ._runner import LaunchError, run_topology
 
     notify = say or (lambda _m: None)
@@ -159,10 +162,16 @@ def run_here(plan: "Plan", request: LocalRun, run_dir: Path, env: Mapping[str, s
         notify(plan.summary())
         record = {"mlflow": {"run_id": tracking.run_id, "experiment_id": tracking.experiment_id,
                              "tracking_uri": tracking.tracking_uri}} if tracking else {}
-        options = RunOptions(job.run_dir, request.timeout, request.max_restarts, request.grace,
+        options = RunOptions(job.run_dir, request.timeout, plan.max_restarts, request.grace,
                              request.echo and console is not None, job.job_id,
                              env={**request.env, **(env if tracking else {"DISTCOMP_TRACKING": "off"})},
-                             record=record, masker=masker)
+                             record=record, masker=masker, first_attempt=resume.first_attempt if resume else 0,
+                             failures_used=resume.failures_used if resume else 0,
+                             restarts=resume.restarts if resume else ())
+        if resume is not None:
+            notify(f"resuming: attempt {resume.first_attempt + 1} (restart_count() {resume.first_attempt}), "
+                   f"checkpoint folder {rel(job.run_dir / 'checkpoint', cwd)}")
+        write_resume_record(plan, request, job.run_dir, job.outputs, cwd)
         notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
         create_outputs(job)
         monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
@@ -246,7 +255,7 @@ def outcome_of(result: "RunResult", tracking: TrackingRef | None) -> JobOutcome:
                       root_cause=result.root_cause.describe() if result.root_cause else "",
                       message=result.message, outputs=result.outputs, wall_s=result.wall_s,
                       started=data.get("started"), ended=data.get("ended"), tracking=tracking, details=data,
-                      end_tags=end_tags(data))
+                      end_tags=end_tags(data), restarts=restarts_of(data))
 
 
 def end_tags(data: Mapping[str, Any]) -> dict[str, str]:
@@ -267,6 +276,12 @@ def end_tags(data: Mapping[str, Any]) -> dict[str, str]:
         tags.update({f"{FAILURE_TAG}.process": str(cause["name"]), f"{FAILURE_TAG}.node": str(cause.get("node")),
                      f"{FAILURE_TAG}.exit_code": str(cause.get("returncode"))})
     return tags
+
+
+def restarts_of(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """Each restart's cause, from a result's record (status.json's ``restarts``)."""
+    causes = data.get("restarts")
+    return tuple(str(c) for c in causes) if isinstance(causes, list) else ()
 
 
 def rel(path: Path, cwd: Path) -> str:

@@ -252,12 +252,12 @@ def _close_mlflow(status: dict[str, Any], run_dir: Path, message: str, state: st
     from ...core.plugins import get_plugin_manager
     from ...core.submission import settle
     from ...records import JobOutcome, JobState, TrackingRef
-    from ._job import end_tags, job_id
+    from ._job import end_tags, job_id, restarts_of
 
     heard: list[str] = []
     ref = TrackingRef(str(run_id), str(uri), str(ml.get("experiment_id") or ""))
     outcome = JobOutcome(job_id(run_dir), JobState.parse(state), status.get("exit_code"), message=message,
-                         tracking=ref, end_tags=end_tags(status))
+                         tracking=ref, end_tags=end_tags(status), restarts=restarts_of(status))
     settle(job_id(run_dir), get_plugin_manager().target("local").make(), outcome, None, heard.append)
     said = [line for line in heard if not line.startswith("warning: ")]
     problems = [line.removeprefix("warning: ") for line in heard if line.startswith("warning: ")]

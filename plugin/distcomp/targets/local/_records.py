@@ -25,6 +25,11 @@ class RunOptions:
     env: Mapping[str, str] = field(default_factory=dict)  # set in every process, over the spec's (tracking)
     record: Mapping[str, Any] = field(default_factory=dict)  # more for status.json (the MLflow run)
     masker: Masker | None = None  # the job's secrets; None: from its inputs and env (``redact.job_masker``)
+    # a resumed job (``distcomp run --resume``): the attempts before it, the restarts those made
+    # for a failure (counted against max_restarts), and every earlier restart's cause
+    first_attempt: int = 0
+    failures_used: int = 0
+    restarts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.timeout is not None and self.timeout <= 0:

@@ -13,6 +13,8 @@ import signal
 import time
 from typing import Any, Callable, Mapping
 
+from ...agent import longjob
+from ...agent.supervise import Notice
 from ...errors import JobError
 from ...records import JobState
 from ...records import Topology
@@ -32,6 +34,7 @@ Notify = Callable[[str], None]
 _ADDR_IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
 PORT_RETRIES = 3  # attempts started again on fresh ports, on top of --max-restarts
 PORT_RETRY_WINDOW = 60.0  # seconds: a rank binds its port as it starts, not later
+CHECKPOINT = "checkpoint"  # in the run folder: runtime.checkpoint_dir() of every rank, kept across attempts
 
 
 class LaunchError(JobError):
@@ -136,20 +139,23 @@ class _Job:
                   found: list[FoundOutput]) -> RunResult:
         options, spec, run_dir = self.options, self.spec, self.options.run_dir
         deadline = t0 + options.timeout if options.timeout is not None else None
-        attempt = retries = 0
+        attempt, used, causes = options.first_attempt, options.failures_used, list(options.restarts)
+        retries = 0
         note = ""
+        checkpoint = str(run_dir / CHECKPOINT)
         while True:
             if not note:  # what the outputs hold as this attempt starts: kept, and said
                 for f in _partial.survey(self.outputs, attempt + 1):
                     found.append(f)
                     self.say(_partial.describe(f))
+            long_job = longjob.long_job_env(checkpoint, str(run_dir), attempt, options.max_restarts)
             try:
                 launches = prepare(spec, self.topology, self.values, self.outputs, run_dir, options.job_id, attempt,
-                                   options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie})
+                                   options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie, **long_job})
             except OSError as exc:  # no free ports, or the launcher's files cannot be written
                 raise LaunchError(f"cannot prepare the job in {run_dir}: {exc.strerror or exc}") from None
             try:
-                result = attempts.run(launches, attempt, deadline, note)
+                result = attempts.run(launches, attempt, deadline, note, self._notice(long_job[longjob.NOTICE_ENV]))
             except StartError as exc:  # the program is missing, not executable, or the folder is gone
                 program = exc.error.filename or exc.launch.argv[0]
                 raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "
@@ -167,15 +173,23 @@ class _Job:
                          f"on fresh ports (not counted as a restart)")
                 continue
             note = ""
-            if result.outcome == "failed" and attempt < options.max_restarts and left:
+            if result.outcome == "failed" and used < options.max_restarts and left:
                 assert result.failure is not None
                 failures.append(result.failure)
                 attempt += 1
+                used += 1
+                causes.append(f"attempt {attempt} failed: {result.failure.describe().splitlines()[0]}")
                 self.say(f"attempt {attempt} failed: {result.failure.describe()}\n"
-                         f"restarting every rank (restart {attempt} of {options.max_restarts})")
+                         f"restarting every rank (restart {used} of {options.max_restarts})")
                 continue
             break
-        return self._finish(self._result(result, attempt, t0, failures, retries), found)
+        return self._finish(self._result(result, attempt, t0, failures, retries, causes, used), found)
+
+    def _notice(self, path: str) -> Notice:
+        """SIGTERM to ``distcomp run`` is a preemption: the ranks get notice (``runtime.preempted()``)
+        and the grace to save and leave, and the job stays resumable; Ctrl-C still cancels."""
+        return Notice((signal.SIGTERM,), lambda why: longjob.give_notice(path, f"{why} to distcomp run"),
+                      self.options.grace)
 
     def _port_taken(self, result: Attempt) -> bool:
         """Failed early on a port another program took between the pick and the rank's bind."""
@@ -183,15 +197,22 @@ class _Job:
         return (result.outcome == "failed" and f is not None and bool(self.topology.ports)
                 and f.after < PORT_RETRY_WINDOW and any(_ADDR_IN_USE.search(line) for line in f.tail))
 
-    def _result(self, result: Attempt, attempt: int, t0: float, failures: list[Failure], retries: int) -> RunResult:
+    def _result(self, result: Attempt, attempt: int, t0: float, failures: list[Failure], retries: int,
+                causes: list[str], used: int) -> RunResult:
         state, message = result.outcome, ""
         if state == "timed_out":
             message = (f"job timed out after {self.options.timeout:g} s (--timeout); stopped what was still running: "
                        f"{', '.join(result.still_running) or 'nothing'}")
         elif state == "cancelled":
             message = f"interrupted by {describe_signal(result.signal)}; every rank was stopped"
+        elif state == "preempted":
+            run_dir = self.options.run_dir
+            message = (f"preempted by {describe_signal(result.signal)}: the ranks had notice (runtime.preempted()) and "
+                       f"{self.options.grace:g} s (--grace) to save and leave; what they saved is in "
+                       f"{run_dir / CHECKPOINT}. Go on with `distcomp run --resume {run_dir}`")
         return RunResult(JobState(state), self.options.run_dir, attempt + 1, time.monotonic() - t0, result.processes,
-                         result.failure, tuple(failures), result.signal, message, self.outputs, port_retries=retries)
+                         result.failure, tuple(failures), result.signal, message, self.outputs, port_retries=retries,
+                         restarts=tuple(causes), failures_used=used)
 
     def _finish(self, result: RunResult, found: list[FoundOutput]) -> RunResult:
         """Markers off after a success, rewritten with the outcome otherwise; the final record."""
@@ -206,6 +227,6 @@ class _Job:
             incomplete = self.markers
         final = RunResult(result.state, result.run_dir, result.attempts, result.wall_s, result.processes,
                           result.root_cause, result.failures, result.signal, result.message, self.outputs,
-                          incomplete, tuple(found), result.port_retries)
+                          incomplete, tuple(found), result.port_retries, result.restarts, result.failures_used)
         self._write(final)
         return final

@@ -114,7 +114,8 @@ class LocalTarget(Target):
         run_dir = job.folder or run_folder_of(job.plan.spec, request_of(options), cwd)
         if here is not None:
             request = request_of(options, echo=here.console is not None)
-            outcome = run_here(job.plan, request, run_dir, job.env, job.tracking, here.console, notify, cwd)
+            outcome = run_here(job.plan, request, run_dir, job.env, job.tracking, here.console, notify, cwd,
+                               here.resume)
             self._ran[str(run_dir)] = outcome
             return str(run_dir)
         return self._start_worker(job, options, run_dir, notify)
@@ -128,7 +129,7 @@ class LocalTarget(Target):
         keep = ("timeout", "experiment")  # given only when set
         ref = job.tracking
         run_options = {"run_dir": str(run_dir), "nodes": d.nodes, "nproc_per_node": d.processes_per_node,
-                       "max_restarts": options.get("max_restarts", 0), "grace": float(options.get("grace", 5.0)),
+                       "max_restarts": job.plan.max_restarts, "grace": float(options.get("grace", 5.0)),
                        "tracking": bool(options.get("tracking", True)),
                        "system_metrics": bool(options.get("system_metrics")),
                        # the core's run (none: untracked) and its record: the worker settles the job with it
@@ -182,13 +183,13 @@ class LocalTarget(Target):
         tracking = TrackingRef(mlflow["run_id"], str(mlflow.get("tracking_uri", "")),
                                str(mlflow.get("experiment_id", ""))) if mlflow.get("run_id") else None
         cause = data.get("root_cause") or {}
-        from ._job import end_tags
+        from ._job import end_tags, restarts_of
 
         return JobOutcome(job_id(run_dir), state, data.get("exit_code"),
                           root_cause=_describe_cause(cause) if cause else "", message=message,
                           outputs=data.get("outputs") or {}, started=data.get("started_at"),
                           wall_s=data.get("wall_s") if state.terminal else None, tracking=tracking, details=data,
-                          end_tags=end_tags(data) if state.terminal else {})
+                          end_tags=end_tags(data) if state.terminal else {}, restarts=restarts_of(data))
 
     def logs(self, job: str, rank: int | None, follow: bool) -> Iterator[str]:
         """The lines of one rank's log (``rank``), or of every log with its ``[name]`` prefix;

@@ -105,7 +105,7 @@ def compile_job(plan: "Plan", options: Mapping[str, Any]) -> Compiled:
         "placement_group": {"strategy": "STRICT_SPREAD", "bundles": [one] * plan.topology.nodes,
                             "wait_s": float(options.get("placement_timeout") or 300.0)},
         "outputs": {outputs[n]: holds[n] for n in outputs},
-        "max_restarts": int(options.get("max_restarts") or 0),
+        "max_restarts": plan.max_restarts,
         "node_record": record,
     }
     notes: tuple[str, ...] = (f"the code folder {spec.code} goes as the job's working_dir (.gitignore and "

@@ -1,0 +1,47 @@
+"""The long-job contract as every rank and every supervisor sees it: a restart count, a
+checkpoint folder that outlives attempts, and the preemption notice. Standard library only: the
+node agent (an srun task, a pod, a Ray actor), the local target and ``distcomp.runtime`` all
+import it, so the names never drift apart.
+
+A notice is a file (``NOTICE_ENV`` names it, one per attempt): a supervisor that is told the
+job will be stopped (Slurm's ``--signal``, SIGTERM from Kubernetes, Ray or ``distcomp run``'s
+own) writes it, and a rank asks for it with ``runtime.preempted()``, a ``stat`` cheap enough
+for every step. A file, not a signal to the ranks: a framework may own a rank's signal
+handlers (torch's elastic agent, Lightning), and a file is seen on every node that shares it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+RESTART_ENV = "DISTCOMP_RESTART_COUNT"  # 0 on the first attempt; a requeue counts too
+MAX_RESTARTS_ENV = "DISTCOMP_MAX_RESTARTS"
+CHECKPOINT_ENV = "DISTCOMP_CHECKPOINT_DIR"  # one folder per job, every rank's, across attempts
+NOTICE_ENV = "DISTCOMP_NOTICE_FILE"  # exists once the scheduler gave notice of a stop
+PREEMPTED_EXIT = 143  # what a rank that left on notice may exit with (as after SIGTERM): not a failure
+
+__all__ = ["CHECKPOINT_ENV", "MAX_RESTARTS_ENV", "NOTICE_ENV", "PREEMPTED_EXIT", "RESTART_ENV", "give_notice",
+           "long_job_env", "notice_file"]
+
+
+def notice_file(job_dir: str, attempt: int) -> str:
+    """The notice file of ``attempt`` in ``job_dir``: an old attempt's notice never reaches a new one."""
+    return os.path.join(job_dir, f"preempt-notice.{attempt}")
+
+
+def long_job_env(checkpoint_dir: str, job_dir: str, attempt: int, max_restarts: int) -> dict[str, str]:
+    """What every rank of ``attempt`` gets (its restart count, the checkpoint folder, where notice comes)."""
+    return {RESTART_ENV: str(attempt), MAX_RESTARTS_ENV: str(max_restarts), CHECKPOINT_ENV: checkpoint_dir,
+            NOTICE_ENV: notice_file(job_dir, attempt)}
+
+
+def give_notice(path: str, why: str) -> None:
+    """Write the notice file (its text: why and when); a notice that cannot be written is no
+    reason to stop the stop: the ranks are then ended by the signal after the grace."""
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{time.time():.3f} {why}\n")
+    except OSError:
+        pass
