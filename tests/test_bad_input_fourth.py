@@ -152,9 +152,9 @@ def test_a_default_over_pythons_digit_limit_is_a_located_spec_error(tmp_path: Pa
 @pytest.mark.slow
 @pytest.mark.parametrize("record, wrong", [
     ({"state": 5}, "'state' is 5, expected one of: pending, running, succeeded, failed, timed_out, cancelled, "
-                   "unknown"),
+                   "preempted, unknown"),
     ({"state": "bogus"}, "'state' is \"bogus\", expected one of: pending, running, succeeded, failed, timed_out, "
-                         "cancelled, unknown"),
+                         "cancelled, preempted, unknown"),
     ({"state": "running", "supervisor": {"pid": "1"}}, "'supervisor.pid' is \"1\", expected an integer"),
     ({"state": "failed", "root_cause": {"returncode": "x"}}, "'root_cause.returncode' is \"x\", expected an integer"),
     ({"state": "failed", "mlflow": ["x"]}, "'mlflow' is [\"x\"], expected an object"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 
 RESTART_ENV = "DISTCOMP_RESTART_COUNT"  # 0 on the first attempt; a requeue counts too
 MAX_RESTARTS_ENV = "DISTCOMP_MAX_RESTARTS"
@@ -21,8 +22,8 @@ CHECKPOINT_ENV = "DISTCOMP_CHECKPOINT_DIR"  # one folder per job, every rank's, 
 NOTICE_ENV = "DISTCOMP_NOTICE_FILE"  # exists once the scheduler gave notice of a stop
 PREEMPTED_EXIT = 143  # what a rank that left on notice may exit with (as after SIGTERM): not a failure
 
-__all__ = ["CHECKPOINT_ENV", "MAX_RESTARTS_ENV", "NOTICE_ENV", "PREEMPTED_EXIT", "RESTART_ENV", "give_notice",
-           "long_job_env", "notice_file"]
+__all__ = ["CHECKPOINT_ENV", "MAX_RESTARTS_ENV", "NOTICE_ENV", "PREEMPTED_EXIT", "RESTART_ENV", "RestartRule",
+           "give_notice", "long_job_env", "notice_file"]
 
 
 def notice_file(job_dir: str, attempt: int) -> str:
@@ -45,3 +46,27 @@ def give_notice(path: str, why: str) -> None:
             f.write(f"{time.time():.3f} {why}\n")
     except OSError:
         pass
+
+
+@dataclass
+class RestartRule:
+    """The one restart rule, kept alike by every target's loop (the local runner, the Ray driver,
+    the Slurm job script's): after an attempt that did not succeed, the whole job starts again
+    when its cause allows. A failure uses one of ``max_restarts``; a preemption or a lost node
+    uses none (the placement or the scheduler bounds those). ``causes``: one line per restart."""
+
+    max_restarts: int
+    attempt: int = 0  # the restart count of the attempt that runs now
+    failures: int = 0  # restarts made after a failure
+    causes: list[str] = field(default_factory=list)
+
+    def again(self, cause: str, failure: bool = True) -> bool:
+        """Whether the job starts again after the attempt that ended for ``cause``; on yes the
+        restart is counted and its cause kept."""
+        if failure and self.failures >= self.max_restarts:
+            return False
+        self.failures += int(failure)
+        self.attempt += 1
+        first = next((line.strip() for line in cause.splitlines() if line.strip()), "no cause given")
+        self.causes.append(f"attempt {self.attempt} {'failed' if failure else 'was preempted'}: {first}")
+        return True

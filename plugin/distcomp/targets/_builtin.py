@@ -146,7 +146,12 @@ KUBEFLOW = TargetType(
                           "annotations on to every training pod (its service account needs get on pods)"),
         TargetOption("restart_policy", metavar="POLICY",
                      help="each pod's restart policy: Never (default: a failed rank fails the job), OnFailure, ExitCode"),
-        TargetOption("backoff_limit", "int", metavar="N", minimum=0, help="pod restarts before the job fails"),
+        TargetOption("backoff_limit", "int", metavar="N", minimum=0,
+                     help="pod restarts before the job fails (default: what --max-restarts needs)"),
+        TargetOption("max_restarts", "int", metavar="K", minimum=0,
+                     help="start the failed job's pods again up to K times (restartPolicy OnFailure, "
+                          "runPolicy.backoffLimit; elastic: torchrun's maxRestarts); default: the spec's "
+                          "launcher.max_restarts, else 0"),
         TargetOption("ttl_seconds", "int", flag="--ttl-seconds-after-finished", metavar="SECONDS", minimum=0,
                      help="delete the finished job and its pods after this long"),
         TargetOption("active_deadline", "int", flag="--active-deadline-seconds", metavar="SECONDS", minimum=1,
@@ -181,6 +186,9 @@ KFP = TargetType(
         TargetOption("code_path", path="there", metavar="PATH",
                      help="the code folder inside the image: the step embeds no code (for a code folder over "
                           "the 128 KiB a step may embed)"),
+        TargetOption("max_restarts", "int", metavar="K", minimum=0,
+                     help="retry the failed step up to K times, every node (the task's retryPolicy); default: the "
+                          "spec's launcher.max_restarts, else 0"),
         JobOptionsOption("job_options", "list", flag="--job-option", metavar="NAME=VALUE",
                          help="an option of the kubeflow target for a multi-node job's pods, by its Python name "
                               "(repeatable; a list or pairs option repeats too), e.g. --job-option gpus_per_node=1"),
@@ -194,6 +202,9 @@ AZUREML = TargetType(
         TargetOption("environment", metavar="azureml:NAME:VERSION",
                      help="the registered environment to run in (default: the spec's)"),
         IMAGE,
+        TargetOption("max_restarts", "int", metavar="K", minimum=0,
+                     help="restarts after a failure: Azure ML retries no command step, so compile says so "
+                          "(default: the spec's launcher.max_restarts, else 0)"),
     ))
 
 SLURM = TargetType(
@@ -247,9 +258,12 @@ RAY = TargetType(
                      help="fail when the cluster has not had the nodes free for this long (default 300); a request "
                           "it can never hold fails at once"),
         TargetOption("max_restarts", "int", metavar="K", minimum=0,
-                     help="restart every rank on every node up to K times after a failure (a rank's, or a lost "
-                          "node's: Ray places it again where the cluster can hold it; default: the spec's "
-                          "launcher.max_restarts, else 0)"),
+                     help="restart every rank on every node up to K times after a rank's failure (default: the "
+                          "spec's launcher.max_restarts, else 0); a lost node is no failure: the job starts again, "
+                          "uncounted, once Ray has placed the node's bundle again"),
+        TargetOption("checkpoint_dir", metavar="DIR",
+                     help="a folder every node sees (a shared file system): each rank's runtime.checkpoint_dir(), "
+                          "kept across the job's restarts"),
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI (the nodes must reach it), else "
                                "sqlite:///$PWD/mlflow.db"),
         EXPERIMENT,

@@ -205,7 +205,8 @@ def test_the_compiled_component_carries_the_submit_records_template(tmp_path: Pa
     assert "run_distcomp_submit(" in source and "run_distcomp_step(" not in source
     # the record's format and the kubeflow target's options by name: no `distcomp submit` flag
     assert ("{'distcomp_job': 2, 'action': 'submit', 'target': 'kubeflow', 'options': {'nodes': 3, "
-            "'nproc_per_node': 2, 'image': 'registry.example/ddp:1', 'gang': True, 'queue': 'q'}}") in source
+            "'nproc_per_node': 2, 'image': 'registry.example/ddp:1', 'max_restarts': 0, 'gang': True, 'queue': 'q'}}") \
+        in source  # max_restarts 0: the job restarts nothing itself, the step's retry submits it again
     assert "'--nodes'" not in source and "'distcomp', 'submit'" not in source
     assert f"'{CLAIM}', '/mnt/shared', 'kfp-allreduce', None," in source
 
@@ -295,5 +296,7 @@ def test_several_nodes_need_a_shared_volume_and_an_image(tmp_path: Path) -> None
     for bad in (("Bad_Claim", "/mnt"), (CLAIM, "relative"), CLAIM):
         with pytest.raises(KfpTargetError, match="shared_volume must be"):
             load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=bad)  # type: ignore[arg-type]
-    with pytest.raises(KfpTargetError, match="max_restarts is for one node"):
-        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=(CLAIM, "/mnt"), max_restarts=1)
+    with pytest.raises(KfpTargetError, match=r"the step sets max_restarts itself \(the step's retry submits the "
+                                             r"whole job again: pass max_restarts=K\)"):
+        load_component(ALLREDUCE, nodes=2, image="i:1", shared_volume=(CLAIM, "/mnt"),
+                       job_options={"max_restarts": 1})

@@ -16,7 +16,15 @@ What is emulated, and from where:
 - training-operator v1.9 (pkg/controller.v1/tensorflow/tensorflow.go, tfjob_controller.go,
   util.go): the TF_CONFIG every TFJob pod gets;
 - mpi-operator v0.8 (pkg/controller/mpi_job_controller.go): the launcher's env and the
-  hostfile it mounts at /etc/mpi/hostfile.
+  hostfile it mounts at /etc/mpi/hostfile;
+- restarts (:func:`run_pods` given the replicas' ``restartPolicy`` and ``runPolicy.backoffLimit``):
+  the kubelet restarts a container of an ``OnFailure`` pod in place, the same pod and env, its
+  restart count one higher; training-operator v1.9 deletes an ``ExitCode`` pod that failed with a
+  retryable code (>= 128, pkg/util/train IsRetryableExitCode) and creates it again under the same
+  name, and fails the job on any other code; it fails the job once the restart counts of its
+  running pods add up to ``backoffLimit`` (more than 0 for a limit of 0: pkg/core/job.go
+  PastBackoffLimit), or at the first failure of an ``ExitCode`` pod when the limit is 0
+  (ReconcileJobs' exceedsBackoffLimit, its work queue never requeueing). No back-off delay here.
 
 Then the cluster network is stood in for: a service name a pod connects to is replaced
 by 127.0.0.1 in the operator's variable that carries it (``Pod.with_env``) and, as all pods
@@ -347,12 +355,32 @@ class Finished:
     pods: list[Started]
     codes: dict[str, int | None]  # pod name -> exit code (None: killed still running)
     elapsed: float
+    restarts: dict[str, int] = field(default_factory=dict)  # pod name -> times started again
+    failed: str = ""  # why the operator failed the job (its backoff limit), if it did
 
     def explain(self) -> str:
-        parts = [f"exit codes {self.codes} after {self.elapsed:.1f} s"]
+        parts = [f"exit codes {self.codes} after {self.elapsed:.1f} s; restarts {self.restarts} {self.failed}"]
         for s in self.pods:
             parts += [f"--- {s.pod.name}: {' '.join(s.pod.argv)}", s.output[-3000:]]
         return "\n".join(parts)
+
+
+RETRYABLE = 128  # training-operator's IsRetryableExitCode: exit codes from here on (signals) are retried
+
+
+def _restarted(code: int, policy: str) -> bool:
+    """Whether a container that exited with ``code`` runs again under ``policy`` (kubelet or operator)."""
+    return code != 0 and (policy == "OnFailure" or (policy == "ExitCode" and code >= RETRYABLE))
+
+
+def _past_backoff(counts: Mapping[str, int], policies: Mapping[str, str], limit: int | None) -> bool:
+    """PastBackoffLimit: the in-place restarts of the pods whose policy counts, against the limit."""
+    if limit is None:
+        return False
+    total = sum(n for pod, n in counts.items() if policies[pod] in ("OnFailure", "Always", "ExitCode"))
+    return total > 0 if limit == 0 else total >= limit
+
+
 
 
 def _session_members(sid: int) -> list[int]:
@@ -375,32 +403,61 @@ def _kill_session(leader: int) -> None:
             pass
 
 
-def run_pods(pods: Sequence[Pod], cwd: Path, logs: Path, timeout: float) -> Finished:
+def _start(pod: Pod, cwd: Path, log: Path) -> Started:
+    with log.open("ab") as out:  # a restarted container's output follows its last one's, as `kubectl logs` keeps
+        proc = subprocess.Popen(pod.argv, cwd=pod.workdir or cwd, env=pod.env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return Started(pod, proc, log, time.monotonic())
+
+
+def run_pods(pods: Sequence[Pod], cwd: Path, logs: Path, timeout: float,
+             restart_policy: Mapping[str, str] | None = None, backoff_limit: int | None = None) -> Finished:
     """Start every pod's container command at once, each in a session (and process
-    group) of its own, output to ``logs/POD.log``; wait for all. The first pod to fail,
-    or the timeout, ends the rest; whatever they started is killed by session, so no
-    process outlives this call."""
+    group) of its own, output to ``logs/POD.log``; wait for all. The first pod to fail (and
+    not restart), the backoff limit, or the timeout, ends the rest; whatever they started is
+    killed by session, so no process outlives this call. ``restart_policy``: replica type ->
+    its ``restartPolicy`` (default Never: a failure ends the job); ``backoff_limit``: the
+    job's ``runPolicy.backoffLimit``."""
     logs.mkdir(parents=True, exist_ok=True)
     started: list[Started] = []
+    policies = {p.name: (restart_policy or {}).get(p.replica_type, "Never") for p in pods}
+    in_place = {p.name: 0 for p in pods}  # the kubelet's restartCount of each pod (OnFailure)
+    again = {p.name: 0 for p in pods}  # every start after the first, in place or a new pod
+    failed = ""
+    ended: list[Started] = []  # restarted containers' old processes, reaped at the end
     t0 = time.monotonic()
     try:
         for pod in pods:
-            log = logs / f"{pod.name}.log"
-            with log.open("wb") as out:
-                proc = subprocess.Popen(pod.argv, cwd=pod.workdir or cwd, env=pod.env, stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            started.append(Started(pod, proc, log, time.monotonic()))
+            (logs / f"{pod.name}.log").unlink(missing_ok=True)
+            started.append(_start(pod, cwd, logs / f"{pod.name}.log"))
         codes: dict[str, int | None] = {}
         while len(codes) < len(started):
-            for s in started:
-                if s.pod.name not in codes and s.proc.poll() is not None:
-                    codes[s.pod.name] = s.proc.returncode
-            if any(c != 0 for c in codes.values()) or time.monotonic() - t0 > timeout:
+            for i, s in enumerate(started):
+                if s.pod.name in codes or s.proc.poll() is None:
+                    continue
+                code, policy = s.proc.returncode, policies[s.pod.name]
+                if not _restarted(code, policy):
+                    codes[s.pod.name] = code
+                    continue
+                if policy == "ExitCode" and backoff_limit == 0:  # exceedsBackoffLimit
+                    codes[s.pod.name] = code
+                    failed = "backoff limit 0: the job failed at its first pod failure"
+                    continue
+                _kill_session(s.proc.pid)  # the old container's processes go with it
+                ended.append(s)
+                started[i] = _start(s.pod, cwd, s.log)
+                again[s.pod.name] += 1
+                if policy == "OnFailure":
+                    in_place[s.pod.name] += 1
+                    running = {n: c for n, c in in_place.items() if n not in codes}  # Running pods only
+                    if _past_backoff(running, policies, backoff_limit):
+                        failed = f"backoff limit {backoff_limit} reached: restarts {in_place}"
+            if failed or any(c != 0 for c in codes.values()) or time.monotonic() - t0 > timeout:
                 break
             time.sleep(0.05)
         for s in started:
             codes.setdefault(s.pod.name, None)
-        return Finished(started, codes, time.monotonic() - t0)
+        return Finished(started, codes, time.monotonic() - t0, again, failed)
     finally:
         for s in started:
             try:  # its descendants first, while they can still be found from it (a daemon may setsid)
@@ -418,6 +475,8 @@ def run_pods(pods: Sequence[Pod], cwd: Path, logs: Path, timeout: float) -> Fini
                 except psutil.NoSuchProcess:
                     pass
             _kill_session(s.proc.pid)  # and whatever else the pod's session holds (orphans included)
+            s.proc.wait()
+        for s in ended:
             s.proc.wait()
 
 

@@ -16,14 +16,33 @@ DRIVER = Path(_driver.__file__)
 
 
 def test_the_driver_imports_only_ray_and_the_standard_library() -> None:
+    """...and the agent's restart rule, which travels beside it (the agent's files are staged
+    into the driver's package): ``from . import longjob``, or distcomp's own where it is imported."""
     found = set()
+    relative = []
     for node in ast.walk(ast.parse(DRIVER.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            relative.append((node.level, node.module, [a.name for a in node.names]))
         elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"a relative import in the driver: line {node.lineno}"
             found.add((node.module or "").split(".")[0])
     assert found - set(sys.stdlib_module_names) == {"ray"}
+    assert relative == [(1, None, ["longjob"]), (3, "agent", ["longjob"])]
+
+
+def test_the_staged_driver_imports_where_neither_distcomp_nor_ray_is_installed(tmp_path: Path) -> None:
+    import subprocess
+
+    from distcomp.targets.ray._stage import stage
+
+    package = stage(tmp_path, {"job": "j"}, None)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import distcomp_ray.driver as d; "
+             "r = d.longjob.RestartRule(1); print(r.again('boom'), d.long_job_env('/ck', 1, 1)['DISTCOMP_CHECKPOINT_DIR'])")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(package.parent)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "/ck"]
 
 
 def test_placeable_gives_each_bundle_a_node_of_its_own() -> None:
@@ -62,9 +81,22 @@ def test_each_attempt_binds_restart_and_max_restarts_as_the_local_target_does() 
 
 
 def test_the_restart_line_says_the_count_and_the_causes_first_line() -> None:
+    from distcomp.agent.longjob import RestartRule
+
     cause = "rank1 (node 1, 10.0.0.2) exited with code 5\n    boom"
-    assert restarting(1, 3, cause) == "restarting every rank (restart 1 of 3): rank1 (node 1, 10.0.0.2) exited with code 5"
-    assert restarting(2, 2, "") == "restarting every rank (restart 2 of 2): a failure"
+    rule = RestartRule(3)
+    assert rule.again(cause)
+    assert restarting(rule, cause) == "restarting every rank (restart 1 of 3): rank1 (node 1, 10.0.0.2) exited with code 5"
+    assert rule.again("", failure=True) and restarting(rule, "") == "restarting every rank (restart 2 of 3): a failure"
+    lost = "node 1 (10.0.0.2, Ray node abc) was lost mid-job: ..."
+    assert rule.again(lost, failure=False)  # a lost node: a preemption, not one of the 3
+    assert restarting(rule, lost, lost=True) == ("restarting every rank after a lost node (not counted against "
+                                                 f"--max-restarts): {lost}")
+    assert (rule.attempt, rule.failures) == (3, 2)
+    assert rule.causes == ["attempt 1 failed: rank1 (node 1, 10.0.0.2) exited with code 5",
+                           "attempt 2 failed: no cause given", f"attempt 3 was preempted: {lost}"]
+    assert rule.again("x") and not rule.again("y")  # the third failure's restart was the last
+    assert rule.again("z", failure=False)  # preemptions still start it again
 
 
 def test_ports_are_agreed_free_on_every_node() -> None:

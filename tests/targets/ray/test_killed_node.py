@@ -1,6 +1,8 @@
-"""A node that dies mid-job (its raylet killed) fails the job with that reason, not a hang, and
-leaves no rank running on either node; with --max-restarts the job starts again on both nodes once
-a node takes the lost one's place. On clusters of their own: the session's keeps both nodes."""
+"""A node that dies mid-job (its raylet killed) is a preemption (issue 36): the job starts again
+on both nodes once a node takes the lost one's place, without using one of --max-restarts, in the
+same MLflow run; when none does within --placement-timeout, it fails with that reason, not a
+hang, and leaves no rank running on either node. On clusters of their own: the session's keeps
+both nodes."""
 
 from __future__ import annotations
 
@@ -36,10 +38,10 @@ def _raylet_of(node: str, folder: Path) -> int:
     raise AssertionError(f"no raylet of node {node} in {folder}")
 
 
-def _running(env: dict[str, str], tmp_path: Path) -> str:
+def _running(env: dict[str, str], tmp_path: Path, *flags: str) -> str:
     """A 2-node job whose ranks sleep, once both have started: its id."""
     proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output",
-                    f"result={tmp_path / 'out'}", "-i", "sleep=600", "--detach", cwd=tmp_path)
+                    f"result={tmp_path / 'out'}", "-i", "sleep=600", "--detach", *flags, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     job = proc.stdout.strip()
     deadline = time.monotonic() + 300  # a bound on the wait for the ranks, not a timing assertion
@@ -109,10 +111,10 @@ def _clean(job: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_node_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path: Path) -> None:
+def test_a_killed_node_no_other_replaces_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path: Path) -> None:
     with cluster(**QUICK_NODE_DEATH) as (address, folder):
         env = ray_env(address, tmp_path)
-        job = _running(env, tmp_path)
+        job = _running(env, tmp_path, "--placement-timeout", "20")
         # the worker node n2 is lost (the head, n1, holds the Jobs API and the driver: its loss is the
         # cluster's); which job node it is depends on where Ray put the bundles
         ranks = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("rank*.json"))]
@@ -121,6 +123,9 @@ def test_a_killed_node_fails_the_job_with_the_reason_and_leaves_no_rank(tmp_path
         outcome = _ended(env, job)
         assert outcome["state"] == "failed", outcome
         assert outcome["root_cause"].startswith(f"node {index} (") and "was lost mid-job" in outcome["root_cause"], outcome
+        # a preemption: the job waited for a node to take the lost one's place, not for --max-restarts
+        assert "(no node took its place within 20 s (--placement-timeout)" in outcome["root_cause"], outcome
+        assert outcome["restarts"] == [f"attempt 1 was preempted: {outcome['root_cause'].splitlines()[0]}"], outcome
         assert marked(job.removeprefix("ray:")) == []
     _clean(job)
 
@@ -149,12 +154,14 @@ def test_a_lost_head_fails_the_job_though_ray_calls_it_running(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_with_max_restarts_a_lost_node_restarts_the_job_on_the_node_that_takes_its_place(tmp_path: Path) -> None:
+def test_a_lost_node_restarts_the_job_on_the_node_that_takes_its_place_in_the_same_run(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
     with cluster(**QUICK_NODE_DEATH) as (address, folder):
         env = ray_env(address, tmp_path)
         out = tmp_path / "out"
         proc = distcomp(env, "submit", str(TORCH), "--target", "ray", "--nodes", "2", "--output", f"result={out}",
-                        "-i", "sleep=600", "--max-restarts", "1", "--detach", cwd=tmp_path)
+                        "-i", "sleep=600", "--max-restarts", "0", "--detach", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         job = proc.stdout.strip()
         deadline = time.monotonic() + 300  # a bound on the waits, not a timing assertion
@@ -166,12 +173,19 @@ def test_with_max_restarts_a_lost_node_restarts_the_job_on_the_node_that_takes_i
         again = _wait_ranks(out, deadline + 300, 1)
         assert sorted(str(r["node"]) for r in again) == ["n1", "n3"]  # the lost bundle, placed again on n3
         log = distcomp(env, "logs", job).stdout
-        assert f"distcomp ray: restarting every rank (restart 1 of 1): node {index} (" in log, log
+        # --max-restarts 0: a lost node is a preemption, which uses none
+        assert ("distcomp ray: restarting every rank after a lost node (not counted against --max-restarts): "
+                f"node {index} (") in log, log
         assert "was lost mid-job" in log.split("restarting every rank", 1)[1].splitlines()[0], log
         cancel = distcomp(env, "cancel", job)
         assert cancel.returncode == 0, cancel.stdout + cancel.stderr
         status = json.loads(distcomp(env, "status", job, "--json").stdout)
         assert status["state"] == "cancelled" and status["details"]["restarts"] == 1, status
+        assert status["restarts"][0].startswith(f"attempt 1 was preempted: node {index} ("), status
+        # one MLflow run for both attempts, ended once, with the restart and its cause
+        run = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(status["tracking"]["run_id"])
+        assert run.info.status == "KILLED" and run.data.tags["distcomp.restarts"] == "1", run.data.tags
+        assert run.data.tags["distcomp.restart.1"] == status["restarts"][0]
         assert marked(job.removeprefix("ray:")) == []  # every agent and rank, on n1 and n3
         _clean(job)
         # cancel while a restart waits for a node to take a lost one's place: the job ends, nothing runs
@@ -187,7 +201,8 @@ def test_with_max_restarts_a_lost_node_restarts_the_job_on_the_node_that_takes_i
         while "restarting every rank" not in log and time.monotonic() < deadline + 600:
             time.sleep(1)
             log = distcomp(env, "logs", job).stdout
-        assert "distcomp ray: restarting every rank (restart 1 of 1): node " in log, log
+        assert "distcomp ray: restarting every rank after a lost node (not counted against --max-restarts): node " \
+            in log, log
         cancel = distcomp(env, "cancel", job)
         assert cancel.returncode == 0, cancel.stdout + cancel.stderr
         assert json.loads(distcomp(env, "status", job, "--json").stdout)["state"] == "cancelled"

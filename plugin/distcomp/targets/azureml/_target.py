@@ -34,4 +34,16 @@ class AzureMLTarget(Target):
         how = f"{c['distribution']['type']} distribution" if "distribution" in c else "no distribution: one process"
         return Compiled(kind=f"Azure ML command component {c['name']} ({how}, "
                              f"{c['resources']['instance_count']} instance(s))",
-                        text=to_yaml(c), writer=write, notes=tuple(compiled.notes), data=c)
+                        text=to_yaml(c), writer=write, notes=(*compiled.notes, *restart_notes(plan)), data=c)
+
+
+def restart_notes(plan: "Plan") -> tuple[str, ...]:
+    """Azure ML starts a failed command job or command step only once: retry_settings
+    (max_retries) is a parallel step's alone in azure-ai-ml's schemas, and this target writes a
+    command component. So ``max_restarts`` cannot be placed, and the compile says so."""
+    k = plan.max_restarts
+    if not k:
+        return ()
+    return (f"warning: max_restarts {k} is not applied: this is a command component, and Azure ML does not start "
+            "a failed command job again (azure-ai-ml's schemas give retry_settings to parallel steps only); "
+            "resubmit the job, which can resume from a checkpoint it wrote to an output",)

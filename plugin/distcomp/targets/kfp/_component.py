@@ -50,7 +50,9 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     to the spec's ``environment`` image, else python:3.11; it (or ``packages_to_install``)
     must provide distcomp and what the command needs (e.g. torch). ``code_path``: the code
     folder's path inside the image, instead of embedding the spec's code folder in the
-    component. ``timeout``/``max_restarts`` are ``distcomp run``'s ``--timeout``/``--max-restarts``.
+    component. ``timeout`` is ``distcomp run``'s ``--timeout``. ``max_restarts``: every task of
+    the component retries its failed step up to that many times (its ``retryPolicy``,
+    ``set_retry``), the whole step, every node: the restarts of issue 36's contract.
 
     Several nodes: the step submits to the kubeflow target (its image, ``image`` or the spec's,
     which the pods run too, needs the kubernetes client, and its service account the right
@@ -64,6 +66,9 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     ``--job-option`` reads them).
     """
     spec, launchers = _resolve(spec_or_path)
+    if max_restarts is not None and (isinstance(max_restarts, bool) or not isinstance(max_restarts, int)
+                                     or max_restarts < 0):
+        raise KfpTargetError(f"{name('max_restarts')} must be a whole number >= 0 (got {max_restarts!r})")
     if nodes is not None or nproc_per_node is not None:
         _positive(nodes, "nodes")
         _positive(nproc_per_node, "nproc_per_node")
@@ -72,11 +77,11 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
     bundle = pack(spec, code_path, launchers)
     origin = spec.source.name if spec.source else spec.name
     if spec.distribution.nodes == 1:
-        source = function_source(interface, bundle, _run_options(spec, launchers, timeout, max_restarts), origin)
+        source = function_source(interface, bundle, _run_options(spec, launchers, timeout), origin)
     else:
         image = _cluster_image(spec, image, shared_volume)
         assert shared_volume is not None  # _cluster_image checked it
-        options = _submit_template(spec, image, timeout, max_restarts, poll, _job_options(job_options))
+        options = _submit_template(spec, image, timeout, poll, _job_options(job_options))
         source = function_source(interface, bundle, options, origin,
                                  Submit(shared_volume[0], shared_volume[1], _job_prefix(spec), code_path))
 
@@ -105,6 +110,10 @@ def load_component(spec_or_path: SpecLike, nodes: int | None = None, nproc_per_n
             f"128 KiB a container command argument may have (largest files from {spec.code}: {bundle.largest()}); "
             f"give data as an input rather than in the code folder, or put the code in the image and give its folder "
             f"there: {ask('code_path')}")
+    if max_restarts:
+        from ._retry import RetriedComponent
+
+        return RetriedComponent(component, max_restarts)
     return component
 
 
@@ -141,10 +150,10 @@ def _resolve(spec_or_path: SpecLike) -> tuple[ComponentSpec, Mapping[str, str]]:
     return resolve_spec(spec_or_path, KfpTargetError)
 
 
-def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: float | None,
-                 max_restarts: int) -> dict[str, Any]:
+def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: float | None) -> dict[str, Any]:
     """The job record's template (``distcomp.worker``): its format, and the run's options that
-    differ from the spec file the step carries. The step adds the values KFP delivers."""
+    differ from the spec file the step carries. The step adds the values KFP delivers. No
+    ``max_restarts`` here: KFP's retry of the whole step is the restart (both would multiply)."""
     from ...core.jobrecord import KEY, JobRecord
 
     assert spec.source is not None  # pack() checked it
@@ -159,9 +168,8 @@ def _run_options(spec: ComponentSpec, launchers: Mapping[str, str], timeout: flo
         if timeout <= 0:
             raise KfpTargetError(f"{name('timeout')} must be > 0 seconds (got {timeout})")
         options["timeout"] = float(timeout)
-    if max_restarts:
-        _positive(max_restarts, "max_restarts")
-        options["max_restarts"] = max_restarts
+    if spec.distribution.max_restarts:  # the spec's own restarts are the task's retry, not the step's too
+        options["max_restarts"] = 0
     return {KEY: JobRecord("run", options=options).version, "options": options}
 
 
@@ -199,20 +207,20 @@ def _cluster_image(spec: ComponentSpec, image: str | None, shared_volume: tuple[
     return chosen
 
 
-def _submit_template(spec: ComponentSpec, image: str, timeout: float | None, max_restarts: int,
-                     poll: float | None, job_options: Mapping[str, Any]) -> dict[str, Any]:
+def _submit_template(spec: ComponentSpec, image: str, timeout: float | None, poll: float | None,
+                     job_options: Mapping[str, Any]) -> dict[str, Any]:
     """The submit record's template (``distcomp.worker``): its format, the target, and the
     kubeflow target's options the compile fixed (the layout and image always spelled out). The
-    step adds where the spec, code and data are."""
+    step adds where the spec, code and data are. The job itself restarts nothing (max_restarts
+    0, which the spec's launcher.max_restarts would otherwise give it): the step's retry submits
+    it again, every pod, and a restart inside it too would multiply the two."""
     from ...core.jobrecord import KEY, JobRecord
 
-    if max_restarts:
-        raise KfpTargetError("max_restarts is for one node: a Kubeflow job's pods never restart (a failed rank "
-                             "fails the job)")
     options: dict[str, Any] = {"nodes": spec.distribution.nodes}
     if spec.distribution.processes_per_node is not None:
         options["nproc_per_node"] = spec.distribution.processes_per_node
     options["image"] = image
+    options["max_restarts"] = 0
     if timeout is not None:
         if timeout <= 0:
             raise KfpTargetError(f"{name('timeout')} must be > 0 seconds (got {timeout})")

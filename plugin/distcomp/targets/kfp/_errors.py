@@ -26,11 +26,13 @@ PYTHON: Mapping[str, tuple[str, str]] = MappingProxyType({
     "nodes": ("nodes", "nodes=N"), "nproc_per_node": ("nproc_per_node", "nproc_per_node=N"),
     "image": ("image", "image=IMAGE"), "shared_volume": ("shared_volume", "shared_volume=(CLAIM, MOUNT_PATH)"),
     "code_path": ("code_path", "code_path=PATH"), "job_options": ("job_options", "job_options={NAME: VALUE}"),
-    "timeout": ("timeout", "timeout=SECONDS"), "poll": ("poll", "poll=SECONDS")})
+    "timeout": ("timeout", "timeout=SECONDS"), "poll": ("poll", "poll=SECONDS"),
+    "max_restarts": ("max_restarts", "max_restarts=K")})
 FLAGS: Mapping[str, tuple[str, str]] = MappingProxyType({
     "nodes": ("--nodes", "--nodes N"), "nproc_per_node": ("--nproc-per-node", "--nproc-per-node N"),
     "image": ("--image", "--image IMAGE"), "shared_volume": ("--volume", "--volume CLAIM:MOUNT_PATH"),
     "code_path": ("--code-path", "--code-path PATH"), "job_options": ("--job-option", "--job-option NAME=VALUE"),
+    "max_restarts": ("--max-restarts", "--max-restarts K"),
     # no flag: only load_component/compile_component take them
     "timeout": ("timeout", "load_component's timeout= (no flag)"),
     "poll": ("poll", "load_component's poll= (no flag)")})

@@ -29,7 +29,8 @@ STEP_SET = {
     "inputs": "the pipeline gives the inputs", "output_paths": "the outputs go to the shared volume",
     "kubeconfig": "the step uses its pod's service account", "inherit_pod": "the step always passes its pod on",
     "tracking": "the step tracks where MLFLOW_TRACKING_URI says", "experiment": "set MLFLOW_EXPERIMENT_NAME",
-    "download": "the step copies the outputs into its artifacts"}
+    "download": "the step copies the outputs into its artifacts",
+    "max_restarts": "the step's retry submits the whole job again: pass {max_restarts}"}
 
 
 def _kubeflow() -> "TargetType":
@@ -76,7 +77,7 @@ def _option(kubeflow: "TargetType", name: str, shown: str) -> TargetOption:
 def _refuse(kubeflow: "TargetType", name: str, shown: str) -> None:
     if name in STEP_SET:
         how = STEP_SET[name].format_map({p: ask(p) for p in ("nodes", "nproc_per_node", "image", "timeout", "poll",
-                                                             "shared_volume")})
+                                                             "shared_volume", "max_restarts")})
         raise KfpTargetError(f"job option {shown!r}: the step sets {name} itself ({how})")
     known = ", ".join(sorted(o.name for o in kubeflow.options if o.name not in STEP_SET))
     raise KfpTargetError(f"job option {shown!r}: {name!r} is not an option of the kubeflow target (known: {known})")

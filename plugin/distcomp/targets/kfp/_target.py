@@ -39,6 +39,12 @@ class KfpTarget(Target):
         from ._image import check_step_image, step_image_note
 
         notes = step_image_note(spec, options)
+        if plan.max_restarts:
+            k = plan.max_restarts
+            notes = (*notes, f"the step's task retries a failed step up to {k} time(s), the whole step and every "
+                     f"node (retryPolicy.maxRetryCount {k}); a pipeline that loads this file with "
+                     f"load_component_from_file sets it on its task: task.set_retry(num_retries={k}) "
+                     "(distcomp.kfp.load_component's tasks have it)")
 
         def write(out: Path) -> None:
             from ._component import load_component, write_component
@@ -47,7 +53,7 @@ class KfpTarget(Target):
             with asked(FLAGS):  # every check first: a refused spec leaves no folder behind
                 component = load_component(spec, nodes=options.get("nodes"), nproc_per_node=options.get("nproc_per_node"),
                                            image=options.get("image"), shared_volume=volume, code_path=code_path,
-                                           job_options=job_options)
+                                           job_options=job_options, max_restarts=plan.max_restarts)
                 check_step_image(spec, options)  # after the spec's own problems, which come first
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ class KubeflowJob:
     outputs: "OutputPlan"
     # the job's secrets, which the manifest takes by secretKeyRef (``_secretref``); None: it has none
     secret: dict[str, Any] | None = None
+    restarts: tuple[str, ...] = ()  # where the checkpoint lasts, or why a restarted pod finds none
 
     def objects(self) -> list[dict[str, Any]]:
         """What is applied to the cluster: the code's ConfigMap first when there is one."""
@@ -36,7 +37,7 @@ class KubeflowJob:
         return [*extra, self.manifest]
 
     def notes(self) -> tuple[str, ...]:
-        return (self.code.note(), *self.outputs.notes(), *_mpi_env_note(self.manifest))
+        return (self.code.note(), *self.outputs.notes(), *self.restarts, *_mpi_env_note(self.manifest))
 
 
 def _mpi_env_note(manifest: Mapping[str, Any]) -> list[str]:
@@ -67,6 +68,8 @@ def job_of(plan: "Plan", options: Mapping[str, Any],
     from ._compile import compile_job, job_name
     from ._outputs import apply as apply_outputs
     from ._outputs import plan_outputs
+    from ._restarts import apply as apply_restarts
+    from ._restarts import plan_restarts
     from ._settings import settings_of
     from ._uris import pod_path_problems
 
@@ -89,22 +92,24 @@ def job_of(plan: "Plan", options: Mapping[str, Any],
     try:
         volumes = dict(options.get("volumes") or {})
         name = job_name(options.get("name"), spec)
-        settings = settings_of(options)
+        settings = settings_of(options, plan.max_restarts)
+        restarts = plan_restarts(settings.lifecycle, volumes, name, "TrainJob" if options.get("trainer_v2") else "")
         outputs = plan_outputs(list(spec.outputs), outs, volumes, name, code.store, list(options.get("scratch") or ()))
         manifest = compile_job(plan, values, outputs.paths, pm=get_plugin_manager(), image=options.get("image"),
                                name=name, namespace=options.get("namespace"),
-                               env={**dict(options.get("env") or {}), **(extra_env or {})},
+                               env={**restarts.env(), **dict(options.get("env") or {}), **(extra_env or {})},
                                trainer_v2=bool(options.get("trainer_v2")), workdir=options.get("workdir"),
                                volumes=volumes, settings=settings)
         code = _podless(manifest, code)
         apply_code(manifest, code, str(options.get("image") or ""))
         apply_outputs(manifest, outputs, code)
+        apply_restarts(manifest, restarts)  # last: the counting line runs before all the rest
     except UsageError as exc:
         raise type(exc)(str(exc).replace("\n", "\n  ")) from None
     # last, when every container is built: no secret stays in clear in any of them
     secret = _secretref.apply(manifest, job_masker(spec, values, {**dict(options.get("env") or {}),
                                                                    **(extra_env or {})}))
-    return KubeflowJob(manifest, code, outputs, secret)
+    return KubeflowJob(manifest, code, outputs, secret, restarts.notes())
 
 
 def _podless(manifest: Mapping[str, Any], code: "CodePlan") -> "CodePlan":

@@ -116,15 +116,16 @@ def _forward(manifest: dict[str, Any], template: Mapping[str, Any]) -> None:
     command[at:at] = [w for name in names if name not in known for w in ("-x", name)]
 
 
-def settings_of(options: Mapping[str, Any]) -> JobSettings:
-    """The JobSettings the target's options (``distcomp compile/submit --target kubeflow``) give."""
+def settings_of(options: Mapping[str, Any], max_restarts: int = 0) -> JobSettings:
+    """The JobSettings the target's options (``distcomp compile/submit --target kubeflow``) give;
+    ``max_restarts``: the Plan's."""
     from ._podtemplate import load
 
     gpus = options.get("gpus_per_node")
     return JobSettings(resources=ResourceOptions(
         gpus_per_node=int(gpus) if gpus is not None else None, cpu=_text(options.get("cpu")),
         memory=_text(options.get("memory")), shm_size=_text(options.get("shm_size"))),
-        pod_template=load(options.get("pod_template")), lifecycle=lifecycle_of(options),
+        pod_template=load(options.get("pod_template")), lifecycle=lifecycle_of(options, max_restarts),
         runtime=_text(options.get("runtime")))
 
 

@@ -139,11 +139,13 @@ class _Job:
                   found: list[FoundOutput]) -> RunResult:
         options, spec, run_dir = self.options, self.spec, self.options.run_dir
         deadline = t0 + options.timeout if options.timeout is not None else None
-        attempt, used, causes = options.first_attempt, options.failures_used, list(options.restarts)
+        rule = longjob.RestartRule(options.max_restarts, options.first_attempt, options.failures_used,
+                                   list(options.restarts))
         retries = 0
         note = ""
         checkpoint = str(run_dir / CHECKPOINT)
         while True:
+            attempt = rule.attempt
             if not note:  # what the outputs hold as this attempt starts: kept, and said
                 for f in _partial.survey(self.outputs, attempt + 1):
                     found.append(f)
@@ -173,17 +175,14 @@ class _Job:
                          f"on fresh ports (not counted as a restart)")
                 continue
             note = ""
-            if result.outcome == "failed" and used < options.max_restarts and left:
+            if result.outcome == "failed" and left and rule.again(result.failure.describe() if result.failure else ""):
                 assert result.failure is not None
                 failures.append(result.failure)
-                attempt += 1
-                used += 1
-                causes.append(f"attempt {attempt} failed: {result.failure.describe().splitlines()[0]}")
-                self.say(f"attempt {attempt} failed: {result.failure.describe()}\n"
-                         f"restarting every rank (restart {used} of {options.max_restarts})")
+                self.say(f"attempt {attempt + 1} failed: {result.failure.describe()}\n"
+                         f"restarting every rank (restart {rule.failures} of {options.max_restarts})")
                 continue
             break
-        return self._finish(self._result(result, attempt, t0, failures, retries, causes, used), found)
+        return self._finish(self._result(result, attempt, t0, failures, retries, rule.causes, rule.failures), found)
 
     def _notice(self, path: str) -> Notice:
         """SIGTERM to ``distcomp run`` is a preemption: the ranks get notice (``runtime.preempted()``)

@@ -217,7 +217,8 @@ class LocalTarget(Target):
             time.sleep(0.2)
 
     def cancel(self, job: str) -> JobOutcome:
-        """SIGTERM to the job's ``distcomp run``, which stops every rank and ends its MLflow run;
+        """SIGINT to the job's ``distcomp run`` (as Ctrl-C: SIGTERM would be a preemption, which
+        gives the ranks notice and leaves the job resumable), which stops every rank and ends its MLflow run;
         an ended job is left as it is. A job whose ``distcomp run`` and watchdog both died is
         cancelled here: what it left is stopped (by its cookie and cgroup, as ``distcomp reap``
         does), its MLflow run ended KILLED; what could not be done is a JobError."""
@@ -229,7 +230,7 @@ class LocalTarget(Target):
             return self._cancel_orphaned(job, run_dir)
         pid = int(data["supervisor"]["pid"])
         try:
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGINT)
         except ProcessLookupError:
             return self._cancel_orphaned(job, run_dir)
         deadline = time.monotonic() + CANCEL_WAIT

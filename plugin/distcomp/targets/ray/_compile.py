@@ -106,6 +106,7 @@ def compile_job(plan: "Plan", options: Mapping[str, Any]) -> Compiled:
                             "wait_s": float(options.get("placement_timeout") or 300.0)},
         "outputs": {outputs[n]: holds[n] for n in outputs},
         "max_restarts": plan.max_restarts,
+        "checkpoint_dir": str(options.get("checkpoint_dir") or ""),
         "node_record": record,
     }
     notes: tuple[str, ...] = (f"the code folder {spec.code} goes as the job's working_dir (.gitignore and "
@@ -119,6 +120,12 @@ def compile_job(plan: "Plan", options: Mapping[str, Any]) -> Compiled:
                   "those; the cluster's Python must have them",)
     if plan.own is not None:
         notes += (f"the command brings its own launcher: {plan.own.describe()}",)
+    if options.get("checkpoint_dir"):
+        notes += (f"runtime.checkpoint_dir() of every rank: {options['checkpoint_dir']} (--checkpoint-dir), which "
+                  "every node must see: it outlives the job's attempts",)
+    elif plan.max_restarts:
+        notes += ("warning: a restarted job resumes only from a checkpoint every node sees: give --checkpoint-dir "
+                  "(without it runtime.checkpoint_dir() is ./checkpoint in each node's own working folder)",)
     late: tuple[str, ...] = (f"the job's name: {JOB_NAME} as the submission id",
             "the job's MLflow run, made when it is submitted: its env (MLFLOW_RUN_ID, MLFLOW_TRACKING_URI, ...) in "
             "the node record's env",

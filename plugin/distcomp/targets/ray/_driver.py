@@ -12,11 +12,14 @@ every node when one fails or when the job is stopped (SIGTERM from ``stop_job``)
 ``DISTCOMP_RAY_OUTCOME {...}`` line that the target reads: the state and the root cause (and,
 with ``max_restarts``, the restarts made).
 
-``max_restarts`` K (``--max-restarts``, as the local target's): after a failure (a rank's, or a
-lost node) every node's agent is stopped and the whole job starts again, up to K times, on fresh
-actors, folders and ports, with ``{{restart}}`` = 1, 2, ... in the node record's values. A lost
-node's bundle is placed again by Ray on a node that can hold it (the placement wait bounds it).
-Ray's own task and actor retries are not used: a rank is never started again on its own.
+Restarts keep the one rule every target keeps (``longjob.RestartRule``): after a rank's failure
+every node's agent is stopped and the whole job starts again, up to ``max_restarts`` K times
+(``--max-restarts``, else the spec's), on fresh actors, folders and ports, with ``{{restart}}`` =
+1, 2, ... in the node record's values. A lost node is a preemption, no failure: the job starts
+again without using one of K, once Ray has placed the lost node's bundle again on a node that
+can hold it (the placement wait bounds it). Every rank's ``runtime.checkpoint_dir()`` is the
+job's ``--checkpoint-dir``, a folder every node sees, kept across attempts. Ray's own task and
+actor retries are not used: a rank is never started again on its own.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ import signal
 import sys
 import time
 from typing import Any
+
+try:  # on the cluster: the node agent's files travel beside this one, in the same package
+    from . import longjob  # type: ignore[attr-defined]
+except ImportError:  # imported from distcomp itself (its tests): the agent's own
+    from ...agent import longjob
 
 OUTCOME = "DISTCOMP_RAY_OUTCOME "
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -292,10 +300,22 @@ def attempt_record(record: dict[str, Any], restart: int, max_restarts: int) -> d
                                  "max_restarts": str(max_restarts)}}
 
 
-def restarting(restart: int, max_restarts: int, cause: str) -> str:
+def long_job_env(checkpoint_dir: str, restart: int, max_restarts: int) -> dict[str, str]:
+    """What every rank of one attempt is told (``longjob``): its restart count, and the job's
+    checkpoint folder where ``--checkpoint-dir`` gave one (else ``runtime.checkpoint_dir()`` is
+    ./checkpoint in the rank's own working folder)."""
+    env = {longjob.RESTART_ENV: str(restart), longjob.MAX_RESTARTS_ENV: str(max_restarts)}
+    if checkpoint_dir:
+        env.update(longjob.long_job_env(checkpoint_dir, checkpoint_dir, restart, max_restarts))
+    return env
+
+
+def restarting(rule: "longjob.RestartRule", cause: str, lost: bool = False) -> str:
     """What the job's log says as every rank is started again: the count, the cause's first line."""
     first = next((line.strip() for line in cause.splitlines() if line.strip()), "a failure")
-    return f"restarting every rank (restart {restart} of {max_restarts}): {first}"
+    if lost:
+        return f"restarting every rank after a lost node (not counted against --max-restarts): {first}"
+    return f"restarting every rank (restart {rule.failures} of {rule.max_restarts}): {first}"
 
 
 def run(config: dict[str, Any], stopping: list[int]) -> int:
@@ -319,8 +339,8 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
     pg = placement_group(bundles, strategy="STRICT_SPREAD", name=config["job"])
     actors: list[Any] = []
     tails: dict[int, list[str]] = {}
-    limit = int(config.get("max_restarts") or 0)
-    counted = {"restarts": 0} if limit else {}
+    rule = longjob.RestartRule(int(config.get("max_restarts") or 0))
+    counted = {"restarts": 0, "causes": rule.causes}
     try:
         ready = pg.ready()
         if not reserve(lambda: bool(ray.wait([ready], timeout=1.0)[0]), config, stopping):
@@ -329,22 +349,21 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
                                     f"it has {totals([n for n in ray.nodes() if n.get('Alive')])}; "
                                     f"free now: {json.dumps(ray.available_resources(), sort_keys=True)}")
         node = node_class()
-        restart = 0
         while True:
-            record = attempt_record(config["record"], restart, limit)
-            state, cause, nodes, lost = attempt(node, pg, config, record, actors, tails, stopping)
-            if state == "succeeded" or restart >= limit or stopping:
-                if stopping:
-                    raise _Stop
+            record = attempt_record(config["record"], rule.attempt, rule.max_restarts)
+            env = long_job_env(str(config.get("checkpoint_dir") or ""), rule.attempt, rule.max_restarts)
+            state, cause, nodes, lost = attempt(node, pg, config, record, actors, tails, stopping, env)
+            if stopping:
+                raise _Stop
+            if state == "succeeded" or not rule.again(cause, failure=lost is None):
                 return finish(state, cause, nodes=nodes, **counted)
-            restart += 1
-            counted["restarts"] = restart
-            say(restarting(restart, limit, cause))
+            counted["restarts"] = rule.attempt
+            say(restarting(rule, cause, lost=lost is not None))
             drop(actors)
             tails.clear()
             if lost is not None and not reserve(lambda: rescheduled(pg, lost), config, stopping):
-                return finish("failed", f"{cause}\n    (restart {restart} of {limit}: no node took its place "
-                                        f"within {config['wait']:g} s (--placement-timeout); the cluster has "
+                return finish("failed", f"{cause}\n    (no node took its place within {config['wait']:g} s "
+                                        f"(--placement-timeout); the cluster has "
                                         f"{totals([n for n in ray.nodes() if n.get('Alive')])})", **counted)
     except _Stop:
         say("stopping: every node's ranks")
@@ -381,7 +400,8 @@ def rescheduled(pg: Any, lost: str) -> bool:
 
 
 def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], actors: list[Any],
-            tails: dict[int, list[str]], stopping: list[int]) -> tuple[str, str, list[str], str | None]:
+            tails: dict[int, list[str]], stopping: list[int],
+            long_job: dict[str, str] | None = None) -> tuple[str, str, list[str], str | None]:
     """One attempt on fresh actors (put in ``actors``): its state, root cause, the nodes'
     addresses, and the Ray node id of a node that was lost ("" when it is not known), else None."""
     import ray
@@ -403,7 +423,7 @@ def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], 
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return "failed", f"a node was lost as the job started: {first}", [], ""
     nodes = [p["ip"] for p in places]
-    env = {"DISTCOMP_RAY_JOB": config["job"]}
+    env = {"DISTCOMP_RAY_JOB": config["job"], **(long_job or {})}
     for i, place in enumerate(places):
         env[f"DISTCOMP_HOST_{i}"] = env[f"DISTCOMP_NODE_{i}"] = place["ip"]
     for i, port in enumerate(places[0]["ports"]):

@@ -77,7 +77,8 @@ class RayTarget(Target):
         record["env"].update(record_env(dict(job.env), job.masker))
         config = {"job": job.name, "bundles": data["placement_group"]["bundles"],
                   "wait": data["placement_group"]["wait_s"], "outputs": data["outputs"], "record": record,
-                  "max_restarts": int(data.get("max_restarts") or 0)}
+                  "max_restarts": int(data.get("max_restarts") or 0),
+                  "checkpoint_dir": str(data.get("checkpoint_dir") or "")}
         runtime_env = dict(data["runtime_env"])
         with tempfile.TemporaryDirectory(prefix="distcomp-ray-") as tmp:
             runtime_env["py_modules"] = [str(stage(Path(tmp), config, job.masker))]
@@ -140,8 +141,10 @@ class RayTarget(Target):
         text = client.get_job_logs(jid)
         said = _joblog.outcome(text) or {}
         cause = str(said.get("root_cause") or "")
-        if isinstance(said.get("restarts"), int):  # the driver's --max-restarts count
+        if isinstance(said.get("restarts"), int):  # the driver's count of restarts
             details["restarts"] = said["restarts"]
+        causes = said.get("causes")
+        restarts = tuple(str(c) for c in causes) if isinstance(causes, list) else None
         if said.get("state") == "cancelled" or state is JobState.CANCELLED:
             state = JobState.CANCELLED
         elif said.get("state") == "failed":
@@ -154,7 +157,7 @@ class RayTarget(Target):
                           else "", message=f"Ray: {details['ray_status']}" + (f" ({info.message})" if info.message
                                                                                else ""),
                           started=started, ended=ended,
-                          wall_s=(ended - started) if started and ended else None, details=details)
+                          wall_s=(ended - started) if started and ended else None, details=details, restarts=restarts)
 
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
         """The job's log (every rank's ``[rankN]`` lines and the driver's), or one rank's lines;
