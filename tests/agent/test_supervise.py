@@ -121,3 +121,67 @@ def test_the_scope_forks_each_process_and_finds_what_a_process_left_behind(tmp_p
     while procs.alive(child) and time.monotonic() < deadline:  # a descendant: SIGTERMed with the rest
         time.sleep(0.05)
     assert not procs.alive(child)
+
+
+# -- a preemption notice (issue 36) ------------------------------------------------------------
+def _notice(tmp_path: Path, grace: float) -> tuple[supervise.Notice, Path, list[str]]:
+    from distcomp.agent.longjob import give_notice
+
+    path, given = tmp_path / "notice", []
+
+    def give(why: str) -> None:
+        given.append(why)
+        give_notice(str(path), why)
+    return supervise.Notice((signal.SIGUSR1, signal.SIGTERM), give, grace), path, given
+
+
+def _signal_soon(sig: int, after: float, times: int = 1) -> None:
+    """``sig`` to this process (the supervisor) ``after`` s from now, ``times`` times 0.5 s apart."""
+    import threading
+
+    def send() -> None:
+        for n in range(times):
+            time.sleep(after if n == 0 else 0.5)
+            os.kill(os.getpid(), sig)
+    threading.Thread(target=send, daemon=True).start()
+
+
+def test_notice_lets_the_processes_save_and_leave_and_is_no_failure(tmp_path: Path) -> None:
+    notice, path, given = _notice(tmp_path, grace=30.0)
+    # each process saves and leaves (exit 0 or 143) once the notice file exists: what a rank's
+    # runtime.preempted() sees; none is signalled while it has the grace
+    leave = ("import os, sys, time\nwhile not os.path.exists({p!r}): time.sleep(0.05)\n"
+             "open({p!r} + '.{n}', 'w').write('saved'); sys.exit({code})")
+    starts = [_start("a", leave.format(p=str(path), n="a", code=0), tmp_path),
+              _start("b", leave.format(p=str(path), n="b", code=143), tmp_path)]
+    _signal_soon(signal.SIGUSR1, 0.5)
+    t0 = time.monotonic()
+    done = supervise.supervise(starts, grace=5.0, notice=notice)
+    assert time.monotonic() - t0 < 10  # they left on notice: not the 30 s grace
+    assert done.outcome == "preempted" and done.failed is None and given == ["SIGUSR1"]
+    assert [p.code for p in done.processes] == [0, 143] and not any(p.stopped for p in done.processes)
+    assert (tmp_path / "notice.a").read_text() == (tmp_path / "notice.b").read_text() == "saved"
+    assert path.read_text().split()[1] == "SIGUSR1"
+
+
+def test_a_process_that_ignores_the_notice_is_stopped_after_its_grace_or_at_a_second_signal(tmp_path: Path) -> None:
+    for times, bound in ((1, (1.5, 8.0)), (2, (0.0, 1.4))):
+        notice, _, given = _notice(tmp_path, grace=1.5 if times == 1 else 30.0)
+        starts = [_start("a", "import time; time.sleep(60)", tmp_path)]
+        _signal_soon(signal.SIGTERM, 0.3, times)
+        t0 = time.monotonic()
+        done = supervise.supervise(starts, grace=5.0, notice=notice)
+        took = time.monotonic() - t0 - 0.3
+        assert bound[0] <= took < bound[1], (times, took)
+        assert done.outcome == "preempted" and given == ["SIGTERM"]
+        a = done.processes[0]
+        assert a.stopped and a.code == -signal.SIGTERM and not procs.alive(a.pid or 0)
+
+
+def test_without_a_notice_sigterm_still_cancels_and_sigint_always_does(tmp_path: Path) -> None:
+    notice, path, given = _notice(tmp_path, grace=30.0)
+    for sig, kw in ((signal.SIGTERM, {}), (signal.SIGINT, {"notice": notice})):
+        _signal_soon(sig, 0.3)
+        done = supervise.supervise([_start("a", "import time; time.sleep(60)", tmp_path)], grace=5.0, **kw)
+        assert done.outcome == "cancelled" and done.signals == (sig,)
+    assert given == [] and not path.exists()
