@@ -71,6 +71,18 @@ def test_default_name_and_the_spec_text_is_what_loads() -> None:
     assert loads(made.spec_text(), "x", made.code) == made.spec
 
 
+def test_max_restarts_is_the_spec_s_and_plans_take_it() -> None:
+    from distcomp.core.plan import make_plan
+
+    made = distcomp.component(max_restarts=2)(probe)
+    assert made.spec.distribution.max_restarts == 2 and "max_restarts: 2" in made.spec_text()
+    assert make_plan(made.spec).max_restarts == 2 and make_plan(made.spec, max_restarts=0).max_restarts == 0
+    assert distcomp.component(probe).spec.distribution.max_restarts is None  # not written: 0, or the flag
+    with pytest.raises(FunctionError) as e:
+        distcomp.component(max_restarts=-1)(probe)
+    assert "max_restarts must be an integer >= 0 (got -1)" in _one_line(e)
+
+
 def test_calling_it_runs_the_plain_function_once_here() -> None:
     made = distcomp.component(probe)
     CALLS.clear()

@@ -119,7 +119,7 @@ class FunctionComponent:
 # them equal to component()'s signature)
 DEFAULTS: Mapping[str, Any] = MappingProxyType(dict(
     name=None, version=None, launcher="torch.distributed", nodes=1, nproc_per_node=1, image=None, packages=(), env=None,
-    description=None, code=None))
+    description=None, code=None, max_restarts=0))
 
 
 @overload
@@ -128,13 +128,14 @@ def component(fn: Callable[..., Any], /) -> FunctionComponent: ...
 def component(*, name: str | None = None, version: str | None = None, launcher: str = "torch.distributed",
               nodes: int = 1, nproc_per_node: int = 1, image: str | None = None, packages: Iterable[str] = (),
               env: Mapping[str, str] | None = None, description: str | None = None,
-              code: "str | os.PathLike[str] | None" = None) -> Callable[[Callable[..., Any]], FunctionComponent]: ...
+              code: "str | os.PathLike[str] | None" = None,
+              max_restarts: int = 0) -> Callable[[Callable[..., Any]], FunctionComponent]: ...
 
 
 def component(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, version: str | None = None,
               launcher: str = "torch.distributed", nodes: int = 1, nproc_per_node: int = 1, image: str | None = None,
               packages: Iterable[str] = (), env: Mapping[str, str] | None = None, description: str | None = None,
-              code: "str | os.PathLike[str] | None" = None) -> Any:
+              code: "str | os.PathLike[str] | None" = None, max_restarts: int = 0) -> Any:
     """Make a typed function a distributed component (``@distcomp.component(...)`` or bare
     ``@distcomp.component``).
 
@@ -144,13 +145,15 @@ def component(fn: Callable[..., Any] | None = None, /, *, name: str | None = Non
     compile may override them); ``image``: the container image targets run it in;
     ``packages``: pip requirements; ``env``: variables every rank gets; ``description``
     (default: the docstring's first line); ``code``: the folder that travels (default: the
-    module's folder, or its package's root).
+    module's folder, or its package's root); ``max_restarts``: how many times a failed job starts
+    again, every rank on every node (the spec's ``launcher.max_restarts``; ``--max-restarts``
+    overrides it).
 
     The function runs on every rank with each value converted back to its annotated type
     (see ``distcomp.function``); it is imported there by module and qualified name."""
     settings: dict[str, Any] = dict(name=name, version=version, launcher=launcher, nodes=nodes,
                                     nproc_per_node=nproc_per_node, image=image, packages=packages, env=env,
-                                    description=description, code=code)
+                                    description=description, code=code, max_restarts=max_restarts)
     if fn is not None:
         return _make(fn, **settings)
     return lambda f: _make(f, **settings)
@@ -168,7 +171,7 @@ def _make(fn: Callable[..., Any], *, code: "str | os.PathLike[str] | None", **gi
 
 def settings_of(fn_name: str, doc: str | None, where: str, *, name: str | None, version: str | None, launcher: str,
                 nodes: int, nproc_per_node: int, image: str | None, packages: Iterable[str],
-                env: Mapping[str, str] | None, description: str | None) -> Settings:
+                env: Mapping[str, str] | None, description: str | None, max_restarts: int = 0) -> Settings:
     """The decorator's settings, checked (``fn_name`` and ``doc``: the function's name and
     docstring, for the defaults); shared by the decorator and the static reading of a file."""
     final = name if name is not None else fn_name.replace("_", "-")
@@ -178,6 +181,8 @@ def settings_of(fn_name: str, doc: str | None, where: str, *, name: str | None, 
     for what, count in (("nodes", nodes), ("nproc_per_node", nproc_per_node)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise FunctionError(f"{where}: {what} must be an integer >= 1 (got {count!r})")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise FunctionError(f"{where}: max_restarts must be an integer >= 0 (got {max_restarts!r})")
     if not isinstance(launcher, str) or not launcher.strip():
         raise FunctionError(f"{where}: launcher must be a launcher's name such as 'torch.distributed' or 'mpi'")
     if isinstance(packages, str):
@@ -190,4 +195,4 @@ def settings_of(fn_name: str, doc: str | None, where: str, *, name: str | None, 
     lines = (doc or "").strip().splitlines()
     return Settings(final, None if version is None else str(version), launcher.strip(), nodes, nproc_per_node,
                     image, tuple(str(p) for p in packages), MappingProxyType(variables),
-                    description if description is not None else (lines[0].strip() if lines else None))
+                    description if description is not None else (lines[0].strip() if lines else None), max_restarts)

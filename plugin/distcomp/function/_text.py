@@ -32,6 +32,7 @@ class Settings:
     packages: tuple[str, ...]
     env: Mapping[str, str]
     description: str | None
+    max_restarts: int = 0
 
 
 def command(target: str, params: tuple[Param, ...], path: str = "", source: str | None = None) -> str:
@@ -70,6 +71,8 @@ def spec_text(settings: Settings, params: tuple[Param, ...], target: str, code: 
     doc["launcher"] = {"type": settings.launcher, "node_count": settings.nodes,
                        "process_count_per_node": settings.nproc_per_node,
                        "additional_arguments": command(target, params, path, source)}
+    if settings.max_restarts:
+        doc["launcher"]["max_restarts"] = settings.max_restarts
     environment: dict[str, Any] = {}
     if settings.image:
         environment["docker"] = {"image": settings.image}
