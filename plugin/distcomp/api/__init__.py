@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..records import Plan
     from ..spec import ComponentSpec
     from ..core.target import Compiled, Notify, Target
-    from ..targets.local._resume import Resume
+    from ..targets.local import Resume
 
 __all__ = ["JobHandle", "compile", "dryrun", "job", "load", "resume", "run", "submit"]
 

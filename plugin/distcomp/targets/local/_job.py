@@ -171,7 +171,9 @@ def run_here(plan: "Plan", request: LocalRun, run_dir: Path, env: Mapping[str, s
         if resume is not None:
             notify(f"resuming: attempt {resume.first_attempt + 1} (restart_count() {resume.first_attempt}), "
                    f"checkpoint folder {rel(job.run_dir / 'checkpoint', cwd)}")
-        write_resume_record(plan, request, job.run_dir, job.outputs, cwd)
+        write_resume_record(plan, job.run_dir, request.inputs, job.outputs, request.env,
+                            {"timeout": request.timeout, "grace": request.grace, "tracking": request.tracking,
+                             "experiment": request.experiment, "system_metrics": request.system_metrics}, cwd)
         notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
         create_outputs(job)
         monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None

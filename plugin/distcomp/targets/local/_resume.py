@@ -22,7 +22,6 @@ from ...records import JobState, TrackingRef
 if TYPE_CHECKING:
     from ...core.jobrecord import JobRecord
     from ...records import Plan
-    from ._job import LocalRun
 
 # what the record's options keep of the first run, for the resumed one
 _KEPT = ("nodes", "nproc_per_node", "timeout", "max_restarts", "grace", "tracking", "experiment", "system_metrics")
@@ -39,21 +38,20 @@ class Resume:
     tracking: TrackingRef | None
 
 
-def write_resume_record(plan: "Plan", request: "LocalRun", run_dir: Path, outputs: Mapping[str, str],
-                        cwd: Path) -> None:
+def write_resume_record(plan: "Plan", run_dir: Path, inputs: Mapping[str, str], outputs: Mapping[str, str],
+                        env: Mapping[str, str], given: Mapping[str, Any], cwd: Path) -> None:
     """The record ``--resume`` reads, written before the ranks start (a spec with no file, a
-    function's made in memory, has none: it is resumed by calling ``distcomp.run`` again)."""
+    function's made in memory, has none: it is resumed by calling ``distcomp.run`` again);
+    ``given``: the run's options (timeout, grace, tracking, experiment, system_metrics)."""
     from ...core.jobrecord import JobRecord, write_record
 
     spec = plan.spec
     if spec.source is None:
         return
     d = spec.distribution
-    options: dict[str, Any] = {"run_dir": str(run_dir), "nodes": d.nodes, "nproc_per_node": d.processes_per_node,
-                               "timeout": request.timeout, "max_restarts": plan.max_restarts,
-                               "grace": request.grace, "tracking": request.tracking,
-                               "experiment": request.experiment, "system_metrics": request.system_metrics}
-    record = JobRecord("run", str(spec.source), str(cwd), dict(request.inputs), dict(outputs), dict(request.env),
+    options: dict[str, Any] = {**{k: given.get(k) for k in _KEPT}, "run_dir": str(run_dir), "nodes": d.nodes,
+                               "nproc_per_node": d.processes_per_node, "max_restarts": plan.max_restarts}
+    record = JobRecord("run", str(spec.source), str(cwd), dict(inputs), dict(outputs), dict(env),
                        {k: v for k, v in options.items() if v is not None})
     path = record_path(run_dir)
     try:
