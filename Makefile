@@ -68,6 +68,7 @@ bench: install
 	$(BIN)/python benchmarks/registry.py
 	$(BIN)/python benchmarks/function.py
 	$(BIN)/python benchmarks/slurm.py
+	$(BIN)/python benchmarks/slurm_requeue.py
 	$(BIN)/python benchmarks/ray.py
 
 clean:

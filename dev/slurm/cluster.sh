@@ -87,7 +87,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+# cred_expire: also how long a requeued job waits before it may start again (Slurm's default: 120 s)
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=30
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -98,6 +99,8 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
+# a node whose slurmd is gone is declared down (and its jobs requeued) after 30 s, not 300
+SlurmdTimeout=30
 KillWait=5
 MinJobAge=600
 StateSaveLocation=$DIR/state

@@ -6,22 +6,34 @@ descendant found in /proc, ``grace`` seconds, then SIGKILL); service replicas (p
 are stopped once every other replica of the job has ended well; a SIGTERM to the agent (srun,
 scancel, a pod's end) stops them all. Each replica writes ``logs/NAME.log`` (``output``); each
 end is reported in ``exits/NAME.json``.
+
+A long job (the record's ``long_job``: its checkpoint folder, ``max_restarts``, the notice's
+signals and grace) gives its replicas the long-job contract (``longjob``): the attempt is
+``$DISTCOMP_RESTART_COUNT`` as the platform set it for this agent (Slurm's batch script, a pod's
+counting line), bound into ``{{restart}}`` too; a notice signal (Slurm's SIGUSR1; not SIGTERM
+there, which is Slurm's own stop) is a preemption: the ranks see ``runtime.preempted()`` and get
+the grace to save and leave. The notice is a file on the job's shared folder: an agent that sees
+the attempt's notice file appear (the batch script wrote it on another node) gives itself the
+notice signal, so every node's ranks hear of it, however the platform signals.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import sys
-from typing import IO, Any, Mapping, Sequence
+import threading
+from dataclasses import dataclass
+from typing import IO, Any, ContextManager, Mapping, Sequence
 
-from . import rankwatch
+from . import longjob, rankwatch
 from .output import Output
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
 from .shared import REDACTED, mask_pattern, write_atomic
-from .supervise import Ended, Start, supervise
+from .supervise import Ended, Notice, Start, supervise
 from .trust import Untrusted, read_trusted
 
 RANK_EXITS = "rank-exits"  # in the job folder: the rank watchers' reports (rankwatch)
@@ -63,6 +75,71 @@ def _values(record: Mapping[str, Any], folder: str, environ: Mapping[str, str]) 
     return values
 
 
+@dataclass(frozen=True)
+class LongJob:
+    """What a long job's replicas get (``longjob.long_job_env``) and how its notice comes."""
+
+    env: Mapping[str, str]
+    notice: str  # this attempt's notice file
+    signals: tuple[int, ...]
+    grace: float
+    preempted_exit: int  # the agent's exit code when the attempt was preempted
+
+
+def _attempt(values: Mapping[str, str], environ: Mapping[str, str]) -> int:
+    """The attempt as the platform counted it ($DISTCOMP_RESTART_COUNT), else the record's."""
+    for given in (environ.get(longjob.RESTART_ENV, ""), values.get("restart", "")):
+        if given.strip().isdigit():
+            return int(given)
+    return 0
+
+
+def _long_job(record: Mapping[str, Any], folder: str, environ: Mapping[str, str], attempt: int) -> LongJob | None:
+    spec = record.get("long_job")
+    if not isinstance(spec, dict):
+        return None
+    checkpoint = environ.get(longjob.CHECKPOINT_ENV) or str(spec.get("checkpoint") or "checkpoint")
+    checkpoint = checkpoint if os.path.isabs(checkpoint) else os.path.join(folder, checkpoint)
+    env = longjob.long_job_env(checkpoint, folder, attempt, int(spec.get("max_restarts") or 0))
+    try:
+        signals = tuple(int(getattr(signal, name)) for name in spec.get("notice_signals") or ())
+    except AttributeError as exc:
+        raise Usage(f"the record's long_job names an unknown signal ({exc})") from None
+    return LongJob(env, env[longjob.NOTICE_ENV], signals, float(spec.get("notice_grace") or 0.0),
+                   int(spec.get("preempted_exit", longjob.PREEMPTED_EXIT)))
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A notice signal outside the supervision: nothing to stop yet (the default would end the agent)."""
+
+
+class _NoticeWatch:
+    """Gives this agent the notice signal once the attempt's notice file exists, while
+    ``supervise`` handles it: another node's batch script or agent may have given the notice."""
+
+    def __init__(self, path: str, signum: int) -> None:
+        self.path, self.signum = path, signum
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="distcomp-notice", daemon=True)
+        self.previous: Any = None
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.25):
+            if os.path.exists(self.path) and signal.getsignal(self.signum) is not _ignore:
+                os.kill(os.getpid(), self.signum)
+                return
+
+    def __enter__(self) -> "_NoticeWatch":
+        self.previous = signal.signal(self.signum, _ignore)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        signal.signal(self.signum, self.previous)
+
+
 def _secrets(record: Mapping[str, Any], folder: str) -> tuple[list[str], list[str]]:
     """The secrets by index, and every needle to mask (the same list: each form is one)."""
     if not record.get("secrets"):
@@ -87,6 +164,11 @@ class Agent:
         self.node = _node_index(record, environ)
         self.host = next((environ[n] for n in record["node_name_env"] if environ.get(n)), socket.gethostname())
         self.values = _values(record, self.folder, environ)
+        attempt = _attempt(self.values, environ)
+        self.values["restart"] = str(attempt)
+        self.long_job = _long_job(record, self.folder, environ, attempt)
+        if self.long_job is not None:
+            self.values["max_restarts"] = self.long_job.env[longjob.MAX_RESTARTS_ENV]
         self.secrets, needles = _secrets(record, self.folder)
         self.mask = _Masker(needles)
         self.console = bool(record.get("console"))
@@ -108,6 +190,8 @@ class Agent:
             for k, v in self.record["defaults"].items():
                 common.setdefault(k, v)
             common.update({k: text(v, self.secrets) for k, v in self.record["env"].items()})
+            if self.long_job is not None:
+                common.update(self.long_job.env)
             # the platform's variables for the agent's own task (SLURM_PROCID, a pod's RANK) say
             # nothing true of a replica that is one process (a rank, a TF ps): a library reading
             # them would misplace it; a wrapper of several ranks (mpirun) may need them
@@ -153,16 +237,29 @@ class Agent:
 
         starts = [Start(spec["name"], argv, env, cwd, out, bool(spec.get("service")))
                   for (spec, argv, env), out in zip(prepared, outputs)]
+        long_job, notice = self.long_job, None
+        watch: ContextManager[object] = contextlib.nullcontext()
+        if long_job is not None and long_job.signals:
+            path, where = long_job.notice, f"node {self.node} ({self.host})"
+            notice = Notice(long_job.signals, lambda why: longjob.give_notice(path, f"{why} to the node agent on {where}"),
+                            long_job.grace)
+            watch = _NoticeWatch(path, long_job.signals[0])
         try:
-            done = supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, start_failed=start_failed,
-                             services_may_stop=self._others_done)
+            with watch:
+                done = supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, start_failed=start_failed,
+                                 services_may_stop=self._others_done, notice=notice)
         finally:
             for out in outputs:
                 out.close()
+        preempted = done.outcome == "preempted"  # whatever ended on notice left as asked: no failure
+        if preempted and long_job is not None:
+            print(f"distcomp agent: node {self.node}: preempted: the ranks had notice ({long_job.notice}) "
+                  f"and {long_job.grace:g} s to save and leave", file=sys.stderr, flush=True)
         failed, blamed = [], []
         for i, ((spec, _argv, _env), p) in enumerate(zip(prepared, done.processes)):
             # what the agent's own signal also ended (srun signals the whole step) was stopped, not failed
-            stopped = p.stopped or (bool(done.signals) and p.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL))
+            stopped = preempted or p.stopped or (
+                bool(done.signals) and p.code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL))
             bad = not stopped and p.code is not None and (p.code < 0 if self.zero_or_greater else p.code != 0)
             if bad:
                 failed.append((p, errors.get(i, "")))
@@ -179,6 +276,8 @@ class Agent:
                   + (f" ({self.mask(error)})" if error else ""), file=sys.stderr, flush=True)
         if failed or blamed:
             return 1
+        if preempted and long_job is not None:
+            return long_job.preempted_exit
         return 128 + done.signals[0] if done.signals else 0
 
     def _others_done(self) -> bool:

@@ -232,6 +232,13 @@ SLURM = TargetType(
                           "starts"),
         replace(TIMEOUT, submit_only=False,  # in the script (--time): compiled, not submit-only
                 help="the job's time limit in seconds (rounded up to minutes) when --time is not given"),
+        TargetOption("max_restarts", "int", metavar="K", minimum=0,
+                     help="start every rank on every node again up to K times after a failure, inside the "
+                          "allocation (default: the spec's launcher.max_restarts, else 0); a requeue or a "
+                          "preemption is no failure"),
+        TargetOption("preempt_grace", "int", default=60, metavar="SECONDS", minimum=1,
+                     help="Slurm's notice (sbatch --signal=B:USR1@SECONDS) comes this long before the time limit: "
+                          "the ranks see runtime.preempted(), save and leave, and the job requeues itself (default 60)"),
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///JOB_DIR/mlflow.db"),
         EXPERIMENT,
     ))

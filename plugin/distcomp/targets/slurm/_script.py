@@ -9,6 +9,14 @@ for node addresses, node names and ports); the batch step finds those values in 
 and hands them to the agents in their environment (``agentjob.bind_names``). The job's secrets
 are in neither the script nor the record: the agent reads them from ``FOLDER/secrets.sh``
 (``targets._secrets``), the record names each by its index there.
+
+Every job is a long job (issue 36): it asks Slurm for ``--requeue`` and ``--signal=B:USR1@GRACE``
+(``--preempt-grace``). The batch script runs the agents' step in a loop of attempts, counted in
+the job folder (``_attempts``: the ranks' ``restart_count()``); SIGUSR1 to the batch script (the
+time limit or a preemption is near) writes the attempt's notice file, which every node's agent
+and rank sees (``runtime.preempted()``); once the step has ended, the job requeues itself
+(``scontrol requeue``), keeping its folder, secrets and checkpoint (``JOB_FOLDER/checkpoint``).
+A failed attempt with restarts left (``max_restarts``) starts again inside the allocation.
 """
 
 from __future__ import annotations
@@ -118,6 +126,7 @@ class Resources:
     mem: str | None = None
     cpus_per_task: int | None = None
     extra: tuple[str, ...] = ()
+    preempt_grace: int = 60  # seconds between Slurm's notice (SIGUSR1) and the time limit
 
 
 def resources_of(spec: "ComponentSpec", options: Mapping[str, object], timeout: float | None) -> Resources:
@@ -142,10 +151,12 @@ def resources_of(spec: "ComponentSpec", options: Mapping[str, object], timeout: 
         if _CONTROL.search(line) or not line.strip().startswith("-"):
             raise UsageError(f"--sbatch {line!r}: give one sbatch option per flag, as in --sbatch=--qos=high "
                              "(it becomes an #SBATCH line)")
+    grace = options.get("preempt_grace")
     return Resources(minutes, _word(options.get("partition"), "--partition", _NAME, _NAME_HINT),
                      _word(options.get("account"), "--account", _NAME, _NAME_HINT),
                      int(gpus) if isinstance(gpus, int) else None, _word(mem, mem_flag, _MEM, _MEM_HINT),
-                     int(cpus) if isinstance(cpus, int) else None, extra)
+                     int(cpus) if isinstance(cpus, int) else None, extra,
+                     int(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else 60)
 
 
 # A value becomes part of an #SBATCH line, which sbatch reads up to its end: a line break in one
@@ -201,7 +212,10 @@ def sbatch_lines(name: str, nodes: int, tasks_per_node: int, folder: Path, res: 
     if res.cpus_per_task:
         lines.append(f"--cpus-per-task={res.cpus_per_task}")
     lines += [f"--chdir={_path(folder)}", f"--output={_path(folder, '/slurm-%j.out')}",
-              f"--error={_path(folder, '/slurm-%j.out')}"]
+              f"--error={_path(folder, '/slurm-%j.out')}",
+              # a long job: Slurm may requeue it (a preemption, a lost node; its own after a notice),
+              # SIGUSR1 to the batch script GRACE s before the time limit, and each run's output appended
+              "--requeue", f"--signal=B:USR1@{res.preempt_grace}", "--open-mode=append"]
     lines += [line.strip() for line in res.extra]
     return ["#SBATCH " + line for line in lines]
 
@@ -218,17 +232,70 @@ def tasks_of(plan: "Plan") -> tuple[int, int | None]:
     return per_node, None
 
 
+def notice_grace(preempt_grace: int) -> float:
+    """How long the ranks have from the notice to leave: the grace less the time the job needs
+    to stop its step and requeue itself before the time limit (a quarter, at most 10 s)."""
+    return max(1.0, preempt_grace - min(10.0, preempt_grace / 4))
+
+
 def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Masker = NONE,
-           cwd: str = "code") -> str:
+           cwd: str = "code", preempt_grace: int = 60) -> str:
     """The node agent's record of the job (JSON): the Topology as data, the command and env;
-    ``cwd``: where the replicas run (relative: to the job folder)."""
+    ``cwd``: where the replicas run (relative: to the job folder); its ``long_job``: the
+    checkpoint folder, ``max_restarts`` and the notice (SIGUSR1 only: SIGTERM is Slurm's own
+    stop, on a cancel, a requeue or a failed node's step)."""
+    from ._attempts import CHECKPOINT
+
     platform = Platform(values={}, secrets=SECRETS, cwd=cwd, **PLATFORM)  # type: ignore[arg-type]
     try:
         data = node_record(plan.topology, argv, env, platform, job=plan.spec.name, masker=masker,
                            zero_or_greater=plan.spec.successful_return_code == "ZeroOrGreater")
     except ValueError as exc:  # the launcher's Topology: its plugin's to fix
         raise JobError(f"launcher {plan.launcher!r} from {plan.provider}: {exc}") from None
+    # an agent whose ranks left on notice exits 0: srun's --kill-on-bad-exit must not cut short
+    # another node's ranks still saving; the batch script knows the attempt was preempted
+    data["long_job"] = {"checkpoint": CHECKPOINT, "max_restarts": plan.max_restarts, "notice_signals": ["SIGUSR1"],
+                        "notice_grace": notice_grace(preempt_grace), "preempted_exit": 0}
     return to_json(data)
+
+
+def attempts(python: str, max_restarts: int, ports: str, step: Sequence[str]) -> list[str]:
+    """The batch script's loop of attempts around the agents' ``step`` (its srun lines), with
+    the notice trap and the job's own requeue (``_attempts``)."""
+    tool = f"{shlex.quote(python)} -m distcomp.targets.slurm._attempts"
+    return [
+        "# the job's attempts (distcomp.targets.slurm._attempts, attempts.json): SIGUSR1 (sbatch --signal: the time",
+        "# limit or a preemption is near) writes the attempt's notice file, which every rank sees (runtime.preempted())",
+        "# and every node's agent passes on; the ranks leave, the job requeues itself. A failed attempt with restarts",
+        f"# left ({max_restarts}) starts again here, every rank on every node.",
+        'DISTCOMP_NOTICED=""',
+        "distcomp_notice() {",
+        "    DISTCOMP_NOTICED=1",
+        '    [ -z "${DISTCOMP_NOTICE_FILE:-}" ] || echo "$(date +%s) SIGUSR1 to the batch script (sbatch --signal: the '
+        'time limit or a preemption is near)" >>"$DISTCOMP_NOTICE_FILE"',
+        "}",
+        "trap distcomp_notice USR1",
+        "while :; do",
+        f'DISTCOMP_ATTEMPT=$({tool} begin "$DISTCOMP_JOB_FOLDER" {max_restarts}) || exit 1',
+        'eval "$DISTCOMP_ATTEMPT"  # DISTCOMP_RESTART_COUNT, DISTCOMP_NOTICE_FILE, DISTCOMP_CHECKPOINT_DIR',
+        '[ -z "$DISTCOMP_NOTICED" ] || distcomp_notice  # notice came before this attempt started',
+        *([ports.rstrip("\n")] if ports else []),
+        *step[:-1], step[-1] + " &",
+        "DISTCOMP_STEP=$!",
+        '# a trapped signal ends a wait early: wait again until the step has ended, then take its status',
+        'while kill -0 "$DISTCOMP_STEP" 2>/dev/null; do wait "$DISTCOMP_STEP"; done',
+        'wait "$DISTCOMP_STEP"; DISTCOMP_RC=$?',
+        'if [ -e "$DISTCOMP_NOTICE_FILE" ]; then  # preempted: not a failure; the job comes back and resumes',
+        f'    {tool} preempted "$DISTCOMP_JOB_FOLDER"',
+        '    scontrol requeue "$SLURM_JOB_ID" && exit 0',
+        '    echo "distcomp: the job could not requeue itself (scontrol requeue $SLURM_JOB_ID failed): it ends here, its '
+        'checkpoint kept" >&2',
+        "    exit 143",
+        "fi",
+        '[ "$DISTCOMP_RC" -ne 0 ] || exit 0',
+        f'{tool} failed "$DISTCOMP_JOB_FOLDER" "$DISTCOMP_RC" || exit "$DISTCOMP_RC"',
+        "done",
+    ]
 
 
 def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Resources,
@@ -253,7 +320,7 @@ def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Reso
         head.append(f"# the command brings its own launcher: {plan.own.describe()}")
     ports = "".join(f"next_port; export DISTCOMP_PORT_{i}=$PORT  # {{{{port:{p}}}}}\n" for i, p in enumerate(t.ports))
     assert all(f"DISTCOMP_PORT_{i}" == bind_names(t)[f"port:{p}"] for i, p in enumerate(t.ports))
-    text = record(plan, argv, env, masker, cwd=local or "code")
+    text = record(plan, argv, env, masker, cwd=local or "code", preempt_grace=res.preempt_grace)
     if any(line == HEREDOC for line in text.splitlines()):  # JSON cannot: its lines start with a bracket or space
         raise ValueError("the record holds its own end marker")
     body = head + sbatch_lines(name, t.nodes, per_node, folder, res, ntasks) + [
@@ -272,13 +339,14 @@ def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Reso
         + (f"; {SECRETS} is removed when the job ended by itself" if masker else ""),
         cleanup(remove_code(local) if local else "", forget_secrets(python) if masker else ""),
         *([fetch_step(code, local, python, t.nodes)] if code is not None and local else []),
-        "# the values the agents bind: each node's name and address, the job's ports",
-        NODES + NEXT_PORT + ports + CPUS,
+        "# the values the agents bind: each node's name and address, the job's ports (fresh for each attempt)",
+        NODES + NEXT_PORT + CPUS,
         "# a replica may start steps of its own inside the agents' (mpirun's daemons, through srun)",
         "export SLURM_OVERLAP=1",
-        "# one node agent per node: it starts that node's replicas and reports how each ended",
-        f"srun --kill-on-bad-exit=1 --nodes={t.nodes} --ntasks={t.nodes} --cpus-per-task=\"$DISTCOMP_CPUS\" \\",
-        f"  {shlex.quote(python)} -m distcomp.agent \"$DISTCOMP_JOB_FOLDER/{RECORD}\"",
+        *attempts(python, plan.max_restarts, ports, [
+            "# one node agent per node: it starts that node's replicas and reports how each ended",
+            f"srun --kill-on-bad-exit=1 --nodes={t.nodes} --ntasks={t.nodes} --cpus-per-task=\"$DISTCOMP_CPUS\" \\",
+            f"  {shlex.quote(python)} -m distcomp.agent \"$DISTCOMP_JOB_FOLDER/{RECORD}\""]),
     ]
     return "\n".join(body) + "\n"
 

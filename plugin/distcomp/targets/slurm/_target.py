@@ -20,6 +20,12 @@ distcomp shows or writes of the job (the console, ``outcome.json``, MLflow tags 
 ``logs``) masks them. The ranks' logs and Slurm's own output hold what the ranks print: they are
 masked in place once the job has ended (before they become MLflow artifacts); while it runs,
 ``logs/`` of a job with secrets is readable by its owner only.
+
+A job may run several attempts (``_attempts``, ``attempts.json``): a failed one started again in
+its allocation, or the job requeued (by itself after a preemption notice, by ``scontrol
+requeue``, after a lost node). Slurm's PENDING and REQUEUED are not its end: ``wait`` and
+``status`` follow it back to RUNNING, and its one MLflow run ends once, with the last attempt's
+state and each restart's cause (``core.restarts``). ``cancel`` ends it for good.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ...errors import JobError, UsageError
 from ...records import JobOutcome, JobState, TrackingRef
+from ...core.restarts import describe_restarts
 from ...core.target import JOB_NAME, Compiled, Notify, Target
 from .. import _secrets
 
@@ -262,12 +269,17 @@ class SlurmTarget(Target):
         limit = float(limit) if isinstance(limit, (int, float)) else None
         due = record["submitted"] + limit if limit is not None and record.get("submitted") else None
         seen: str | None = None
+        restarts = len(_causes(folder))
         while True:
             if (folder / OUTCOME).is_file():
                 return self.status(job_id)
             job = _slurm.show(job_id)
             if job is None or job.state.terminal:
                 return self._end(folder, job_id, job)
+            causes = _causes(folder)
+            for n, cause in enumerate(causes[restarts:], restarts + 1):  # a waiting submit says each restart
+                notify(f"Slurm job {job_id}: restart {n}: {_masker(folder).text(cause)}")
+            restarts = len(causes)
             if due is not None and time.time() >= due:
                 notify(f"Slurm job {job_id}: past its deadline of {limit:g} s (--timeout): cancelling it")
                 return self.cancel(job_id, timed_out=limit)
@@ -284,7 +296,7 @@ class SlurmTarget(Target):
 
         folder = self._folder(job_id)
         if (folder / OUTCOME).is_file():
-            return _outcome_from(_read_json(folder / OUTCOME)).masked(_masker(folder))
+            return _outcome_from(_read_json(folder / OUTCOME), folder).masked(_masker(folder))
         job = _slurm.show(job_id.removeprefix(PREFIX))
         if job is None or job.state.terminal:
             return self._end(folder, job_id, job)
@@ -293,11 +305,13 @@ class SlurmTarget(Target):
     def _running(self, folder: Path, job_id: str, job: "SlurmJob") -> JobOutcome:
         record = _read_json(folder / RECORD)
         reason = job.reason if job.reason not in ("", "None") else ""
+        causes = _causes(folder)
+        attempt = f", attempt {len(causes) + 1}" if causes else ""
         return JobOutcome(PREFIX + job_id.removeprefix(PREFIX), job.state,
-                          message=f"Slurm: {job.slurm_state}" + (f" ({reason})" if reason else ""),
+                          message=f"Slurm: {job.slurm_state}" + (f" ({reason})" if reason else "") + attempt,
                           outputs=record.get("outputs") or {}, started=record.get("submitted"),
                           tracking=_tracking_ref(record),
-                          details={"folder": str(folder), **job.fields}).masked(_masker(folder))
+                          details={"folder": str(folder), **job.fields}, restarts=tuple(causes)).masked(_masker(folder))
 
     def logs(self, job_id: str, rank: int | None, follow: bool) -> Iterator[str]:
         """One rank's log (``rank``), or every rank's with its ``[rankN]`` prefix and Slurm's own
@@ -372,11 +386,15 @@ class SlurmTarget(Target):
         elif state is JobState.TIMED_OUT and job is not None:
             message = f"timed out: ran past its Slurm time limit ({job.fields.get('TimeLimit', '?')}); {message}"
         cause = "" if state in (JobState.SUCCEEDED, JobState.UNKNOWN) else root_cause(folder, sid, state)
+        causes = _causes(folder)
+        if causes:
+            message += f"; {len(causes)} restart(s): " + "; ".join(describe_restarts(causes))
         outcome = JobOutcome(PREFIX + sid, state, None if state is JobState.UNKNOWN else state.exit_code(),
                              root_cause=cause, message=message, outputs=record.get("outputs") or {},
                              started=record.get("submitted"), ended=time.time(),
                              wall_s=_wall(job), tracking=_tracking_ref(record),
-                             details={"folder": str(folder), **(job.fields if job else {})}).masked(masker)
+                             details={"folder": str(folder), **(job.fields if job else {})},
+                             restarts=tuple(causes)).masked(masker)
         if state is JobState.UNKNOWN:
             return outcome
         try:
@@ -384,7 +402,7 @@ class SlurmTarget(Target):
         except FileExistsError:  # another process is ending it: its record stands
             for _ in range(300):
                 if (folder / OUTCOME).is_file():
-                    return _outcome_from(_read_json(folder / OUTCOME))
+                    return _outcome_from(_read_json(folder / OUTCOME), folder)
                 time.sleep(0.1)
             return outcome
         os.close(fd)
@@ -499,13 +517,21 @@ def _tracking_ref(record: Mapping[str, Any]) -> TrackingRef | None:
     return TrackingRef(m["run_id"], m.get("tracking_uri", ""), m.get("experiment_id", "")) if m.get("run_id") else None
 
 
-def _outcome_from(data: Mapping[str, Any]) -> JobOutcome:
+def _outcome_from(data: Mapping[str, Any], folder: Path) -> JobOutcome:
+    """The recorded outcome; its restarts from the job folder, as when it was made."""
     tracking = data.get("tracking")
     return JobOutcome(data["job_id"], JobState.parse(data["state"]), data.get("exit_code"),
                       root_cause=data.get("root_cause") or "", message=data.get("message") or "",
                       outputs=data.get("outputs") or {}, started=data.get("started"), ended=data.get("ended"),
                       wall_s=data.get("wall_s"), tracking=TrackingRef(**tracking) if tracking else None,
-                      details=data.get("details") or {})
+                      details=data.get("details") or {}, restarts=tuple(_causes(folder)))
+
+
+def _causes(folder: Path) -> list[str]:
+    """Why each of the job's attempts after the first started (``_attempts``)."""
+    from ._attempts import causes
+
+    return causes(folder)
 
 
 def _tracking_env(job_dir: Path) -> dict[str, str]:
