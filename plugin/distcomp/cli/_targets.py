@@ -255,6 +255,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(outcome.summary())
         if outcome.root_cause and not outcome.succeeded:
             print("\n".join("  " + line for line in outcome.root_cause.splitlines()))
+        progress = outcome.details.get("progress")
+        if isinstance(progress, dict) and progress:
+            from ..agent.progress import describe
+
+            print("\n".join("  " + line for line in describe(progress)))
         if outcome.restarts:
             from ..core.restarts import describe_restarts
 

@@ -14,6 +14,7 @@ from ._logging import (
     undelivered,
 )
 from ._longjob import checkpoint_dir, preempted, restart_count
+from ._progress import progress
 from ._rankinfo import RankInfo, RankInfoError, rank_info
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "log_param",
     "log_params",
     "preempted",
+    "progress",
     "rank_info",
     "restart_count",
     "run_id",

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import _masking
+from ._progress import beat as _beat
 from ._rankinfo import rank_info
 from ._records import Artifact, Metric, Param
 
@@ -236,6 +237,7 @@ def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
         raise TypeError(f"metrics must be a mapping, not {type(metrics).__name__}")
     s = _step(step)
     values = [(_key(k, "metric"), _value(k, v)) for k, v in metrics.items()]  # all valid, or none queued
+    _beat(s)
     sender = _active()
     if sender is not None:
         ts = time.time_ns() // 1_000_000
@@ -247,6 +249,7 @@ def log_metric(key: str, value: float, step: int | None = None) -> None:
     """Queue one metric point, stamped now (ms)."""
     k = _key(key, "metric")
     record = Metric(k, _value(k, value), time.time_ns() // 1_000_000, _step(step))
+    _beat(record.step)
     sender = _active()
     if sender is not None:
         sender.queue.put(record)

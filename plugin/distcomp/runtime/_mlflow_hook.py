@@ -102,6 +102,20 @@ def patch(module: ModuleType) -> None:
     setattr(module, PATCHED, True)
 
 
+def _heartbeat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``runtime.progress`` at the step of an MLflow metric call (``log_metric``'s ``step``, the
+    largest of a ``log_batch``'s points); a step it cannot read keeps the last one."""
+    from ._progress import beat
+
+    step: Any = None
+    if name == "log_metric":
+        step = kwargs.get("step", args[4] if len(args) > 4 else None)
+    else:
+        steps = [getattr(m, "step", None) for m in (kwargs.get("metrics") or (args[1] if len(args) > 1 else ()) or ())]
+        step = max((s for s in steps if isinstance(s, int)), default=None)
+    beat(step if isinstance(step, int) and not isinstance(step, bool) else None)
+
+
 def _run_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("run_id")
 
@@ -117,8 +131,12 @@ def _patch_client(client: type) -> None:
         return set_terminated
 
     def main_rank_only(original: Callable[..., Any]) -> Callable[..., Any]:
+        metric = original.__name__ in ("log_metric", "log_batch")
+
         @functools.wraps(original)
         def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if metric:  # every rank's metric call is its heartbeat, logged or not
+                _heartbeat(original.__name__, args, kwargs)
             if _run_of(args, kwargs) == job_run_id() and not _rank()[1]:
                 if kwargs.get("synchronous") is False:  # the caller may wait() on what it gets
                     from mlflow.utils.async_logging.run_operations import RunOperations

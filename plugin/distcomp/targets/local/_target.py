@@ -183,8 +183,12 @@ class LocalTarget(Target):
         tracking = TrackingRef(mlflow["run_id"], str(mlflow.get("tracking_uri", "")),
                                str(mlflow.get("experiment_id", ""))) if mlflow.get("run_id") else None
         cause = data.get("root_cause") or {}
+        from ...agent.progress import FOLDER as PROGRESS, read as beats
         from ._job import end_tags, restarts_of
 
+        progress = beats(str(run_dir / PROGRESS))
+        if progress:  # each rank's last step and when it came (runtime.progress, metric calls)
+            data = {**data, "progress": progress}
         return JobOutcome(job_id(run_dir), state, data.get("exit_code"),
                           root_cause=_describe_cause(cause) if cause else "", message=message,
                           outputs=data.get("outputs") or {}, started=data.get("started_at"),

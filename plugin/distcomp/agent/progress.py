@@ -1,0 +1,94 @@
+"""Progress heartbeats: every rank's last step and when it came, kept as one small file per rank
+in the job's progress folder (``PROGRESS_ENV``), never in MLflow. ``runtime.progress(step)``
+and every ``runtime.log_metric(s)`` call beat; a beat is written at most once a second, so a
+training loop pays a clock read per call. Standard library only: the node agent reads the
+folder where it runs (hang detection), the core and ``distcomp status`` where it is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Mapping
+
+PROGRESS_ENV = "DISTCOMP_PROGRESS_DIR"
+FOLDER = "progress"  # its name in a job's folder (a local run folder)
+INTERVAL = 1.0  # seconds between two writes of one rank's beat
+_RANK_ENVS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "DISTCOMP_RANK")
+
+__all__ = ["FOLDER", "INTERVAL", "PROGRESS_ENV", "Beats", "describe", "read", "rank_name"]
+
+
+def rank_name(environ: Mapping[str, str]) -> str:
+    """``rankN`` from the launcher's contract (torch, Open MPI, PMI, distcomp's own), else the pid."""
+    for name in _RANK_ENVS:
+        value = environ.get(name, "")
+        if value.isdigit():
+            return f"rank{value}"
+    return f"pid{os.getpid()}"
+
+
+class Beats:
+    """One process's heartbeat: ``beat(step)`` keeps the step, and writes it when a second has
+    passed since the last write (or on the first beat)."""
+
+    def __init__(self, folder: str, name: str, attempt: str = "0") -> None:
+        self.path = os.path.join(folder, name)
+        self.attempt = attempt
+        self.step: int | None = None
+        self._written = -INTERVAL  # time.monotonic() of the last write
+
+    def beat(self, step: int | None) -> None:
+        if step is not None:
+            self.step = step
+        now = time.monotonic()
+        if now - self._written < INTERVAL:
+            return
+        self._written = now
+        data = json.dumps({"step": self.step, "at": time.time(), "attempt": self.attempt, "pid": os.getpid()})
+        try:  # whole or not at all; a beat that cannot be written is no reason to fail a rank
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(data)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+def read(folder: str) -> dict[str, dict[str, object]]:
+    """Every rank's last beat in ``folder``: {name: {"step", "at", "attempt", "pid"}}."""
+    found: dict[str, dict[str, object]] = {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found
+    for name in names:
+        if name.endswith(".tmp"):
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("at"), (int, float)):
+            found[name] = data
+    return found
+
+
+def describe(beats: Mapping[str, Mapping[str, object]], now: float | None = None) -> list[str]:
+    """One line per rank: ``rank0: step 12, 3 s ago`` (in rank order)."""
+    now = time.time() if now is None else now
+
+    def order(name: str) -> tuple[int, str]:
+        return (int(name[4:]), name) if name.startswith("rank") and name[4:].isdigit() else (1 << 30, name)
+
+    lines = []
+    for name in sorted(beats, key=order):
+        beat = beats[name]
+        step = beat.get("step")
+        at = beat.get("at")
+        ago = max(0.0, now - float(at)) if isinstance(at, (int, float)) else 0.0
+        lines.append(f"{name}: " + (f"step {step}" if step is not None else "alive") + f", {ago:.0f} s ago")
+    return lines
