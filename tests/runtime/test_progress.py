@@ -61,3 +61,13 @@ else:
         assert done.returncode == 0, done.stderr
     beats = progress.read(str(tmp_path))
     assert {k: v["step"] for k, v in beats.items()} == {"rank0": 4, "rank1": 9}
+
+
+def test_clearing_removes_beats_only_never_a_file_the_user_put_there(tmp_path: Path) -> None:
+    progress.Beats(str(tmp_path), "rank0").beat(1)
+    (tmp_path / "rank0.beat.99.tmp").write_text("half")  # a write a killed rank left
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "rank1").write_text("mine too")
+    progress.clear(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rank1"]
+    assert progress.read(str(tmp_path)) == {}

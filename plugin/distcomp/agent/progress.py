@@ -14,10 +14,11 @@ from typing import Mapping
 
 PROGRESS_ENV = "DISTCOMP_PROGRESS_DIR"
 FOLDER = "progress"  # its name in a job's folder (a local run folder)
+SUFFIX = ".beat"  # a beat's file: only these are read, and cleared (a folder the user made may hold others)
 INTERVAL = 1.0  # seconds between two writes of one rank's beat
 _RANK_ENVS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "DISTCOMP_RANK")
 
-__all__ = ["FOLDER", "INTERVAL", "PROGRESS_ENV", "Beats", "describe", "read", "rank_name"]
+__all__ = ["FOLDER", "INTERVAL", "PROGRESS_ENV", "SUFFIX", "Beats", "clear", "describe", "read", "rank_name"]
 
 
 def rank_name(environ: Mapping[str, str]) -> str:
@@ -34,7 +35,7 @@ class Beats:
     passed since the last write (or on the first beat)."""
 
     def __init__(self, folder: str, name: str, attempt: str = "0") -> None:
-        self.path = os.path.join(folder, name)
+        self.path = os.path.join(folder, name + SUFFIX)
         self.attempt = attempt
         self.step: int | None = None
         self._written = -INTERVAL  # time.monotonic() of the last write
@@ -65,7 +66,7 @@ def read(folder: str) -> dict[str, dict[str, object]]:
     except OSError:
         return found
     for name in names:
-        if name.endswith(".tmp"):
+        if not name.endswith(SUFFIX):
             continue
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
@@ -73,8 +74,23 @@ def read(folder: str) -> dict[str, dict[str, object]]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("at"), (int, float)):
-            found[name] = data
+            found[name[:-len(SUFFIX)]] = data
     return found
+
+
+def clear(folder: str) -> None:
+    """The beats an earlier attempt (or job) left in ``folder``: its beat files only, nothing else."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # none yet
+        return
+    for entry in entries:
+        if (entry.name.endswith(SUFFIX) or (SUFFIX + "." in entry.name and entry.name.endswith(".tmp"))) \
+                and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def describe(beats: Mapping[str, Mapping[str, object]], now: float | None = None) -> list[str]:

@@ -8,15 +8,13 @@ until the job has succeeded (``_partial``).
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import time
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ...agent import longjob
-from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV
+from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV, clear as clear_beats
 from ...agent.supervise import Notice
 from ...errors import JobError
 from ...records import JobState
@@ -155,7 +153,7 @@ class _Job:
                     self.say(_partial.describe(f))
             long_job = {**longjob.long_job_env(checkpoint, str(run_dir), attempt, options.max_restarts),
                         PROGRESS_ENV: str(run_dir / PROGRESS)}
-            _clear(run_dir / PROGRESS)  # this attempt's beats only
+            clear_beats(str(run_dir / PROGRESS))  # this attempt's beats only
             try:
                 launches = prepare(spec, self.topology, self.values, self.outputs, run_dir, options.job_id, attempt,
                                    options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie, **long_job})
@@ -234,13 +232,3 @@ class _Job:
                           incomplete, tuple(found), result.port_retries, result.restarts, result.failures_used)
         self._write(final)
         return final
-
-
-def _clear(folder: Path) -> None:
-    """The beats an earlier attempt (or job) left in ``folder``."""
-    try:
-        for entry in os.scandir(folder):
-            if entry.is_file(follow_symlinks=False):
-                os.unlink(entry.path)
-    except OSError:  # none yet
-        pass
