@@ -69,6 +69,7 @@ bench: install
 	$(BIN)/python benchmarks/function.py
 	$(BIN)/python benchmarks/slurm.py
 	$(BIN)/python benchmarks/slurm_requeue.py
+	$(BIN)/python benchmarks/system_metrics.py
 	$(BIN)/python benchmarks/ray.py
 
 clean:

@@ -310,6 +310,10 @@ class Plan:
     # how many times a failed job starts again, every rank on every node: ``--max-restarts``, else
     # the spec's ``launcher.max_restarts``, else 0. Preemptions and requeues do not count.
     max_restarts: int = 0
+    # seconds between two samples of every node's system metrics (None: off); and how long no
+    # rank may make progress before the job is ended as hung (None: never). Flag > spec > default.
+    system_metrics_interval: float | None = None
+    hang_timeout: float | None = None
 
     @property
     def processes_per_node(self) -> int:
@@ -354,6 +358,9 @@ class JobOptions:
     # the launcher the command starts itself (the Plan's ``own``): a builder runs it as it is,
     # without a launcher of its own around it
     own: OwnLauncher | None = None
+    # the Plan's: seconds between two samples of each node's system metrics (None: off); the
+    # node agent in each pod samples its node while the job is tracked
+    system_metrics_interval: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
@@ -603,10 +610,12 @@ class Failure:
     pid: int | None = None
     after: float = 0.0  # seconds since the attempt started
     detail: str = ""  # what the launcher itself said (mpirun's report)
+    hung: bool = False  # it made no progress (--hang-timeout), and distcomp stopped it: ``returncode`` is ours
 
     def describe(self) -> str:
         where = f"{self.name} ({self.role}, node {self.node}" + (f", pid {self.pid})" if self.pid else ")")
-        lines = [f"{where} {describe_exit(self.returncode)} after {self.after:.1f} s"]
+        what = "hung and was stopped" if self.hung else describe_exit(self.returncode)
+        lines = [f"{where} {what} after {self.after:.1f} s"]
         if self.detail:
             lines.append(f"  {self.detail}")
         if self.tail:

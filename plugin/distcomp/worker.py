@@ -71,7 +71,9 @@ def _run_submitted(spec: "ComponentSpec", record: JobRecord, options: dict[str, 
     if not request.run_dir:
         raise RecordError("a submitted job's record names no run_dir")
     run_dir = Path(request.run_dir)
-    plan = make_plan(spec.with_overrides(**layout), env={**os.environ, **request.env}, max_restarts=request.max_restarts)
+    plan = make_plan(spec.with_overrides(**layout), env={**os.environ, **request.env}, max_restarts=request.max_restarts,
+                     system_metrics=request.system_metrics, system_metrics_interval=request.system_metrics_interval,
+                     hang_timeout=request.hang_timeout)
     if ref is not None:  # who runs the job is this process, not the one that submitted it
         from .tracking import open_store
 

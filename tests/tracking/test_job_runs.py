@@ -149,7 +149,7 @@ def test_system_metrics_per_node(sqlite_uri: str, tmp_path: Path) -> None:
     proc = distcomp(tmp_path, sqlite_uri, "--system-metrics", "--nodes", "2", "--nproc-per-node", "1", linger=6)
     assert proc.returncode == 0, explain(proc)
     metrics = only_run(sqlite_uri).data.metrics
-    for node in ("node0", "node1"):
+    for node in ("node-0", "node-1"):  # simulated nodes (distcomp.tracking.nodes)
         assert any(k.startswith(f"system/{node}/cpu") for k in metrics), sorted(metrics)
         assert any(k.startswith(f"system/{node}/system_memory") for k in metrics), sorted(metrics)
 

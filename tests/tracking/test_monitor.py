@@ -17,7 +17,7 @@ import pytest
 
 from distcomp.tracking._monitors import Monitors, start_monitors
 
-READY_TIMEOUT = 60.0  # each monitor imports mlflow: ~2 s, much more on a loaded 2-core machine
+READY_TIMEOUT = 60.0  # a monitor starts in a tenth of a second; a loaded 2-core machine is slow
 CPU, MEMORY = "cpu_utilization_percentage", "system_memory_usage_megabytes"
 
 
@@ -136,20 +136,19 @@ def test_monitor_stops_by_itself_when_its_launcher_is_killed(store, run_id, tmp_
 
 
 @pytest.mark.slow
-def test_monitor_stops_by_itself_when_the_run_ends(store, run_id, started, tmp_path):
-    # A launcher that ends the run before stopping its monitors: not an error.
+def test_a_run_ended_before_its_monitors_still_gets_their_last_sample(store, run_id, started, tmp_path):
+    # A launcher that ends the run before stopping its monitors: not an error, nothing lost.
     uri, _ = store
-    monitors = start_monitors(run_id, uri, ["node0"], tmp_path, interval=0.5)
+    monitors = start_monitors(run_id, uri, ["node0"], tmp_path, interval=30.0)
     started.append(monitors)
     (p,) = monitors.processes
     wait_for(lambda: ready(p.log_path), READY_TIMEOUT, "the monitor to print ready")
 
     mlflow.MlflowClient(uri).set_terminated(run_id)
-    p.popen.wait(10.0)
-    assert p.popen.returncode == 0
-    assert f"run {run_id} is FINISHED; stopped" in p.log_path.read_text()
     assert monitors.stop() == []
-    assert points(uri, run_id, f"system/node0/{CPU}") >= 1
+    assert p.popen.returncode == 0
+    assert "got SIGTERM; stopped after 1 samples" in p.log_path.read_text()
+    assert points(uri, run_id, f"system/node0/{CPU}") == 1
 
 
 def test_missing_run_id_is_one_line_and_exit_2(tmp_path):

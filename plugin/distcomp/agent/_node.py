@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import IO, Any, ContextManager, Mapping, Sequence
 
 from . import longjob, rankwatch
+from . import sysmetrics
+from . import _nodehang
 from .output import Output
 from .record import COMMAND, RecordError, bind, read, read_secrets, text
 from .shared import REDACTED, mask_pattern, write_atomic
@@ -175,6 +177,7 @@ class Agent:
         self.grace = float(record["grace"])
         self.zero_or_greater = bool(record.get("zero_or_greater"))
         self.mine = [r for r in record["replicas"] if r["node"] == self.node]
+        self.hang = _nodehang.watch(record, self.folder, environ, attempt, self.host)  # None: not watched for hangs
 
     # -- setting up -------------------------------------------------------------------------
     def _path(self, name: str) -> str:
@@ -208,7 +211,7 @@ class Agent:
                         argv.extend(command)
                     else:
                         argv.append(bind(item, self.values))
-                out.append((r, argv, env))
+                out.append((r, argv, _nodehang.rank_env(self.hang, env)))
         except RecordError as exc:
             raise Usage(f"node {self.node}: {exc} (the record's bind_env names the variable that carries it)") from None
         for name, content in files.items():
@@ -223,8 +226,8 @@ class Agent:
     # -- running ------------------------------------------------------------------------------
     def run(self) -> int:
         """Start this node's replicas and supervise them; the agent's exit code."""
-        if not self.mine:
-            return 0  # another node's replica (mpirun) reaches this one by itself
+        if not self.mine:  # another node's replica (mpirun) reaches this one by itself
+            return self._sample_only()
         prepared = self._prepare()
         cwd = self._path(self.record["cwd"])
         outputs = [Output(spec["name"], self._open_log(spec["name"]), spec.get("rank_prefix"), self._open_log,
@@ -244,11 +247,14 @@ class Agent:
             notice = Notice(long_job.signals, lambda why: longjob.give_notice(path, f"{why} to the node agent on {where}"),
                             long_job.grace)
             watch = _NoticeWatch(path, long_job.signals[0])
+        sampler = self._sampler()  # this node's system metrics, while its replicas run
         try:
             with watch:
                 done = supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, start_failed=start_failed,
-                                 services_may_stop=self._others_done, notice=notice)
+                                 services_may_stop=self._others_done, notice=notice, hang=self.hang)
         finally:
+            if sampler is not None:
+                sampler.stop()
             for out in outputs:
                 out.close()
         preempted = done.outcome == "preempted"  # whatever ended on notice left as asked: no failure
@@ -267,6 +273,11 @@ class Agent:
             if p.report is not None:
                 self._report_rank(outputs[i], p.report)
                 blamed.append(p.report)
+        if done.stall is not None and self.hang is not None:  # hung: every replica here was stopped
+            per_node = max(1, int(self.record.get("world_size") or 1) // int(self.record["nodes"]))
+            _nodehang.report(done.stall, self.hang.job, self.node, self.host, self._path(self.record.get("exits", "exits")),
+                             per_node, lambda name: self._tail(outputs, name), self.mask)
+            return 1
         for report in blamed:
             print(f"distcomp agent: node {self.node}: {rankwatch.describe(report)}", file=sys.stderr, flush=True)
         for p, error in failed:  # where no exits/ folder is read (a pod's log), the root cause is said here
@@ -279,6 +290,38 @@ class Agent:
         if preempted and long_job is not None:
             return long_job.preempted_exit
         return 128 + done.signals[0] if done.signals else 0
+
+    def _sample_only(self) -> int:
+        """A node without a replica samples its node (where its ranks run, started from another
+        node) until every replica has ended, where the record says their ends are seen here."""
+        sampler = self._sampler() if sysmetrics.waits(self.record) else None
+        if sampler is not None:
+            sysmetrics.until_ended(self._path(self.record.get("exits", "exits")),
+                                   [r["name"] for r in self.record["replicas"] if not r.get("service")])
+            sampler.stop()
+        return 0
+
+    def _sampler(self) -> sysmetrics.Sampler | None:
+        """The node's system-metrics monitor, with the ranks' MLflow env (the record's, secrets
+        resolved), where the record asks for one and the job is tracked (``sysmetrics``)."""
+        if sysmetrics.interval_of(self.record) is None:
+            return None
+        env = {**self.environ, **{k: text(v, self.secrets) for k, v in self.record["env"].items()}}
+
+        def say(line: str) -> None:
+            print(f"distcomp agent: node {self.node}: {self.mask(line)}", file=sys.stderr, flush=True)
+
+        # its log beside the ranks' logs/, not in it: logs/ holds the ranks' (distcomp logs shows them)
+        return sysmetrics.start(self.record, env, self.host, self._path(sysmetrics.LOGS), say)
+
+    @staticmethod
+    def _tail(outputs: Sequence[Output], name: str) -> list[str]:
+        """A rank's last lines: its own replica's, else those a wrapper (torchrun) tagged as it."""
+        for out in outputs:
+            if out.name == name:
+                return list(out.tail)
+        rank = int(name[4:]) if name[4:].isdigit() else -1
+        return next((list(out.rank_tails[rank]) for out in outputs if rank in out.rank_tails), [])
 
     def _others_done(self) -> bool:
         """Whether a service here may stop: every other node's non-service replica has reported

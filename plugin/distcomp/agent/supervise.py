@@ -26,10 +26,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Literal, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Literal, Mapping, Protocol, Sequence
 
 from . import procs as _procs
 from . import rankwatch
+
+if TYPE_CHECKING:
+    from .hang import Stall, Watch
 
 Outcome = Literal["succeeded", "failed", "timed_out", "cancelled", "preempted"]
 
@@ -72,6 +75,7 @@ class Supervised:
     failed: int | None = None  # the index of the process whose failure ended the job
     after: float = 0.0  # seconds from the first start to that failure
     signals: tuple[int, ...] = ()  # the SIGINT/SIGTERM received, in order
+    stall: "Stall | None" = None  # the job hung (``hang``): failed, with no process to blame by its exit
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,8 @@ def supervise(starts: Sequence[Start], grace: float, *, zero_or_greater: bool = 
               deadline: float | None = None, scope: Scope | None = None,
               flush: Callable[[], None] | None = None,
               start_failed: Callable[[int, OSError], None] | None = None,
-              services_may_stop: Callable[[], bool] | None = None, notice: Notice | None = None) -> Supervised:
+              services_may_stop: Callable[[], bool] | None = None, notice: Notice | None = None,
+              hang: "Watch | None" = None) -> Supervised:
     """Start ``starts`` and watch them until every one that is no service has ended, one fails, a
     signal comes or ``deadline`` (time.monotonic) is passed; then stop whatever still runs.
 
@@ -180,9 +185,11 @@ def supervise(starts: Sequence[Start], grace: float, *, zero_or_greater: bool = 
     started has failed with 127, after this is told (without it, the others are stopped and
     NotStarted is raised); ``services_may_stop``: whether the services may be stopped once the
     others here ended (other nodes' processes may still need them); ``notice``: the signals
-    that preempt the attempt rather than cancel it."""
-    return _Loop(grace, zero_or_greater, scope or Scope(), flush, services_may_stop, notice).run(
-        starts, deadline, start_failed)
+    that preempt the attempt rather than cancel it; ``hang``: a stall ends the job as failed,
+    with the ranks' stacks (``Supervised.stall``)."""
+    loop = _Loop(grace, zero_or_greater, scope or Scope(), flush, services_may_stop, notice)
+    loop.hang = hang
+    return loop.run(starts, deadline, start_failed)
 
 
 def _failed(code: int, zero_or_greater: bool) -> bool:
@@ -199,6 +206,9 @@ class _Loop:
         self.notice = notice
         self.noticed: float | None = None  # when the notice's grace ends (time.monotonic)
         self.signals = _Signals(extra=notice.signals if notice is not None else ())
+        self.hang: Watch | None = None
+        self.stall: Stall | None = None
+        self.stalled = 0.0  # seconds from the first start to the stall's report
 
     def run(self, starts: Sequence[Start], deadline: float | None,
             start_failed: Callable[[int, OSError], None] | None) -> Supervised:
@@ -216,8 +226,8 @@ class _Loop:
                 finally:
                     self.selector.close()
             index = procs.index(failed[0]) if failed is not None else None
-            return Supervised(outcome, tuple(p.ended for p in procs), index, failed[1] if failed else 0.0,
-                              tuple(signals.received))
+            return Supervised(outcome, tuple(p.ended for p in procs), index, failed[1] if failed else self.stalled,
+                              tuple(signals.received), self.stall)
 
     # -- start ---------------------------------------------------------------------------
     def _start(self, starts: Sequence[Start], procs: list[_Proc],
@@ -294,6 +304,15 @@ class _Loop:
                 return "succeeded", failed
             if deadline is not None and now >= deadline:
                 return "timed_out", failed
+            if self.hang is not None and self.hang.due(lambda: self._job(procs)):  # no rank beat for the timeout
+                self.stall = self.hang.dump(self.hang.job, self._pump)
+                self.stalled = now - t0
+                return "failed", None
+
+    def _job(self, procs: list[_Proc]) -> set[int]:
+        """The job's processes here: those started, and the others the scope finds."""
+        started = {p.popen.pid for p in procs if p.popen is not None}
+        return started | self.scope.others(started)
 
     def _preempted(self, procs: list[_Proc], now: float) -> bool:
         """Give the notice once; the attempt is over when every process left, the grace is

@@ -81,12 +81,15 @@ def _spec(spec: "SpecRef", nodes: int | None, nproc_per_node: int | None) -> "Co
 def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Mapping[str, str] | None = None,
         nodes: int | None = None, nproc_per_node: int | None = None, run_dir: "str | os.PathLike[str] | None" = None,
         tracking: bool = True, experiment: str | None = None, timeout: float | None = None, max_restarts: int | None = None,
-        grace: float = 5.0, system_metrics: bool = False, env: Mapping[str, str] | None = None,
+        grace: float = 5.0, system_metrics: bool | None = None, system_metrics_interval: float | None = None,
+        hang_timeout: float | None = None, env: Mapping[str, str] | None = None,
         console: Callable[[str], None] | None = None, notify: "Notify | None" = None) -> JobOutcome:
     """Run ``spec`` here with real ranks and wait for it (``distcomp run``). ``inputs``: values
     as on the command line (text, or numbers and booleans); ``console`` gets the ranks' output
     with its ``[rankN]`` prefixes, ``notify`` distcomp's progress lines (both: none by default;
-    the logs are in the run folder either way); ``env``: variables for every rank.
+    the logs are in the run folder either way); ``env``: variables for every rank;
+    ``system_metrics`` (None: the spec's, else on), ``system_metrics_interval`` (seconds, default
+    10) and ``hang_timeout`` (seconds, default off): what the job's watch does.
 
     It is ``submit(spec, "local", ...).wait()`` with the job run in this process: the core makes
     the job's plan, masker and MLflow run, the local target runs the job to its end, and the
@@ -94,7 +97,8 @@ def run(spec: "SpecRef", *, inputs: Mapping[str, Any] | None = None, outputs: Ma
     given = {"inputs": {k: _text(v) for k, v in (inputs or {}).items()}, "outputs": dict(outputs or {}),
              "run_dir": os.fspath(run_dir) if run_dir is not None else None, "timeout": timeout,
              "max_restarts": max_restarts, "grace": grace, "tracking": tracking, "experiment": experiment,
-             "system_metrics": system_metrics, "env": dict(env or {})}
+             "system_metrics": system_metrics, "system_metrics_interval": system_metrics_interval,
+             "hang_timeout": hang_timeout, "env": dict(env or {})}
     return _run_here(spec, given, nodes, nproc_per_node, console, notify)
 
 
@@ -134,14 +138,14 @@ def _run_here(spec: "SpecRef", given: dict[str, Any], nodes: int | None, nproc_p
     from pathlib import Path
     from types import MappingProxyType
 
-    from ..core.plan import make_plan
+    from ..core.plan import make_plan, watching
     from ..core.submission import RESUME, submit as submit_job
     from ..core.target import Compiled
     from ..targets.local import HERE, Here, check_local, request_of
 
     found = _target("local", submitting=True)
     tracking, experiment, system_metrics = given.get("tracking", True), given.get("experiment"), given.get(
-        "system_metrics", False)
+        "system_metrics")
     max_restarts = given.get("max_restarts")
     request = request_of(given)
     if not tracking and (system_metrics or experiment):  # said before any option is checked, as before
@@ -149,7 +153,8 @@ def _run_here(spec: "SpecRef", given: dict[str, Any], nodes: int | None, nproc_p
     bound = {**found.type.bind({k: v for k, v in given.items() if v is not None}, submitting=True),
              "nodes": nodes, "nproc_per_node": nproc_per_node}
     # the ranks inherit this process's environment: the advice reads it with the given variables
-    plan = make_plan(_spec(spec, nodes, nproc_per_node), env={**os.environ, **request.env}, max_restarts=max_restarts)
+    plan = make_plan(_spec(spec, nodes, nproc_per_node), env={**os.environ, **request.env}, max_restarts=max_restarts,
+                     **watching(given))
     check_local(plan, request, Path.cwd())  # every problem at once, as `distcomp run` words them
     say = notify or (lambda _m: None)
     instance = found.make()
@@ -225,13 +230,13 @@ def _compiled(found: "TargetPlugin", spec: "ComponentSpec", bound: dict[str, Any
     from dataclasses import replace
     from types import MappingProxyType
 
-    from ..core.plan import make_plan
+    from ..core.plan import make_plan, watching
     from ..core.submission import given_env
     from ..spec import InputError
 
     instance = found.make()
     gpu = _call(found, "has_gpu", spec, bound, instance=instance)
-    plan = make_plan(spec, env=given_env(bound), gpu=gpu, max_restarts=bound.get("max_restarts"))
+    plan = make_plan(spec, env=given_env(bound), gpu=gpu, max_restarts=bound.get("max_restarts"), **watching(bound))
     try:
         compiled = _call(found, "compile", plan, bound, instance=instance)
     except InputError as exc:

@@ -122,7 +122,10 @@ def error_text(exc: Exception) -> str:
 def speaker(command: str) -> Callable[[str], None]:
     """distcomp's own progress and reports go to stderr (rank output goes to stdout)."""
     def say(message: str) -> None:
-        print(f"distcomp {command}: {message}", file=sys.stderr, flush=True)
+        from ._live import cleared
+
+        with cleared():  # a live line on the terminal is erased first, drawn again after
+            print(f"distcomp {command}: {message}", file=sys.stderr, flush=True)
     return say
 
 
@@ -154,8 +157,10 @@ seconds = number(float, 1e-9, "a number of seconds > 0")
 def echo(text: str) -> None:
     """Rank output to the console as soon as its batch is in the logs (see targets.local._output)."""
     from ._console import gone
+    from ._live import cleared
 
-    sys.stdout.write(text)  # best effort (``_console.guard``): a reader gone away sends it to /dev/null
-    sys.stdout.flush()
+    with cleared():  # a live line on the terminal is erased first, drawn again after (``_live``)
+        sys.stdout.write(text)  # best effort (``_console.guard``): a reader gone away sends it to /dev/null
+        sys.stdout.flush()
     if gone(sys.stdout):  # ... and stops the echo (targets.local._output)
         raise BrokenPipeError("the console's reader went away")

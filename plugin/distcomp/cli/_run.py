@@ -34,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _resume(args)
     if args.spec is None:
         raise _Usage("give the SPEC to run (or --resume RUN_DIR to go on with a job that ended)")
-    if args.no_tracking and (args.system_metrics or args.experiment):
+    if args.no_tracking and (args.system_metrics is True or args.experiment):
         raise _Usage("--no-tracking turns MLflow off; --experiment and --system-metrics need it on")
     spec = load_spec(args.spec)
     check_status_file(args.status_file, spec)
@@ -45,7 +45,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run(spec, inputs=inputs, outputs=outputs,
                   nodes=args.nodes, nproc_per_node=args.nproc_per_node, run_dir=args.run_dir,
                   tracking=not args.no_tracking, experiment=args.experiment, timeout=args.timeout,
-                  max_restarts=args.max_restarts, grace=5.0 if args.grace is None else args.grace, system_metrics=args.system_metrics,
+                  max_restarts=args.max_restarts, grace=5.0 if args.grace is None else args.grace,
+                  system_metrics=args.system_metrics, system_metrics_interval=args.system_metrics_interval,
+                  hang_timeout=args.hang_timeout,
                   env=env, console=None if args.quiet else echo, notify=speaker("run"))
     if args.status_file:
         _write_status(args.status_file, outcome.to_json())
@@ -111,12 +113,20 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
                    help="start every rank again up to K times after a failure (default: the spec's launcher.max_restarts, else 0)")
     p.add_argument("--grace", type=count_float, metavar="SECONDS",
                    help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)")
-    p.add_argument("--quiet", "-q", action="store_true", help="do not copy rank output to the console (logs only)")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not copy rank output to the console (logs only), nor show the live line")
     p.add_argument("--no-tracking", action="store_true",
                    help="no MLflow run (default: one run per job in $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     p.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the run (default: the component name)")
-    p.add_argument("--system-metrics", action="store_true",
-                   help="log CPU, memory (and GPU) metrics of every node to the run")
+    p.add_argument("--system-metrics", action=argparse.BooleanOptionalAction, default=None,
+                   help="log every node's CPU, memory, disk, network (and GPU) metrics to the run as "
+                        "system/<node>/... (default: on, or the spec's launcher.system_metrics)")
+    p.add_argument("--system-metrics-interval", type=seconds, metavar="SECONDS",
+                   help="seconds between two samples of each node (default 10)")
+    p.add_argument("--hang-timeout", type=seconds, metavar="SECONDS",
+                   help="end the job, with each rank's stack in the root cause, when no rank has made progress "
+                        "for SECONDS (default: off, or the spec's launcher.hang_timeout)")
     p.add_argument("--status-file", metavar="FILE",
                    help="write the job's outcome (state, exit code, root cause, MLflow run) to FILE as JSON")
-    p.set_defaults(func=cmd_run)
+    from ._live import live_command
+
+    p.set_defaults(func=live_command(cmd_run))  # a terminal's live line while the job runs (cli._live)

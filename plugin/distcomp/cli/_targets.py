@@ -50,7 +50,8 @@ def _add_option(p: argparse.ArgumentParser, option: "TargetOption") -> None:
     if option.metavar and option.kind != "bool":
         kw["metavar"] = option.metavar
     if option.kind == "bool":
-        kw["action"] = argparse.BooleanOptionalAction if option.default is True else "store_true"
+        # on by default, or by the spec when not given (None): --X and --no-X
+        kw["action"] = argparse.BooleanOptionalAction if option.default is not False else "store_true"
     elif option.kind in ("list", "pairs"):
         kw["action"] = "append"
     elif option.kind in ("int", "float"):
@@ -171,13 +172,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if args.status_file:
             write_status(args.status_file, handle.status(notify=say))
         return EXIT_OK
-    return wait_and_report(handle, say, args.status_file)
+    return wait_and_report(handle, say, args.status_file, quiet=args.quiet)
 
 
-def wait_and_report(handle: "JobHandle", say: Callable[[str], None], status_file: str | None) -> int:
+def wait_and_report(handle: "JobHandle", say: Callable[[str], None], status_file: str | None,
+                    quiet: bool = False) -> int:
     """Wait for a submitted job (Ctrl-C or SIGTERM, a cancelled pipeline step, cancels it), say
     its end, write ``status_file``; the exit code ``distcomp run`` would give. ``distcomp
-    submit`` and the worker's ``submit`` record (the KFP step's) end the same way."""
+    submit`` and the worker's ``submit`` record (the KFP step's) end the same way. In a
+    terminal a live line shows the job's progress meanwhile, unless ``quiet``."""
     stopped_by: list[int] = []
 
     def stop(signum: int, frame: object) -> None:  # SIGTERM as Ctrl-C
@@ -186,7 +189,10 @@ def wait_and_report(handle: "JobHandle", say: Callable[[str], None], status_file
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        outcome = handle.wait(notify=say)
+        from ._live import live_wait
+
+        with live_wait(handle, quiet):  # a terminal's live line while it waits (cli._live)
+            outcome = handle.wait(notify=say)
     except KeyboardInterrupt:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cancelling short
         outcome = handle.cancel(notify=say)
@@ -365,6 +371,9 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", argv
                    help="nodes of the job (default: the spec's); MIN:MAX: an elastic range, where the target has one")
     p.add_argument("--nproc-per-node", type=positive, metavar="M", help="processes per node (default: the spec's)")
     p.add_argument("--detach", action="store_true", help="print the job id and return once it is submitted")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no live line while waiting (in a terminal it shows the elapsed time, ranks alive, the "
+                        "latest step, rank 0's latest metric and the restarts of a local, Slurm or Ray job)")
     p.add_argument("--dryrun", action="store_true",
                    help="print what would be submitted (the compiled job, with the placeholders submit binds) "
                         "and exit: nothing is created")

@@ -54,6 +54,7 @@ PARAM_RULES = ("value", "if-set")
 RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "run_dir": str, "nodes": int, "nproc_per_node": int, "timeout": (int, float), "max_restarts": int,
     "grace": (int, float), "tracking": bool, "experiment": str, "system_metrics": bool, "quiet": bool,
+    "system_metrics_interval": (int, float), "hang_timeout": (int, float),
     # a job the core submitted (``submit --target local``): its MLflow run's env and ref, its record
     "job_env": dict, "job_run": dict, "job_record": str}
 

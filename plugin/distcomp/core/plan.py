@@ -24,7 +24,7 @@ target runs as its plainest job (``Topology.plain``), so none of them asks which
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import JobError, UsageError
 from ..records import Plan
@@ -46,13 +46,47 @@ _CONTRACTS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "TF_CONFIG")
 RANK_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
+SYSTEM_METRICS_INTERVAL = 10.0  # seconds: MLflow's own default, and < 1 % of a core (benchmarks/system_metrics.py)
+
+
+WATCH_OPTIONS = ("system_metrics", "system_metrics_interval", "hang_timeout")  # targets' options of those names
+
+
+def watching(options: Mapping[str, Any]) -> dict[str, Any]:
+    """make_plan's watch keywords from a target's bound options (None where not given)."""
+    return {name: options.get(name) for name in WATCH_OPTIONS}
+
+
+def _seconds(name: str, value: float | None, minimum: float) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum):
+        raise UsageError(f"{name} must be a number >= {minimum:g} (got {value!r})")
+    return None if value is None else float(value)
+
+
+def _watching(spec: "ComponentSpec", on: bool | None, interval: float | None,
+              hang: float | None) -> tuple[float | None, float | None]:
+    """The system metrics' interval (None: off) and the hang timeout: each flag, else the spec's."""
+    dist = spec.distribution
+    if on is not None and not isinstance(on, bool):
+        raise UsageError(f"system_metrics must be true or false (got {on!r})")
+    interval = _seconds("system_metrics_interval", interval, 0.1)
+    hang = _seconds("hang_timeout", hang, 1)
+    sampling = on if on is not None else dist.system_metrics if dist.system_metrics is not None else True
+    every = interval if interval is not None else dist.system_metrics_interval or SYSTEM_METRICS_INTERVAL
+    return (float(every) if sampling else None), (hang if hang is not None else dist.hang_timeout)
+
+
 def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node: int | None = None,
               env: Mapping[str, str] | None = None, gpu: bool | None = None,
-              pm: "PluginManager | None" = None, max_restarts: int | None = None) -> Plan:
+              pm: "PluginManager | None" = None, max_restarts: int | None = None,
+              system_metrics: bool | None = None, system_metrics_interval: float | None = None,
+              hang_timeout: float | None = None) -> Plan:
     """The plan of ``spec`` with ``nodes``/``nproc_per_node`` overrides. ``env``: variables the
     ranks get (the advice reads them), ``gpu``: whether the machines have one (None: ask this
     machine), ``pm``: the plugins that know the launcher (default: the installed ones),
-    ``max_restarts``: the ``--max-restarts`` given (None: the spec's, else 0). An
+    ``max_restarts``: the ``--max-restarts`` given (None: the spec's, else 0);
+    ``system_metrics``, ``system_metrics_interval``, ``hang_timeout``: the flags given (None: the
+    spec's ``launcher.*``, else on, every ``SYSTEM_METRICS_INTERVAL`` s, and no hang timeout). An
     unknown launcher is a UsageError, and so is the command's own mpirun asking for more ranks
     than the nodes have slots; a plugin factory that fails is a JobError naming the plugin."""
     from . import advice as _advice
@@ -66,6 +100,7 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
                                      or max_restarts < 0):
         raise UsageError(f"max_restarts must be an integer >= 0 (got {max_restarts!r})")
     restarts = max_restarts if max_restarts is not None else spec.distribution.max_restarts or 0
+    sampling, hang = _watching(spec, system_metrics, system_metrics_interval, hang_timeout)
     spec = spec.with_overrides(nodes=nodes, processes_per_node=nproc_per_node)
     name, provider = spec.distribution.launcher, "distcomp"
     if spec.distribution.plain:  # no launcher: the core lays out its one process, as for every target
@@ -93,7 +128,7 @@ def make_plan(spec: "ComponentSpec", *, nodes: int | None = None, nproc_per_node
     user = {**spec.environment_variables, **(env or {})}
     topology = _with_defaults(_with_role_settings(spec, _with_rank_env(topology)),
                               {k: v for k, v in RANK_DEFAULTS.items() if k not in user})
-    return Plan(spec, topology, name, provider, found, tuple(warnings), restarts)
+    return Plan(spec, topology, name, provider, found, tuple(warnings), restarts, sampling, hang)
 
 
 # a spec's role name -> the role its replicas carry (TF_CONFIG's "ps"); others are the same

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import _masking
-from ._progress import beat as _beat
+from ._progress import beat as _beat, flush as _flush_beat
 from ._rankinfo import rank_info
 from ._records import Artifact, Metric, Param
 
@@ -237,7 +237,7 @@ def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
         raise TypeError(f"metrics must be a mapping, not {type(metrics).__name__}")
     s = _step(step)
     values = [(_key(k, "metric"), _value(k, v)) for k, v in metrics.items()]  # all valid, or none queued
-    _beat(s)
+    _beat(s, values[0] if values else None)
     sender = _active()
     if sender is not None:
         ts = time.time_ns() // 1_000_000
@@ -249,7 +249,7 @@ def log_metric(key: str, value: float, step: int | None = None) -> None:
     """Queue one metric point, stamped now (ms)."""
     k = _key(key, "metric")
     record = Metric(k, _value(k, value), time.time_ns() // 1_000_000, _step(step))
-    _beat(record.step)
+    _beat(record.step, (record.key, record.value))
     sender = _active()
     if sender is not None:
         sender.queue.put(record)
@@ -336,6 +336,7 @@ def finish(timeout: float | None = None) -> bool:
     (an exit counts it as lost). True at once on other ranks and without a run."""
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be >= 0 or None")
+    _flush_beat()  # this rank's last step, as its exit would write it (every rank)
     sender = _active()
     if sender is None or sender.pid != os.getpid():
         return True

@@ -104,16 +104,25 @@ def patch(module: ModuleType) -> None:
 
 def _heartbeat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """``runtime.progress`` at the step of an MLflow metric call (``log_metric``'s ``step``, the
-    largest of a ``log_batch``'s points); a step it cannot read keeps the last one."""
+    largest of a ``log_batch``'s points), with its metric (a batch's first); a step it cannot
+    read keeps the last one."""
     from ._progress import beat
 
     step: Any = None
+    pair: tuple[Any, Any] = (None, None)  # the metric's (key, value): its first, for a batch
     if name == "log_metric":
         step = kwargs.get("step", args[4] if len(args) > 4 else None)
+        key = kwargs.get("key", args[1] if len(args) > 1 else None)
+        pair = (key, kwargs.get("value", args[2] if len(args) > 2 else None))
     else:
-        steps = [getattr(m, "step", None) for m in (kwargs.get("metrics") or (args[1] if len(args) > 1 else ()) or ())]
+        metrics = list(kwargs.get("metrics") or (args[1] if len(args) > 1 else ()) or ())
+        steps = [getattr(m, "step", None) for m in metrics]
         step = max((s for s in steps if isinstance(s, int)), default=None)
-    beat(step if isinstance(step, int) and not isinstance(step, bool) else None)
+        if metrics:
+            pair = (getattr(metrics[0], "key", None), getattr(metrics[0], "value", None))
+    metric = (pair[0], float(pair[1])) if isinstance(pair[0], str) and isinstance(pair[1], (int, float)) \
+        and not isinstance(pair[1], bool) else None
+    beat(step if isinstance(step, int) and not isinstance(step, bool) else None, metric)
 
 
 def _run_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

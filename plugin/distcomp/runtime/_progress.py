@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 
 from ..agent.progress import PROGRESS_ENV, Beats, rank_name
@@ -13,9 +14,17 @@ _beats: list[Beats | None] = []  # made on the first beat of this process: [] no
 def _mine() -> Beats | None:
     if not _beats:
         folder = os.environ.get(PROGRESS_ENV, "")
-        _beats.append(Beats(folder, rank_name(os.environ), os.environ.get("DISTCOMP_RESTART_COUNT", "0"))
-                      if folder else None)
+        beats = Beats(folder, rank_name(os.environ), os.environ.get("DISTCOMP_RESTART_COUNT", "0")) if folder else None
+        if beats is not None:  # the last step, kept within its second, is written as the rank leaves
+            atexit.register(beats.flush)
+        _beats.append(beats)
     return _beats[0]
+
+
+def flush() -> None:
+    """Write this rank's last beat now, if one is kept (``runtime.finish``, before ``os._exit``)."""
+    if _beats and _beats[0] is not None:
+        _beats[0].flush()
 
 
 def progress(step: int | None = None) -> None:
@@ -26,8 +35,9 @@ def progress(step: int | None = None) -> None:
         beats.beat(step)
 
 
-def beat(step: int | None) -> None:
-    """A metric call's heartbeat (``log_metric(s)``, MLflow's through the hook)."""
+def beat(step: int | None, metric: tuple[str, float] | None = None) -> None:
+    """A metric call's heartbeat (``log_metric(s)``, MLflow's through the hook), with the
+    metric it logged (its first, for several): the live line shows rank 0's."""
     beats = _beats[0] if _beats else _mine()
     if beats is not None:
-        beats.beat(step)
+        beats.beat(step, metric)

@@ -61,6 +61,12 @@ def schema(launchers: Mapping[str, str]) -> Obj:
         "parameter_server_count": Int("TensorFlow: parameter servers (default 0).", minimum=0),
         "max_restarts": Int("How many times a failed job starts again, every rank on every node (default 0; "
                             "overridable with --max-restarts). A preemption or requeue is no failure.", minimum=0),
+        "system_metrics": Bool("Log every node's CPU, memory, disk, network (and GPU) metrics to the job's run as "
+                               "system/<node>/... (default true; --no-system-metrics)."),
+        "system_metrics_interval": Num("Seconds between two samples of each node's system metrics (default 10; "
+                                       "--system-metrics-interval).", minimum=0.1),
+        "hang_timeout": Num("End the job, with each rank's stack, when no rank has made progress for this many "
+                            "seconds (default: off; --hang-timeout).", minimum=1),
     }, required=("type", "additional_arguments"), description="How the distributed job starts.")
     return Obj({
         "$schema": Str("The schema this file follows."),
@@ -95,4 +101,7 @@ def build(ctx: Context, data: dict[str, Any]) -> ComponentSpec | None:
     restarts = launcher.get("max_restarts")
     if isinstance(restarts, int) and not isinstance(restarts, bool):
         dist = dataclasses.replace(dist, max_restarts=restarts)
+    watch = {k: launcher[k] for k in ("system_metrics", "system_metrics_interval", "hang_timeout") if k in launcher}
+    if watch:  # the schema has checked their types
+        dist = dataclasses.replace(dist, **watch)
     return assemble(data, parts, name, dist, successful_return_code=data.get("successful_return_code", "Zero"))

@@ -93,6 +93,11 @@ class Distribution:
     # how many times a failed job starts again, all ranks on all nodes (``launcher.max_restarts``);
     # None: not written (``--max-restarts`` or 0). A preemption or requeue is no failure.
     max_restarts: int | None = None
+    # what the node agents watch (``launcher.system_metrics``, ``system_metrics_interval``,
+    # ``hang_timeout``); None: not written (the flag's, else on at 10 s, and no hang timeout)
+    system_metrics: bool | None = None
+    system_metrics_interval: float | None = None
+    hang_timeout: float | None = None
 
     def role(self, name: str) -> RoleSpec | None:
         return next((r for r in self.roles if r.name == name), None)

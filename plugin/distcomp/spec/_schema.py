@@ -122,6 +122,7 @@ class Int(Node):
 @dataclass(frozen=True)
 class Num(Node):
     description: str = ""
+    minimum: float | None = None
 
     def accepts_type(self, value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -130,10 +131,16 @@ class Num(Node):
         if not self.accepts_type(value):
             problems.add(path, "wrong type", expected="a number", got=show(value))
             return False
+        if self.minimum is not None and not value >= self.minimum:  # "not >=": NaN is out of range too
+            problems.add(path, "out of range", expected=f"a number >= {self.minimum:g}", got=show(value))
+            return False
         return True
 
     def json(self) -> dict[str, Any]:
-        return self._doc({"type": "number"})
+        out: dict[str, Any] = {"type": "number"}
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        return self._doc(out)
 
 
 @dataclass(frozen=True)

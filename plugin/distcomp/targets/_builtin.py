@@ -28,6 +28,16 @@ class JobOptionsOption(TargetOption):
 # what every submitting target takes, each saying what it means there
 TIMEOUT = TargetOption("timeout", "float", metavar="SECONDS", submit_only=True, minimum=1e-9,
                        help="stop the job after this long (restarts included)")
+# What each node's agent watches (issue 37): resolved into the Plan, flag > spec > default.
+SYSTEM_METRICS = TargetOption("system_metrics", "bool",
+                              help="log every node's CPU, memory, disk, network (and GPU) metrics to the run as "
+                                   "system/<node>/... (default: on, or the spec's launcher.system_metrics)")
+SYSTEM_METRICS_INTERVAL = TargetOption("system_metrics_interval", "float", metavar="SECONDS", minimum=0.1,
+                                       help="seconds between two samples of each node (default 10)")
+HANG_TIMEOUT = TargetOption("hang_timeout", "float", metavar="SECONDS", minimum=1,
+                            help="end the job, with each rank's stack in the root cause, when no rank has made "
+                                 "progress for SECONDS (default: off, or the spec's launcher.hang_timeout)")
+WATCH = (SYSTEM_METRICS, SYSTEM_METRICS_INTERVAL, HANG_TIMEOUT)
 
 
 def _local() -> Target:
@@ -93,8 +103,7 @@ LOCAL = TargetType(
                      help="time between SIGTERM and SIGKILL when ranks are stopped (default 5)"),
         TRACKING,
         EXPERIMENT,
-        TargetOption("system_metrics", "bool", default=False, submit_only=True,
-                     help="log CPU, memory (and GPU) metrics of every node to the run"),
+        *(replace(o, submit_only=True) for o in WATCH),
     ))
 
 KUBEFLOW = TargetType(
@@ -171,6 +180,7 @@ KUBEFLOW = TargetType(
         replace(TIMEOUT, submit_only=False, help="delete the job after this long (default 24 h)"),
         TargetOption("poll", "float", default=10.0, metavar="SECONDS", submit_only=True, minimum=0,
                      help="status poll interval (10)"),
+        SYSTEM_METRICS, SYSTEM_METRICS_INTERVAL,  # the agent in each pod samples it; hang detection needs shared beats
         replace(TRACKING, help="one MLflow run for the job (needs MLFLOW_TRACKING_URI=http://...)"),
         EXPERIMENT,
     ))
@@ -239,6 +249,7 @@ SLURM = TargetType(
         TargetOption("preempt_grace", "int", default=60, metavar="SECONDS", minimum=1,
                      help="Slurm's notice (sbatch --signal=B:USR1@SECONDS) comes this long before the time limit: "
                           "the ranks see runtime.preempted(), save and leave, and the job requeues itself (default 60)"),
+        *WATCH,
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI, else sqlite:///JOB_DIR/mlflow.db"),
         EXPERIMENT,
     ))
@@ -271,6 +282,7 @@ RAY = TargetType(
         TargetOption("checkpoint_dir", metavar="DIR",
                      help="a folder every node sees (a shared file system): each rank's runtime.checkpoint_dir(), "
                           "kept across the job's restarts"),
+        *WATCH,
         replace(TRACKING, help="one MLflow run per job in $MLFLOW_TRACKING_URI (the nodes must reach it), else "
                                "sqlite:///$PWD/mlflow.db"),
         EXPERIMENT,

@@ -14,6 +14,9 @@ on) or a forked child is not the rank. The rank is the process the watcher start
 ``DISTCOMP_RANK_PID``; an ``exec`` keeps it), or, where that is a wrapper (a shell script, ``uv
 run``), the process under it that joined MPI; never a fork (its pid is not the one this module
 started in).
+
+A job watched for hangs (``distcomp.agent.hang``) puts this folder first on every rank's
+PYTHONPATH too: here the rank registers its stack dump on SIGUSR2 (``_stacks``).
 """
 
 import os
@@ -88,6 +91,24 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
+def _stacks(*places: str) -> None:
+    """A job watched for hangs: the rank's stack dump (``distcomp.agent.stackdump``, loaded by its
+    path from the first of ``places`` that holds it)."""
+    if not os.environ.get("DISTCOMP_STACKS_DIR"):
+        return
+    import importlib.util
+
+    for place in places:
+        path = os.path.join(_HERE, place, "stackdump.py")
+        spec = importlib.util.spec_from_file_location("_distcomp_stackdump", path) if os.path.isfile(path) else None
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            module.register()
+            return
+
+
+_stacks("..")
 if os.environ.get("DISTCOMP_RANK_EXITS"):
     import atexit
 

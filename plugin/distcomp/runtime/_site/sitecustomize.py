@@ -4,8 +4,9 @@ This folder is put first on a rank's PYTHONPATH when the job has an MLflow run, 
 imports this module at start-up (``site``). It holds nothing else: no other module of the
 rank's (nor the standard library's) is shadowed. It only adds an import watcher: the patches
 are loaded when the script imports mlflow's tracking modules (or Lightning's MLflow logger),
-so a rank that never imports them pays a dictionary lookup per import. Then it runs the
-``sitecustomize`` this one hides, if the environment has one.
+so a rank that never imports them pays a dictionary lookup per import. In a job watched for
+hangs (``DISTCOMP_STACKS_DIR``) it also registers the rank's stack dump (``_stacks``). Then it
+runs the ``sitecustomize`` this one hides, if the environment has one.
 """
 
 from __future__ import annotations
@@ -89,6 +90,24 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
+def _stacks(*places: str) -> None:
+    """A job watched for hangs: the rank's stack dump (``distcomp.agent.stackdump``, loaded by its
+    path from the first of ``places`` that holds it)."""
+    if not os.environ.get("DISTCOMP_STACKS_DIR"):
+        return
+    import importlib.util
+
+    for place in places:
+        path = os.path.join(_HERE, place, "stackdump.py")
+        spec = importlib.util.spec_from_file_location("_distcomp_stackdump", path) if os.path.isfile(path) else None
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            module.register()
+            return
+
+
+_stacks(os.path.join("..", "..", "agent"), "..")
 if os.environ.get("DISTCOMP_MLFLOW_RUN_ID") and os.environ.get("DISTCOMP_TRACKING") != "off":
     sys.meta_path.insert(0, _Watcher())
 _chain()

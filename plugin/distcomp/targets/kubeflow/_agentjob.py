@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.agentboot import boot_argv
 from ...core.agentjob import Platform, node_record
+from ...agent.sysmetrics import entry as sysmetrics_entry
 from ...records import JobOptions, KubeflowJobType
 from ._errors import CompileError
 from ._pod import RUN_POLICY, container, escape, metadata, replica
@@ -50,6 +51,7 @@ def agentjob(spec: "ComponentSpec", options: JobOptions) -> dict[str, Any]:
     try:
         record = node_record(topology, options.command, {}, platform, job=options.name,
                              zero_or_greater=spec.successful_return_code != "Zero")
+        record.update(sysmetrics_entry(options.system_metrics_interval))  # the agent samples its pod's node
     except ValueError as exc:
         raise CompileError(f"{options.name}: {exc}") from None
     c = container("pytorch", options, escape(boot_argv(record)), env, [("pytorchjob-port", PORT)])

@@ -60,7 +60,8 @@ def compile_job(plan: "Plan", values: Mapping[str, Any], outputs: Mapping[str, s
     job = job_type(pm, plan.launcher, trainer_v2)
     options = JobOptions(name=job_name(name, spec), image=image, command=tuple(spec.render(values, outputs)),
                          namespace=namespace, env=dict(env or {}), workdir=workdir, resources=dict(resources or {}),
-                         volumes=dict(volumes or {}), topology=plan.topology, job=job, own=plan.own)
+                         volumes=dict(volumes or {}), topology=plan.topology, job=job, own=plan.own,
+                         system_metrics_interval=plan.system_metrics_interval)
     return apply(dict(builder(job)(spec, options)), spec, settings or JobSettings(), plan.topology)
 
 

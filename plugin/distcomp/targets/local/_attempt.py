@@ -21,7 +21,7 @@ from pathlib import Path
 from ...agent import rankwatch, supervise
 from ...errors import JobError
 from ...records import RankFailure
-from . import _cgroup, _procs
+from . import _cgroup, _hang, _procs
 from ._output import Logs, Stream
 from ._prepare import Launch
 from ._records import Failure, ProcessResult
@@ -86,7 +86,7 @@ class Attempts:
         self._since = _procs.start_time(os.getpid())  # no process of the job started before this one
 
     def run(self, launches: tuple[Launch, ...], attempt: int, deadline: float | None, note: str = "",
-            notice: supervise.Notice | None = None) -> Attempt:
+            notice: supervise.Notice | None = None, hang: _hang.Watch | None = None) -> Attempt:
         """One attempt; ``note`` goes into the log headers (`` (port retry 1)``), ``notice``: the
         signals that preempt it (the ranks get notice and the grace) rather than cancel it."""
         offsets = []
@@ -102,13 +102,15 @@ class Attempts:
         try:
             done = supervise.supervise(starts, self.grace, zero_or_greater=self.zero_or_greater, deadline=deadline,
                                        scope=_Scope(self.cookie, self.cgroup, self._since), flush=self.logs.flush,
-                                       notice=notice)
+                                       notice=notice, hang=hang)
         except supervise.NotStarted as exc:  # the others were stopped
             raise StartError(launches[exc.index], exc.error) from exc
         failure = None
         if done.failed is not None and done.outcome == "failed":
             i = done.failed
             failure = self._failure(launches[i], done.processes[i], offsets[i], done.after)
+        elif done.stall is not None:  # no rank made progress: the rank not in a collective is to blame
+            failure = _hang.failure(done.stall, self.logs, self.processes_per_node, done.after)
         results = tuple(ProcessResult(launch.replica.name, launch.replica.role, launch.replica.node, p.pid or 0,
                                       None if p.stopped else p.code, self.logs.path(launch.replica.name))
                         for launch, p in zip(launches, done.processes))

@@ -48,7 +48,9 @@ class LocalRun:
     grace: float = 5.0
     tracking: bool = True
     experiment: str | None = None
-    system_metrics: bool = False
+    system_metrics: bool | None = None  # None: the spec's, else on (the plan's ``system_metrics_interval``)
+    system_metrics_interval: float | None = None
+    hang_timeout: float | None = None  # None: the spec's, else off (the plan's ``hang_timeout``)
     echo: bool = False  # rank output to ``console`` too (it is always in the logs)
     env: Mapping[str, str] = field(default_factory=dict)  # for every rank, over the spec's own variables
 
@@ -76,7 +78,9 @@ def request_of(options: Mapping[str, Any], echo: bool = False) -> LocalRun:
                     run_dir=os.fspath(run_dir) if run_dir else None, timeout=options.get("timeout"),
                     max_restarts=options.get("max_restarts"), grace=float(options.get("grace", 5.0)),
                     tracking=bool(options.get("tracking", True)), experiment=options.get("experiment") or None,
-                    system_metrics=bool(options.get("system_metrics")), echo=echo,
+                    system_metrics=options.get("system_metrics"),
+                    system_metrics_interval=options.get("system_metrics_interval"),
+                    hang_timeout=options.get("hang_timeout"), echo=echo,
                     env={str(k): str(v) for k, v in dict(options.get("env") or {}).items()})
 
 
@@ -95,7 +99,7 @@ def check_local(plan: "Plan", request: LocalRun, cwd: Path, run_dir: Path | None
     from ...spec import InputError, utf8_problem
     from ._records import RunOptions
 
-    if not request.tracking and (request.system_metrics or request.experiment):
+    if not request.tracking and (request.system_metrics is True or request.experiment):
         raise UsageError("tracking is off; an experiment and system metrics need it on")
     not_text = utf8_problem(request.experiment) if request.experiment else None
     if not_text:  # the MLflow store could not take it: refused before anything exists
@@ -167,16 +171,17 @@ def run_here(plan: "Plan", request: LocalRun, run_dir: Path, env: Mapping[str, s
                              env={**request.env, **(env if tracking else {"DISTCOMP_TRACKING": "off"})},
                              record=record, masker=masker, first_attempt=resume.first_attempt if resume else 0,
                              failures_used=resume.failures_used if resume else 0,
-                             restarts=resume.restarts if resume else ())
+                             restarts=resume.restarts if resume else (), hang_timeout=plan.hang_timeout)
         if resume is not None:
             notify(f"resuming: attempt {resume.first_attempt + 1} (restart_count() {resume.first_attempt}), "
                    f"checkpoint folder {rel(job.run_dir / 'checkpoint', cwd)}")
         write_resume_record(plan, job.run_dir, request.inputs, job.outputs, request.env,
                             {"timeout": request.timeout, "grace": request.grace, "tracking": request.tracking,
-                             "experiment": request.experiment, "system_metrics": request.system_metrics}, cwd)
+                             "experiment": request.experiment, **watched(plan, request.tracking)}, cwd)
         notify(f"run folder {rel(job.run_dir, cwd)} (logs in {rel(job.run_dir / 'logs', cwd)})")
         create_outputs(job)
-        monitors = _start_monitors(tracking, topology, job.run_dir / "logs") if request.system_metrics else None
+        monitors = (_start_monitors(tracking, topology, job.run_dir / "logs", plan.system_metrics_interval)
+                    if plan.system_metrics_interval is not None else None)
         watch = _watch_code(spec, job, base, tracking.tracking_uri if tracking else "")  # before any rank starts
         try:
             result = run_topology(spec, topology, job.values, job.outputs, options,
@@ -305,15 +310,25 @@ def check_tracking_uri(cwd: Path) -> None:
         raise UsageError(f"MLflow tracking: {exc}") from None
 
 
-def _start_monitors(tracking: TrackingRef | None, topology: "Topology", log_dir: Path) -> "Monitors | None":
-    """One MLflow system-metrics monitor per node, named as MLflow's node id (node0, node1, ...):
+def watched(plan: "Plan", tracked: bool) -> dict[str, Any]:
+    """The plan's watch as options a later run of the job (--resume, a background worker) takes
+    again; an untracked job samples nothing (and must not ask for it: tracking off refuses that)."""
+    return {"system_metrics": tracked and plan.system_metrics_interval is not None,
+            "system_metrics_interval": plan.system_metrics_interval, "hang_timeout": plan.hang_timeout}
+
+
+def _start_monitors(tracking: TrackingRef | None, topology: "Topology", log_dir: Path,
+                    interval: float | None = None) -> "Monitors | None":
+    """One MLflow system-metrics monitor per node (``tracking.nodes.local_node_ids``: this host's
+    name for one node, node-0, node-1, ... for simulated ones), sampling every ``interval`` s:
     they log into the job's run while it runs (they neither start nor end it)."""
     if tracking is None:
         return None
     from ...tracking._monitors import start_monitors
+    from ...tracking.nodes import local_node_ids
 
     log_dir.mkdir(parents=True, exist_ok=True)
-    return start_monitors(tracking.run_id, tracking.tracking_uri, [f"node{n}" for n in range(topology.nodes)], log_dir)
+    return start_monitors(tracking.run_id, tracking.tracking_uri, local_node_ids(topology.nodes), log_dir, interval)
 
 
 def _stop_monitors(monitors: "Monitors | None", notify: Say) -> None:

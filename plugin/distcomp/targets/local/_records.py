@@ -30,6 +30,8 @@ class RunOptions:
     first_attempt: int = 0
     failures_used: int = 0
     restarts: tuple[str, ...] = ()
+    # end the job as hung when no rank has beaten (agent.progress) for this long (None: never)
+    hang_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.timeout is not None and self.timeout <= 0:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from ...records import Plan
 
 # what the record's options keep of the first run, for the resumed one
-_KEPT = ("nodes", "nproc_per_node", "timeout", "max_restarts", "grace", "tracking", "experiment", "system_metrics")
+_KEPT = ("nodes", "nproc_per_node", "timeout", "max_restarts", "grace", "tracking", "experiment", "system_metrics",
+         "system_metrics_interval", "hang_timeout")
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ import time
 from typing import Any, Callable, Mapping
 
 from ...agent import longjob
-from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV, clear as clear_beats
+from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV, announce, clear as clear_beats
 from ...agent.supervise import Notice
 from ...errors import JobError
 from ...records import JobState
 from ...records import Topology
 from ...base.redact import job_masker
 from ...spec import ComponentSpec, RenderError
-from . import _cgroup, _partial, _status
+from . import _cgroup, _hang, _partial, _status
 from ._claim import Claim, claim as claim_run_dir
 from ._output import Logs
 from ._ports import release_ports
@@ -154,13 +154,16 @@ class _Job:
             long_job = {**longjob.long_job_env(checkpoint, str(run_dir), attempt, options.max_restarts),
                         PROGRESS_ENV: str(run_dir / PROGRESS)}
             clear_beats(str(run_dir / PROGRESS))  # this attempt's beats only
+            announce(str(run_dir / PROGRESS), attempt)  # distcomp run's live line reads them
             try:
                 launches = prepare(spec, self.topology, self.values, self.outputs, run_dir, options.job_id, attempt,
                                    options.max_restarts, extra={**options.env, COOKIE: self.claim.cookie, **long_job})
             except OSError as exc:  # no free ports, or the launcher's files cannot be written
                 raise LaunchError(f"cannot prepare the job in {run_dir}: {exc.strerror or exc}") from None
             try:
-                result = attempts.run(launches, attempt, deadline, note, self._notice(long_job[longjob.NOTICE_ENV]))
+                launches, hung = _hang.watch(options.hang_timeout, run_dir, run_dir / PROGRESS, launches)
+                result = attempts.run(launches, attempt, deadline, note, self._notice(long_job[longjob.NOTICE_ENV]),
+                                      hung)
             except StartError as exc:  # the program is missing, not executable, or the folder is gone
                 program = exc.error.filename or exc.launch.argv[0]
                 raise LaunchError(f"cannot start {program!r}: {exc.error.strerror or exc.error} (command run in "

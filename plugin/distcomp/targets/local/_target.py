@@ -18,7 +18,7 @@ from ...records import JobOutcome, JobState, TrackingRef
 from ...core.target import Compiled, Notify, Target
 from .._logs import new_lines as _new_lines
 from .._logs import tail
-from ._job import HERE, PREFIX, job_id
+from ._job import HERE, PREFIX, job_id, watched
 
 if TYPE_CHECKING:
     from ...core.target import JobContext
@@ -64,6 +64,12 @@ class LocalTarget(Target):
 
     def ended_folder(self, job_id: str) -> Path | None:
         return run_folder(job_id)
+
+    def progress_folder(self, job_id: str) -> Path | None:
+        """Where the job's ranks beat (a waiting submit's live line reads it)."""
+        from ...agent.progress import FOLDER as PROGRESS
+
+        return run_folder(job_id) / PROGRESS
 
     def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome | None:
         """A job this object ran here has its outcome already; any other's status is polled."""
@@ -131,7 +137,7 @@ class LocalTarget(Target):
         run_options = {"run_dir": str(run_dir), "nodes": d.nodes, "nproc_per_node": d.processes_per_node,
                        "max_restarts": job.plan.max_restarts, "grace": float(options.get("grace", 5.0)),
                        "tracking": bool(options.get("tracking", True)),
-                       "system_metrics": bool(options.get("system_metrics")),
+                       **watched(job.plan, bool(options.get("tracking", True))),
                        # the core's run (none: untracked) and its record: the worker settles the job with it
                        "job_env": dict(job.env), "job_record": str(job.record or ""),
                        "job_run": {"run_id": ref.run_id, "tracking_uri": ref.tracking_uri,

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ...agent.sysmetrics import entry as sysmetrics_entry
+from ...agent.hang import entry as hang_entry
 from ...core.agentjob import Platform, node_record
 from ...delivery.conda import conda_pip
 from ...errors import JobError, UsageError
@@ -85,6 +87,8 @@ def compile_job(plan: "Plan", options: Mapping[str, Any]) -> Compiled:
                              masker=masker, zero_or_greater=spec.successful_return_code == "ZeroOrGreater")
     except ValueError as exc:  # the launcher's Topology: its plugin's to fix
         raise JobError(f"launcher {plan.launcher!r} from {plan.provider}: {exc}") from None
+    record.update(sysmetrics_entry(plan.system_metrics_interval))  # each node's agent samples its node
+    record.update(hang_entry(plan.hang_timeout))  # each node's agent watches its ranks' beats (--hang-timeout)
     if not spec.code.is_dir():
         raise UsageError(f"{spec.ref}: its code folder {spec.code} does not exist")
     from ...base.ignore import patterns

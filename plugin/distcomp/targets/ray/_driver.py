@@ -32,9 +32,13 @@ import time
 from typing import Any
 
 try:  # on the cluster: the node agent's files travel beside this one, in the same package
-    from . import longjob  # type: ignore[attr-defined]
+    from . import longjob, progress  # type: ignore[attr-defined]
 except ImportError:  # imported from distcomp itself (its tests): the agent's own
-    from ...agent import longjob
+    from ...agent import longjob, progress
+try:  # the system-metrics sampler's naming, as the agent's (the same two places)
+    from . import sysmetrics  # type: ignore[attr-defined]
+except ImportError:
+    from ...agent import sysmetrics
 
 OUTCOME = "DISTCOMP_RAY_OUTCOME "
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -279,6 +283,8 @@ def root_cause(exits: list[dict[str, Any]], agents: dict[int, tuple[int, list[st
         first = min(failed, key=lambda e: (float(e.get("ended") or 0), str(e.get("name"))))
         how = (f"was killed by signal {first['signal']}" if first.get("signal")
                else f"exited with code {first.get('exit_code')}")
+        if first.get("hang"):  # the node agent found the job stalled (--hang-timeout): where each rank is
+            how = "hung\n  " + str(first["hang"]).replace("\n", "\n  ")
         lines = "\n".join(f"    {line}" for line in first.get("tail") or ())
         return f"{first['name']} (node {first.get('node')}, {first.get('host')}) {how}\n{lines}".rstrip("\n")
     for index, (code, tail) in sorted(agents.items()):
@@ -308,6 +314,16 @@ def long_job_env(checkpoint_dir: str, restart: int, max_restarts: int) -> dict[s
     if checkpoint_dir:
         env.update(longjob.long_job_env(checkpoint_dir, checkpoint_dir, restart, max_restarts))
     return env
+
+
+def progress_env(folder: str) -> dict[str, str]:
+    """Where every rank of one attempt beats (``progress``): the submitting machine's folder for
+    the job, cleared of the last attempt's beats; a folder this node cannot see is made here
+    and read by nobody, which costs the job nothing."""
+    if not folder:
+        return {}
+    progress.clear(folder)
+    return {progress.PROGRESS_ENV: folder}
 
 
 def restarting(rule: "longjob.RestartRule", cause: str, lost: bool = False) -> str:
@@ -351,7 +367,8 @@ def run(config: dict[str, Any], stopping: list[int]) -> int:
         node = node_class()
         while True:
             record = attempt_record(config["record"], rule.attempt, rule.max_restarts)
-            env = long_job_env(str(config.get("checkpoint_dir") or ""), rule.attempt, rule.max_restarts)
+            env = {**long_job_env(str(config.get("checkpoint_dir") or ""), rule.attempt, rule.max_restarts),
+                   **progress_env(str(config.get("progress_dir") or ""))}
             state, cause, nodes, lost = attempt(node, pg, config, record, actors, tails, stopping, env)
             if stopping:
                 raise _Stop
@@ -433,7 +450,8 @@ def attempt(node: Any, pg: Any, config: dict[str, Any], record: dict[str, Any], 
     if stopping:
         raise _Stop
     ray.get([a.start.remote(record, config.get("secrets") or "",
-                            {**env, "DISTCOMP_RAY_NODE_INDEX": str(i), "DISTCOMP_RAY_NODE_NAME": places[i]["ip"]},
+                            {**env, "DISTCOMP_RAY_NODE_INDEX": str(i), "DISTCOMP_RAY_NODE_NAME": places[i]["ip"],
+                             **sysmetrics.node_env(nodes, i)},
                             config.get("outputs") or {})
              for i, a in enumerate(actors)])
     ended: dict[int, int] = {}

@@ -31,6 +31,13 @@ def _entry(address: str, job_id: str) -> Path:
     return index_dir() / hashlib.sha256(address.encode("utf-8")).hexdigest()[:16] / job_id
 
 
+def progress_folder(address: str, job_id: str) -> Path:
+    """Where the ranks of job ``job_id`` beat (``agent.progress``), beside its entry: this
+    machine's, so ``distcomp status`` reads it; the ranks write it only where their nodes share
+    this machine's files (else the job shows no progress, and runs as it would)."""
+    return _entry(address, job_id).with_name(job_id + ".progress")
+
+
 def remember(job_id: str, address: str, metadata: Mapping[str, str]) -> None:
     path = _entry(address, job_id)
     path.parent.mkdir(parents=True, exist_ok=True)

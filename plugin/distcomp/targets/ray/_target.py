@@ -78,7 +78,8 @@ class RayTarget(Target):
         config = {"job": job.name, "bundles": data["placement_group"]["bundles"],
                   "wait": data["placement_group"]["wait_s"], "outputs": data["outputs"], "record": record,
                   "max_restarts": int(data.get("max_restarts") or 0),
-                  "checkpoint_dir": str(data.get("checkpoint_dir") or "")}
+                  "checkpoint_dir": str(data.get("checkpoint_dir") or ""),
+                  "progress_dir": str(_ids.progress_folder(address, job.name))}
         runtime_env = dict(data["runtime_env"])
         with tempfile.TemporaryDirectory(prefix="distcomp-ray-") as tmp:
             runtime_env["py_modules"] = [str(stage(Path(tmp), config, job.masker))]
@@ -122,7 +123,17 @@ class RayTarget(Target):
                 seen = ray_state
             time.sleep(POLL)
 
+    def progress_folder(self, job_id: str) -> Path | None:
+        """Where the job's ranks beat (``_ids.progress_folder``; a waiting submit's live line)."""
+        jid = job_id.removeprefix(PREFIX)
+        return _ids.progress_folder(_ids.job_address(jid), jid)
+
     def status(self, job_id: str) -> JobOutcome:
+        from .._progress import with_progress
+
+        return with_progress(self._status(job_id), self.progress_folder(job_id))  # each rank's last beat
+
+    def _status(self, job_id: str) -> JobOutcome:
         client, jid, address = self._client(job_id)
         info = _client.info(client, jid, address)
         state = _STATES.get(str(getattr(info.status, "value", info.status)), JobState.UNKNOWN)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...agent.longjob import CHECKPOINT_ENV, NOTICE_ENV, RESTART_ENV, notice_file
+from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV, clear as clear_beats
 
 FILE = "attempts.json"
 CHECKPOINT = "checkpoint"  # the job's checkpoint folder, in its job folder
@@ -53,7 +54,8 @@ def _write(folder: Path, data: Mapping[str, Any]) -> None:
 
 def begin(folder: Path, max_restarts: int, environ: Mapping[str, str]) -> str:
     """Start the next attempt: its number and its cause recorded, the last one's exit records
-    put aside (``exits/attempt-N``); the shell lines that export what its agents need."""
+    put aside (``exits/attempt-N``), the last one's beats cleared; the shell lines that export
+    what its agents need."""
     data = read(folder)
     slurm = environ.get("SLURM_RESTART_COUNT", "0")
     slurm_count = int(slurm) if slurm.isdigit() else 0
@@ -68,8 +70,11 @@ def begin(folder: Path, max_restarts: int, environ: Mapping[str, str]) -> str:
     data.update(attempt=attempt, max_restarts=max_restarts, running=True, pending=None, slurm_restarts=slurm_count,
                 begun=[*data.get("begun", []), time.time()])  # when each attempt began (time.time())
     _write(folder, data)
+    # every rank beats into the job folder's progress/ (``distcomp status``, a waiting submit's live
+    # line), this attempt's beats only
+    clear_beats(str(folder / PROGRESS))
     env = {RESTART_ENV: str(attempt), NOTICE_ENV: notice_file(str(folder), attempt),
-           CHECKPOINT_ENV: str(folder / CHECKPOINT)}
+           CHECKPOINT_ENV: str(folder / CHECKPOINT), PROGRESS_ENV: str(folder / PROGRESS)}
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
 
 

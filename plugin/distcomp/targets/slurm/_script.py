@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from ...core.agentjob import RECORD, Platform, bind_names, node_record, record_env, to_json
+from ...agent.sysmetrics import entry as sysmetrics_entry
+from ...agent.hang import entry as hang_entry
 from ...errors import JobError, UsageError
 from ...base.redact import NONE, Masker
 from .._cookie import COOKIE
@@ -256,6 +258,10 @@ def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Ma
     # another node's ranks still saving; the batch script knows the attempt was preempted
     data["long_job"] = {"checkpoint": CHECKPOINT, "max_restarts": plan.max_restarts, "notice_signals": ["SIGUSR1"],
                         "notice_grace": notice_grace(preempt_grace), "preempted_exit": 0}
+    # each agent samples its node (a tracked job), one without a replica (mpirun's) until the job's replicas
+    # have ended: exits/ is on the shared job folder
+    data.update(sysmetrics_entry(plan.system_metrics_interval, shared=True))
+    data.update(hang_entry(plan.hang_timeout))  # each agent watches the job's beats (--hang-timeout)
     return to_json(data)
 
 

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+from ...agent.progress import FOLDER as PROGRESS
 from ...errors import JobError, UsageError
 from ...records import JobOutcome, JobState, TrackingRef
 from ...core.restarts import describe_restarts
@@ -292,15 +293,21 @@ class SlurmTarget(Target):
             time.sleep(POLL)
 
     def status(self, job_id: str) -> JobOutcome:
+        from .._progress import with_progress
         from . import _slurm
 
         folder = self._folder(job_id)
         if (folder / OUTCOME).is_file():
-            return _outcome_from(_read_json(folder / OUTCOME), folder).masked(_masker(folder))
-        job = _slurm.show(job_id.removeprefix(PREFIX))
-        if job is None or job.state.terminal:
-            return self._end(folder, job_id, job)
-        return self._running(folder, job_id, job)
+            outcome = _outcome_from(_read_json(folder / OUTCOME), folder).masked(_masker(folder))
+        elif (job := _slurm.show(job_id.removeprefix(PREFIX))) is None or job.state.terminal:
+            outcome = self._end(folder, job_id, job)
+        else:
+            outcome = self._running(folder, job_id, job)
+        return with_progress(outcome, folder / PROGRESS)  # each rank's last beat (the ranks' progress/)
+
+    def progress_folder(self, job_id: str) -> Path | None:
+        """Where the job's ranks beat: its job folder's progress/ (a waiting submit's live line)."""
+        return self._folder(job_id) / PROGRESS
 
     def _running(self, folder: Path, job_id: str, job: "SlurmJob") -> JobOutcome:
         record = _read_json(folder / RECORD)
@@ -483,6 +490,8 @@ def root_cause(folder: Path, sid: str, state: JobState) -> str:
                else f"exited with code {data.get('exit_code')}")
         log = folder / "logs" / f"{name}.log"
         tail = _tail(log, 15) if log.is_file() else "\n".join(f"    {line}" for line in data.get("tail") or ())
+        if data.get("hang"):  # the node agent found the job stalled (--hang-timeout): where each rank is
+            how = "hung\n  " + str(data["hang"]).replace("\n", "\n  ")
         return f"{name} (node {data.get('host', data.get('node'))}) {how}\n" + tail
     if state is JobState.FAILED:
         return f"Slurm job {sid} failed; its output:\n" + _tail(folder / f"slurm-{sid}.out", 15)

@@ -45,8 +45,12 @@ seen = {"attempt": attempt, "rank": rank, "start": start, "node": os.environ.get
 
 
 def note() -> None:
+    # Written whole then renamed: the test reads these while the rank runs.
     (folder / "seen").mkdir(exist_ok=True)
-    (folder / "seen" / f"attempt{attempt}.rank{rank}.json").write_text(json.dumps(seen))
+    path = folder / "seen" / f"attempt{attempt}.rank{rank}.json"
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(seen))
+    os.replace(part, path)
 
 
 note()
