@@ -24,6 +24,7 @@ from distcomp.mlstore._sqlite import SqliteStore
 
 from ..targets._jobs import clean_env
 from ._probe import explain
+from tests._metrics import ranks_metrics
 
 SPEC = Path(__file__).resolve().parent / "jobs" / "onerun" / "component.yaml"
 KIND = "mlflow.experimentKind"
@@ -60,9 +61,6 @@ def job_run(runs: list[Any]) -> Any:
 
 
 
-def ranks_metrics(metrics: dict[str, float]) -> dict[str, float]:
-    """The ranks' metrics: without the nodes' system metrics (system/<node>/..., on by default)."""
-    return {k: v for k, v in metrics.items() if not k.startswith("system/")}
 
 @pytest.mark.slow
 def test_two_runs_on_every_rank_are_the_jobs_one_run(sqlite_uri: str, tmp_path: Path) -> None:
