@@ -83,7 +83,8 @@ class RayTarget(Target):
         runtime_env = dict(data["runtime_env"])
         with tempfile.TemporaryDirectory(prefix="distcomp-ray-") as tmp:
             runtime_env["py_modules"] = [str(stage(Path(tmp), config, job.masker))]
-            metadata = {"distcomp_component": spec.ref, "mlflow_run_id": job.tracking.run_id if job.tracking else ""}
+            metadata = {"distcomp_component": spec.ref, "mlflow_run_id": job.tracking.run_id if job.tracking else "",
+                        "distcomp_world_size": str(job.plan.topology.world_size)}
             job_id = _client.submit(client, address, entrypoint=data["entrypoint"], submission_id=job.name,
                                     runtime_env=runtime_env, metadata=metadata)
         _ids.remember(job_id, address, metadata)
@@ -175,7 +176,7 @@ class RayTarget(Target):
         ``follow``: streamed as the driver prints them (the Jobs API's log websocket, which
         starts at the log's beginning), until the job has ended."""
         client, jid, address = self._client(job_id)
-        _client.info(client, jid, address)
+        info = _client.info(client, jid, address)
         name = f"rank{rank}" if rank is not None else None
         if follow:
             for line in _joblog.lines(_client.tail(client, jid, address)):
@@ -186,8 +187,11 @@ class RayTarget(Target):
             return
         text = client.get_job_logs(jid)
         if name is not None and name not in _joblog.names(text):
+            world = str((getattr(info, "metadata", None) or {}).get("distcomp_world_size", ""))
+            if not info.status.is_terminal() and (not world.isdigit() or (rank or 0) < int(world)):
+                return  # a running rank that has printed nothing yet: nothing to show, no error
             have = _joblog.names(text)
-            raise UsageError(f"Ray job {jid}: no log of rank {rank} (logs: {', '.join(have) or 'none yet'})")
+            raise UsageError(f"Ray job {jid}: no log of rank {rank} (logs: {', '.join(have) or 'none'})")
         lines = text.splitlines()
         for line in (_joblog.replica_lines(lines, name) if name is not None else lines):
             yield line + "\n"
