@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 import sys
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -400,14 +399,13 @@ class PluginManager(pluggy.PluginManager):
 
 
 def _installed_entry_points(group: str) -> "Iterable[EntryPoint]":
-    """``importlib.metadata.entry_points(group=group)``, skipped where no distribution can declare
+    """``importlib.metadata.entry_points(group=group)``, from distcomp's cache while no
+    installed distribution changed (``_epcache``), else skipped where no distribution declares
     one: importlib.metadata (its imports and its parsing of every distribution's metadata) costs
-    about 15 ms, a good part of ``distcomp run``'s own start, and most installs have no plugin."""
-    if not _may_declare(group):
-        return ()
-    from importlib.metadata import entry_points
+    15-50 ms, a good part of ``distcomp run``'s own start, and most installs have no plugin."""
+    from . import _epcache
 
-    return entry_points(group=group)
+    return _epcache.entry_points(group)
 
 
 def _may_declare(group: str) -> bool:
@@ -416,33 +414,9 @@ def _may_declare(group: str) -> bool:
     ``*.egg-info`` on ``sys.path`` (read as importlib.metadata reads it). Whatever this does not
     look into (a zip or egg on the path, another finder of distributions) answers True, as does
     a distribution that importlib.metadata skips for an earlier one of the same name."""
-    from importlib.machinery import PathFinder
+    from . import _epcache
 
-    if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder for f in sys.meta_path):
-        return True
-    for entry in sys.path:
-        root = entry or "."
-        if os.path.basename(root).lower().endswith(".egg"):
-            return True
-        try:
-            names = os.listdir(root)
-        except OSError:
-            if os.path.exists(root):  # a zip file, or a folder it may not list
-                return True
-            continue
-        for name in names:
-            if not name.lower().endswith((".dist-info", ".egg-info")):
-                continue
-            try:
-                with open(os.path.join(root, name, "entry_points.txt"), "rb") as f:
-                    text = f.read().decode("utf-8", "replace")
-            except OSError:  # none (most distributions), or an .egg-info file
-                continue
-            for line in text.splitlines():  # importlib.metadata's Sectioned.read
-                line = line.strip()
-                if line.startswith("[") and line.endswith("]") and line.strip("[]") == group:
-                    return True
-    return False
+    return _epcache.other_finders() or _epcache.declaring(group) != []
 
 
 @functools.cache

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -165,6 +164,8 @@ def submit(found: "TargetPlugin", instance: "Target", compiled: "Compiled", opti
             status, problems = run.finish(None, folder / LOGS, masker.text(f"not submitted: {reason}"), state)
             for problem in problems:
                 notify(f"warning: {problem}")
+        import shutil  # here: shutil (with bz2, lzma) is nothing else a run needs before its ranks start
+
         shutil.rmtree(folder, ignore_errors=True)
         raise
     key = f"{found.type.name}:{job_id}"
@@ -304,6 +305,8 @@ def _end(job: str, instance: "Target", outcome: JobOutcome, folder: Path | None)
         ended, held, problems = _end_run(job, instance, outcome, folder, data if same else {}, check=not same)
         if ended:
             _write(folder, {**data, "ended": {"state": outcome.state.value, "at": time.time(), "pid": os.getpid()}})
+        import shutil
+
         shutil.rmtree(folder / LOGS, ignore_errors=True)  # in the run now; the record stays small
         return held, problems
 

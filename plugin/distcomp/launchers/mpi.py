@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,6 +59,9 @@ def openmpi_failure(text: str) -> RankFailure | None:
 
 def prterun_shim() -> str | None:
     """The ``distcomp-prterun`` script of this installation (None if it was not installed)."""
+    import shutil  # here: shutil (with bz2, lzma) and sysconfig cost every `distcomp run` ~3 ms, MPI or not
+    import sysconfig
+
     for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
         path = Path(folder) / "distcomp-prterun"
         if path.is_file() and os.access(path, os.X_OK):

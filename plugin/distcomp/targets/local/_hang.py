@@ -8,14 +8,15 @@ from __future__ import annotations
 import dataclasses
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ...agent import hang
 from ...records import Failure
 from ._output import Logs
 from ._prepare import Launch
 
-FOLDER = hang.FOLDER  # in the run folder: each rank's stack file
-Watch = hang.Watch
+if TYPE_CHECKING:  # the watch's module is imported by a run that asks for one (~3 ms)
+    from ...agent import hang
+    from ...agent.hang import Watch as Watch
 
 
 def watch(timeout: float | None, run_dir: Path, beats: Path,
@@ -23,7 +24,9 @@ def watch(timeout: float | None, run_dir: Path, beats: Path,
     """The launches with the hook in their env, and the watch; as they were, and None, when off."""
     if timeout is None:
         return launches, None
-    stacks = run_dir / FOLDER
+    from ...agent import hang
+
+    stacks = run_dir / hang.FOLDER  # each rank's stack file
     hang.clear(str(stacks))  # this attempt's stacks only
     out = tuple(dataclasses.replace(launch, env=hang.rank_env(launch.env, str(stacks), str(beats)))
                 for launch in launches)
