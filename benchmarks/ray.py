@@ -9,6 +9,10 @@
 (b) the same two when rank 1 fails at once (rank 0 waits for it in init_process_group): the
     wall time from submitting to the submitter's return, which holds the time from the
     failure to the end (the hand driver ends at its first failed task, as distcomp's does).
+(c) cancel of a running 2-node job: `distcomp cancel ray:ID` of the test job sleeping on both
+    nodes (--detach, both ranks have said they run), to its return (Ray says STOPPED, every
+    node's agent and rank gone), against `ray job stop ID` (which waits for STOPPED) of a plain
+    Ray job whose two actors, one per node of a STRICT_SPREAD placement group, sleep. Goal: <= 5 s.
 
 Rounds are interleaved. It starts its own dev cluster (dev/ray/cluster.sh) in a temporary
 folder and stops it at the end.
@@ -25,8 +29,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from _report import Row, begin, ratio_at_most, wall  # benchmarks/_report.py
+from _report import Row, begin, ratio_at_most, seconds_at_most, wall  # benchmarks/_report.py
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "targets" / "ray" / "jobs" / "torch"
@@ -84,6 +89,82 @@ sys.exit(0 if status == JobStatus.SUCCEEDED else 1)
 '''
 
 
+# the plain Ray job that `ray job stop` stops: two actors, one per node, sleeping
+SLEEPER = '''\
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+ray.init()
+pg = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="STRICT_SPREAD")
+ray.get(pg.ready())
+
+@ray.remote(num_cpus=1)
+class Rank:
+    def run(self, seconds):
+        import time
+        time.sleep(seconds)
+
+ranks = [Rank.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)).remote()
+         for i in range(2)]
+ray.get([r.__ray_ready__.remote() for r in ranks])
+refs = [r.run.remote(600) for r in ranks]
+print("both ranks run", flush=True)
+ray.get(refs)
+'''
+RUNNING_WAIT = 180.0  # seconds a job gets to say that both its ranks run
+
+
+def jobs_api(address: str, route: str) -> Any:
+    """One GET of the Jobs API (urllib: this file's name hides the ray package from it)."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{address}/api/jobs/{route}", timeout=30) as r:
+        return json.loads(r.read().decode("utf-8"))
+
+
+def running(address: str, job: str, needles: tuple[str, ...]) -> None:
+    """Until the job's log has each of ``needles``; RuntimeError if it ends or takes too long."""
+    deadline = time.monotonic() + RUNNING_WAIT
+    while time.monotonic() < deadline:
+        log = str(jobs_api(address, f"{job}/logs").get("logs") or "")
+        if all(n in log for n in needles):
+            return
+        if jobs_api(address, job).get("status") in ("SUCCEEDED", "FAILED", "STOPPED"):
+            raise RuntimeError(f"job {job} ended before its ranks ran:\n{log[-800:]}")
+        time.sleep(0.3)
+    raise RuntimeError(f"job {job}: its ranks did not say they run within {RUNNING_WAIT:g} s")
+
+
+def cancel_row(address: str, work: Path, out: Path, env: dict[str, str], repeat: int) -> Row:
+    """(c): `distcomp cancel` of a running 2-node job against `ray job stop` of a plain one."""
+    sleeper = work / "sleeper"
+    sleeper.mkdir(exist_ok=True)
+    (sleeper / "sleeper.py").write_text(SLEEPER)
+    ours: list[float] = []
+    raw: list[float] = []
+    label = "`ray job stop`, plain 2-actor job"
+    try:
+        for n in range(repeat):
+            proc = subprocess.run([str(BIN / "distcomp"), "submit", "--target", "ray", str(JOB / "component.yaml"),
+                                   "--nodes", "2", "--output", f"result={out}", "--no-tracking", "--detach",
+                                   "--input", "sleep=600"], capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                raise RuntimeError(f"distcomp submit --detach failed: {proc.stderr[-800:]}")
+            job = proc.stdout.strip()
+            running(address, job.removeprefix("ray:"), ("[rank0] rank 0 of 2 on", "[rank1] rank 1 of 2 on"))
+            ours.append(wall([str(BIN / "distcomp"), "cancel", job], env))
+            plain = f"bench-sleeper-{os.getpid()}-{n}"
+            wall([str(BIN / "ray"), "job", "submit", "--address", address, "--no-wait", "--submission-id", plain,
+                  "--working-dir", str(sleeper), "--", "python", "sleeper.py"], env)
+            running(address, plain, ("both ranks run",))
+            raw.append(wall([str(BIN / "ray"), "job", "stop", "--address", address, plain], env))
+        return Row("ray cancel, running 2-node job", label, ours, raw, seconds_at_most(5.0))
+    except RuntimeError as exc:
+        return Row("ray cancel, running 2-node job", label, ours, raw, seconds_at_most(5.0), error=str(exc))
+
+
 def hand_code(work: Path) -> Path:
     code = work / "hand-code"
     if not code.is_dir():
@@ -138,6 +219,7 @@ def main() -> int:
                 except RuntimeError as exc:
                     rows.append(Row(label, "Jobs API + placement group by hand", ours, raw, ratio_at_most(1.1),
                                     error=str(exc)))
+            rows.append(cancel_row(address, work, out, env, args.repeat))
         finally:
             subprocess.run(["bash", str(CLUSTER), "stop", str(cluster)], capture_output=True, text=True, env=env)
     return args.finish(rows)

@@ -89,8 +89,9 @@ def client(address: str) -> "JobSubmissionClient":
         raise UsageError(f"cannot reach the Ray Jobs API at {address}: {str(exc).splitlines()[0]}") from None
 
 
-def info(c: "JobSubmissionClient", job_id: str, address: str) -> Any:
-    """The Jobs API's record of the job, or a UsageError: the cluster does not know it."""
+def info(c: Any, job_id: str, address: str) -> Any:
+    """The Jobs API's record of the job, or a UsageError: the cluster does not know it
+    (``c``: Ray's client, or ``_http.Client``, which answers the same)."""
     try:
         return c.get_job_info(job_id)
     except RuntimeError as exc:
