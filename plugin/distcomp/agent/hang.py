@@ -247,6 +247,13 @@ def _leaving(path: str) -> bool:
         return False
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
 def _dumped(path: str) -> bool:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -303,9 +310,14 @@ class Watch:
                 pass
         expected = set(asked.values()) | set(self._last)
         end = time.monotonic() + self.wait
+        sizes: dict[str, int] = {}
         while time.monotonic() < end:
-            if all(_dumped(self._path(name)) and self._fresh(name, sent) for name in expected):
+            # done once each has dumped and its file stopped growing: a dump read while the rank
+            # still writes it (a busy node, a shared file system) holds only its innermost frames
+            now = {name: _size(self._path(name)) for name in expected}
+            if now == sizes and all(_dumped(self._path(name)) and self._fresh(name, sent) for name in expected):
                 break
+            sizes = now
             pause(0.1)
         stacks = []
         for name in _ordered(expected):
