@@ -15,9 +15,16 @@ CLEAR = "\r\x1b[K"  # what distcomp's live line starts each drawing with (distco
 
 
 def under_pty(argv: list[str], env: dict[str, str], cwd: Path, stderr_tty: bool = True,
-              timeout: float = 240) -> tuple[int, str, str]:
+              timeout: float = 240, ci: bool = False) -> tuple[int, str, str]:
     """Run ``argv`` with stdout (and stderr, unless not ``stderr_tty``: a pipe then) on a real
-    pty 200 columns wide: its exit code, what the terminal got, and the pipe's text."""
+    pty 200 columns wide: its exit code, what the terminal got, and the pipe's text. The terminal
+    is a user's: a real ``TERM``, and ``CI`` only where ``ci`` asks for it (a CI runner sets
+    ``CI`` and may leave ``TERM`` dumb or unset; either would turn distcomp's live line off)."""
+    env = {name: value for name, value in env.items() if name != "CI"}
+    if ci:
+        env["CI"] = "true"
+    if env.get("TERM", "dumb") == "dumb":
+        env["TERM"] = "xterm-256color"
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave if stderr_tty else subprocess.PIPE,

@@ -56,7 +56,7 @@ def test_no_line_where_stderr_is_no_terminal_in_ci_or_with_quiet(tmp_path: Path)
     assert code == 0, piped
     assert "ranks alive" not in screen + piped and CLEAR not in screen + piped, piped
     assert "[rank0]: rank 0: done" in screen and "succeeded" in piped  # both streams were there
-    code, screen, _ = _under_pty(_argv(tmp_path / "ci"), clean_env(CI="1"), tmp_path)
+    code, screen, _ = _under_pty(_argv(tmp_path / "ci"), clean_env(), tmp_path, ci=True)
     assert code == 0, screen
     assert "ranks alive" not in screen and CLEAR not in screen, screen
     assert "succeeded" in screen
