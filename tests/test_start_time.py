@@ -267,3 +267,123 @@ def test_a_named_pipe_swapped_in_after_the_walk_is_refused_not_waited_on(tmp_pat
     with pytest.raises(OSError, match="not a regular file"):
         _copy({"pipe": pipe}, tmp_path / "code")  # shutil.copy: SpecialFileError; never a hang on the open
     assert not (tmp_path / "code" / "pipe").exists()
+
+
+# -- the records' generated methods, compiled once (distcomp.base.methodcache) ----------------------
+
+# Every dataclass of every distcomp module a run imports: each generated method's code (compared
+# field by field, not by marshal's bytes, which depend on reference counts), annotations, defaults
+# and names; and the cache's counters of this process.
+METHODS = """\
+import hashlib, inspect, json, sys, types
+import distcomp.records, distcomp.spec, distcomp.core.plugins, distcomp.targets.local._runner, distcomp.cli._run
+from distcomp.base import methodcache
+
+def digest(code):
+    consts = tuple(digest(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    parts = (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+             code.co_filename, code.co_name, code.co_qualname, code.co_firstlineno, code.co_linetable,
+             code.co_exceptiontable, code.co_flags, code.co_argcount, code.co_kwonlyargcount)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+out = {}
+for name, module in sorted(sys.modules.items()):
+    if not name.startswith("distcomp") or module is None:
+        continue
+    for cls in vars(module).values():
+        if not (isinstance(cls, type) and cls.__module__ == name and "__dataclass_fields__" in vars(cls)):
+            continue
+        for method, fn in vars(cls).items():
+            fn = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else None
+            if fn is not None and fn.__code__.co_filename == "<string>":
+                out[f"{cls.__qualname__}.{method}"] = [digest(fn.__code__), repr(fn.__annotations__), fn.__qualname__,
+                                                       repr(fn.__defaults__), repr(fn.__kwdefaults__)]
+print(json.dumps([out, methodcache.stats(), "exec" in vars(sys.modules["dataclasses"])]))
+"""
+
+
+def _writes_bytecode() -> dict[str, str]:
+    """This environment where Python writes bytecode (this machine sets PYTHONDONTWRITEBYTECODE,
+    which the cache honours: it keeps bytecode)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _methods(cache: Path, setting: str = "", first: str = "") -> tuple[dict[str, list[str]], dict[str, int], bool]:
+    env = {**_writes_bytecode(), "XDG_CACHE_HOME": str(cache), "DISTCOMP_METHOD_CACHE": setting}
+    proc = subprocess.run([sys.executable, "-c", first + METHODS], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    methods, counts, patched = json.loads(proc.stdout.splitlines()[-1])
+    return methods, counts, patched
+
+
+def test_the_records_methods_from_the_cache_are_the_ones_python_makes(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    python, counts, patched = _methods(cache, "off")  # Python's own compile of each text
+    assert not patched and counts == {"served": 0, "compiled": 0}
+    assert len(python) > 300  # ~80 records, 5-6 methods each
+    first, counts, patched = _methods(cache)  # compiled here (a text two records share: once), kept at exit
+    made = counts["served"] + counts["compiled"]
+    assert patched and counts["compiled"] > 300 and made >= len(python)
+    assert first == python
+    files = list((cache / "distcomp" / "dataclasses").iterdir())
+    assert len(files) == 1 and files[0].name.startswith(sys.implementation.cache_tag)
+    again, counts, _patched = _methods(cache)  # every one from the file
+    assert counts == {"served": made, "compiled": 0}
+    assert again == python
+
+
+def test_the_cache_is_used_when_dataclasses_was_imported_before_distcomp(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _methods(cache)
+    _methods_, counts, patched = _methods(cache, first="import dataclasses\n")
+    assert patched and counts["served"] > 300 and counts["compiled"] == 0
+
+
+def test_a_users_dataclass_is_compiled_as_always_and_never_kept(tmp_path: Path) -> None:
+    """In the script itself and in a module whose name merely starts like distcomp's."""
+    (tmp_path / "distcomp_user.py").write_text("import dataclasses\n\n\n@dataclasses.dataclass(frozen=True)\n"
+                                                "class Theirs:\n    other_field_name: int = 2\n")
+    code = ("import dataclasses, json, marshal, sys\nimport distcomp.records\nfrom distcomp.base import methodcache\n"
+            "before = methodcache.stats()\n"
+            "@dataclasses.dataclass(frozen=True)\nclass Mine:\n    secret_field_name: int = 1\n"
+            "from distcomp_user import Theirs\n"
+            "print(json.dumps([before == methodcache.stats(), repr(Mine()), Mine() == Mine(), hash(Mine()) == hash(Mine())]))\n")
+    env = {**_writes_bytecode(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [True, "Mine(secret_field_name=1)", True, True]
+    kept = next((tmp_path / "cache" / "distcomp" / "dataclasses").iterdir()).read_bytes()
+    assert b"secret_field_name" not in kept and b"other_field_name" not in kept  # distcomp's records only
+    assert b"processes_per_node" in kept
+
+
+@pytest.mark.parametrize("content", [b"", b"not marshal at all", b"\x00" * 64, b"[]"])
+def test_a_broken_method_cache_is_ignored_and_replaced(tmp_path: Path, content: bytes) -> None:
+    cache = tmp_path / "cache"
+    python, _counts, _patched = _methods(cache, "off")
+    folder = cache / "distcomp" / "dataclasses"
+    _methods(cache)
+    file = next(folder.iterdir())
+    file.write_bytes(content)
+    methods, counts, _patched = _methods(cache)
+    assert methods == python and counts["compiled"] > 300  # none taken from it
+    made = counts["served"] + counts["compiled"]
+    assert _methods(cache)[1] == {"served": made, "compiled": 0}  # written again
+
+
+def test_the_dataclasses_module_is_still_its_own_source_file() -> None:
+    code = ("import inspect, json, sys\nimport distcomp\nimport dataclasses\n"
+            "print(json.dumps([inspect.getsourcefile(dataclasses), 'def dataclass(' in inspect.getsource(dataclasses),"
+            " 'exec' in vars(dataclasses), type(dataclasses.__spec__.loader).__mro__[1].__name__]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    source, has, patched, base = json.loads(proc.stdout)
+    assert source.endswith("dataclasses.py") and has and patched and base == "SourceFileLoader"
+
+
+def test_no_method_cache_is_written_where_python_writes_no_bytecode(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-c", "import distcomp.records"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "cache" / "distcomp" / "dataclasses").exists()

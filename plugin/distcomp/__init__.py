@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from .base import launchernames as _launchernames
+from .base import methodcache as _methodcache
 from .base.lazy import exports
+
+_methodcache.install()  # before the first record: its generated methods come compiled (base/methodcache.py)
 
 __version__ = "0.1.0"
 __all__ = ["FunctionComponent", "Input", "JobHandle", "JobOutcome", "JobState", "NodeRange", "Output", "ReapReport",
