@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,24 @@ def test_only_distcomp_entry_points_are_taken(template: str) -> None:
     with pytest.raises(MlflowTargetError, match="distcomp compile --target mlflow"):
         check_entry_command(template)
     check_entry_command("python -m distcomp.worker distcomp-job.json a={a}")
+
+
+def test_a_run_here_loads_no_spec_loader_and_no_plugin_manager(tmp_path: Path) -> None:
+    """What ``mlflow run -b distcomp`` pays beside MLflow's local backend (issue 38): the backend,
+    its config of a run here and the job record, without the spec package or the installed
+    targets (~70 ms); the worker loads the spec. A key only another target takes still finds them."""
+    project_record(tmp_path)
+    code = ("import sys, pathlib; import distcomp.targets.mlflow as m; m.DistcompBackend; "
+            "from distcomp.targets.mlflow._config import entry_record, parse_config; "
+            "d = pathlib.Path(sys.argv[1]); "
+            "s = parse_config({'nproc_per_node': 2, 'run_dir': 'r', 'ENV_MANAGER': 'local', 'SYNCHRONOUS': False}, d); "
+            "entry_record('python -m distcomp.worker distcomp-job.json tag=x', s, str(d)); "
+            "print(*[n for n in ('distcomp.spec', 'distcomp.core.plugins') if n in sys.modules], 'then', end=' '); "
+            "e = None\n"
+            "try: parse_config({'address': 'x'}, d)\n"
+            "except Exception as exc: e = exc\n"
+            "print('distcomp.core.plugins' in sys.modules, e)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("then True backend config 'address' is an option of the ray target: "
+                                   "add \"target\": \"ray\"")

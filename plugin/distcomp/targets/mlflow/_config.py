@@ -20,11 +20,10 @@ import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ...errors import UsageError
 from ...core.jobrecord import JobRecord, bind_params, read_record
-from ...spec._diagnostics import did_you_mean
 from ._errors import MlflowTargetError
 from ._keys import LAYOUT, NOT_KEYS, check_value, keys_of, submitting_targets
 from ._mlproject import WORKER
@@ -87,7 +86,10 @@ def parse_config(config: Mapping[str, Any] | None, cwd: Path) -> BackendSettings
     if "experiment" in config:
         problems.append("'experiment': the run's experiment is mlflow run's --experiment-name / --experiment-id")
     target = config.get("target", "local")
-    targets = submitting_targets()
+    mine = {key for key in config if key not in MLFLOW_KEYS and key not in ("experiment", "target")}
+    # the installed targets (the plugin manager: ~50 ms of `mlflow run`) only when "target" or a
+    # key that is not the run's own asks for them
+    targets = submitting_targets() if target != "local" or not mine <= KEYS.keys() | NOT_KEYS.keys() else {}
     if target != "local" and (not isinstance(target, str) or target not in targets):
         problems.append(_bad_target(target, targets))
         target = "local"
@@ -108,9 +110,15 @@ def parse_config(config: Mapping[str, Any] | None, cwd: Path) -> BackendSettings
                            config.get("STORAGE_DIR"), target)
 
 
+def _did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    from ...spec._diagnostics import did_you_mean  # on a mistake only: the spec package is ~20 ms of `mlflow run`
+
+    return did_you_mean(word, choices)
+
+
 def _bad_target(target: Any, targets: Mapping[str, "TargetType"]) -> str:
     names = ["local", *sorted(targets)]
-    hint = did_you_mean(target, names) if isinstance(target, str) else None
+    hint = _did_you_mean(target, names) if isinstance(target, str) else None
     return (f"backend config target: expected one of {', '.join(map(repr, names))} (a target that submits), got "
             f"{target!r}" + (f" ({hint})" if hint else ""))
 
@@ -130,7 +138,7 @@ def _local_key(key: str, value: Any, cwd: Path, targets: Mapping[str, "TargetTyp
             which = f"the {owners[0]} target" if len(owners) == 1 else f"the targets {', '.join(owners)}"
             add = f'"target": "{owners[0]}"' if len(owners) == 1 else '"target" with one of them'
             return f"backend config {key!r} is an option of {which}: add {add}", None
-        hint = did_you_mean(key, KEYS)
+        hint = _did_you_mean(key, KEYS)
         return (f"unknown backend config key {key!r}" + (f" ({hint})" if hint else "")
                 + f"; the distcomp backend knows: {', '.join(KEYS)}, target"), None
     if not _valid(key, value):
@@ -150,7 +158,7 @@ def _target_key(key: str, value: Any, cwd: Path, targets: Mapping[str, "TargetTy
             who = (["a run on this machine (no \"target\")"] if key in KEYS else []) + [f"target {o}" for o in owners]
             listed = ", ".join(who[:-1]) + " or " + who[-1] if len(who) > 1 else who[0]
             return f"backend config {key!r} does not apply to target {target}: it is an option of {listed}", None
-        hint = did_you_mean(key, known)
+        hint = _did_you_mean(key, known)
         return (f"unknown backend config key {key!r}" + (f" ({hint})" if hint else "")
                 + f"; with target {target} the distcomp backend knows: {', '.join(known)}, target"), None
     option = known[key]

@@ -12,10 +12,14 @@ distcomp runs with another, or is refused with what to do.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import yaml
 
 from ...core.jobrecord import JobRecord
-from ...spec import ComponentSpec, InputSpec, render_value
+
+if TYPE_CHECKING:  # the backend reads WORKER: `mlflow run -b distcomp` imports no spec loader
+    from ...spec import ComponentSpec, InputSpec
 
 MARKER = "# Written by `distcomp compile --target mlflow`"
 MLPROJECT = "MLproject"
@@ -27,6 +31,8 @@ WORKER = ("python", "-m", "distcomp.worker")
 def parameter(inp: InputSpec) -> dict[str, str]:
     """The MLflow parameter of one input: ``float`` for numbers, ``path`` for ports (MLflow makes
     a local path absolute and downloads a URI), ``string`` for the rest (MLflow has no integer)."""
+    from ...spec import render_value
+
     kind = "path" if inp.is_port else "float" if inp.type == "number" else "string"
     if inp.default is not None:
         default = render_value(inp.default)
