@@ -177,6 +177,13 @@ def test_a_failing_rank_ends_the_job_and_is_named(job_dir: Path) -> None:
     assert "rank 1 fails on purpose" in outcome.root_cause
     assert outcome.tracking is not None
     assert _mlflow_run(job_dir, outcome.tracking.run_id).info.status == "FAILED"
+    # no restart was left: the batch script recorded the failure while its EXIT trap swept the nodes,
+    # and ended once both were done; the sweep found nothing of the job (the recorder is no rank)
+    folder = Path(outcome.details["folder"])
+    assert json.loads((folder / "attempts.json").read_text())["running"] is False
+    said = (folder / f"slurm-{outcome.job_id.partition(':')[2]}.out").read_text()
+    assert "distcomp: attempt 1 failed: rank1 (node n2) exited with code 3; no restart left (0 of 0 used)" in said, said
+    assert "stopping what the ranks left" not in said, said
 
 
 def test_rank_info_answers_from_an_srun_task() -> None:

@@ -8,7 +8,8 @@ count is the ranks' ``restart_count()``; ``SLURM_RESTART_COUNT`` tells a requeue
 counted apart, against ``max_restarts``; a requeue or a preemption never uses one up. Each
 restart's cause is appended to the record (``distcomp status`` and the MLflow run's
 ``distcomp.restart.N`` tags read it). Only the batch script writes the record, one attempt at a
-time (on the job's first node); anyone may read it. Standard library only, quick to start.
+time (on the job's first node); anyone may read it. Standard library only, quick to start: the
+record of a failed attempt, on the way to the job's end, imports none of the agent's modules.
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...agent.longjob import CHECKPOINT_ENV, NOTICE_ENV, RESTART_ENV, notice_file
-from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV, clear as clear_beats
-
 FILE = "attempts.json"
 CHECKPOINT = "checkpoint"  # the job's checkpoint folder, in its job folder
 EXITS = "exits"
+RESTARTS_LEFT = "DISTCOMP_RESTARTS_LEFT"  # a shell variable of the batch script, set by ``begin``
 REQUEUED = ("requeued by Slurm while it ran (scontrol requeue, a preemption without notice, or a node "
             "that was lost)")
 
@@ -56,6 +55,9 @@ def begin(folder: Path, max_restarts: int, environ: Mapping[str, str]) -> str:
     """Start the next attempt: its number and its cause recorded, the last one's exit records
     put aside (``exits/attempt-N``), the last one's beats cleared; the shell lines that export
     what its agents need."""
+    from ...agent.longjob import CHECKPOINT_ENV, NOTICE_ENV, RESTART_ENV, notice_file
+    from ...agent.progress import FOLDER as PROGRESS, PROGRESS_ENV, clear as clear_beats
+
     data = read(folder)
     slurm = environ.get("SLURM_RESTART_COUNT", "0")
     slurm_count = int(slurm) if slurm.isdigit() else 0
@@ -75,7 +77,9 @@ def begin(folder: Path, max_restarts: int, environ: Mapping[str, str]) -> str:
     clear_beats(str(folder / PROGRESS))
     env = {RESTART_ENV: str(attempt), NOTICE_ENV: notice_file(str(folder), attempt),
            CHECKPOINT_ENV: str(folder / CHECKPOINT), PROGRESS_ENV: str(folder / PROGRESS)}
-    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    # the script's own (not exported): with none left, a failure is recorded while the nodes are swept
+    left = max(0, max_restarts - int(data.get("failures", 0)))
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) + f"{RESTARTS_LEFT}={left}\n"
 
 
 def _silent(folder: Path) -> str:
@@ -124,6 +128,8 @@ def failed(folder: Path, code: int) -> bool:
 
 def preempted(folder: Path) -> None:
     """The attempt left on notice (its notice file exists): the job requeues itself."""
+    from ...agent.longjob import notice_file
+
     data = read(folder)
     attempt = int(data.get("attempt", 0))
     said = _first_line(Path(notice_file(str(folder), attempt)))

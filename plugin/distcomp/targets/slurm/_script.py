@@ -72,18 +72,47 @@ def forget_secrets(python: str) -> str:
             f'&& {shlex.quote(python)} -m distcomp.targets.slurm._forget "$DISTCOMP_JOB_FOLDER"')
 
 
+# the last failed attempt's record (``_attempts failed``, started before the script exits): the
+# sweep runs meanwhile, and the script ends once both are done (a signal may end a wait early)
+RECORDING = "DISTCOMP_RECORDING"
+RECORDED = (f'    while [ -n "${{{RECORDING}:-}}" ] && kill -0 "${RECORDING}" 2>/dev/null; do wait "${RECORDING}"; done\n')
+# The sweep's step is started with the job (a new step at its end costs Slurm about 0.05 s, more
+# on a busy machine, before the job may end): its tasks sweep once their input ends, which this
+# script's end brings (it holds the only write end of the pipe: a command of the script that lasts
+# closes its copy). Where that step is gone (a lost node) or never started, a new one sweeps.
+SWEEPER, SWEEPER_FD = "DISTCOMP_SWEEPER", "DISTCOMP_SWEEPER_FD"
+CLOSE_SWEEPER = f"{{{SWEEPER_FD}}}>&-"  # a command's redirection: it holds no write end of the sweep's input
+
+
+def _sweep_step(script: str, option: str = "") -> str:
+    """One task per node that runs ``script``, without the cookie: it must not stop itself."""
+    return (f'env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0{option} '
+            '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
+            f'      /bin/sh -c {shlex.quote(script)} sweep "${COOKIE}"')
+
+
 def cleanup(first: str = "", last: str = "") -> str:
     """The batch script's EXIT trap: the sweep on every node (``first``: shell lines the sweep
     runs before it, e.g. a trap that removes the node's code folder when it ends; ``last``: a
-    line the batch script runs after the sweep)."""
+    line the batch script runs after the sweep), and the sweep's step, started now."""
     return (f'export {COOKIE}="$SLURM_JOB_ID-$(od -An -N8 -tx8 /dev/urandom | tr -d \' \')"\n'
-            'distcomp_cleanup() {  # the sweep itself carries no cookie: it must not stop itself\n'
-            f'    env -u {COOKIE} -u SLURM_HOSTFILE srun --overlap --kill-on-bad-exit=0 '
-            '--nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \\\n'
-            f'      /bin/sh -c {shlex.quote(first + SWEEP)} sweep "${COOKIE}"\n'
+            'distcomp_cleanup() {\n'
+            f'    if [ -n "${{{SWEEPER}:-}}" ] && kill -0 "${SWEEPER}" 2>/dev/null; then  # the sweep\'s step: its input '
+            'ends, it sweeps\n'
+            f'        exec {{{SWEEPER_FD}}}>&-\n'
+            f'        wait "${SWEEPER}" 2>/dev/null || while kill -0 "${SWEEPER}" 2>/dev/null; do sleep 0.05; done  # bash < 5.1: '
+            'no wait for it\n'
+            '    else\n'
+            f'        {_sweep_step(first + SWEEP)}\n'
+            '    fi\n'
+            + RECORDED
             + (f'    {last}\n' if last else '') +
             '}\n'
-            'trap distcomp_cleanup EXIT')
+            'trap distcomp_cleanup EXIT\n'
+            "# the sweep's step, started now (a new one at the end would hold the job's end back): its tasks sweep once "
+            "their input ends, as this script exits; the sweep itself carries no cookie: it must not stop itself\n"
+            f'exec {{{SWEEPER_FD}}}> >(exec {_sweep_step("cat >/dev/null" + chr(10) + first + SWEEP, " --input=all")})\n'
+            f'{SWEEPER}=$!')
 
 
 CLEANUP = cleanup()
@@ -268,6 +297,8 @@ def record(plan: "Plan", argv: Sequence[str], env: Mapping[str, str], masker: Ma
 def attempts(python: str, max_restarts: int, ports: str, step: Sequence[str]) -> list[str]:
     """The batch script's loop of attempts around the agents' ``step`` (its srun lines), with
     the notice trap and the job's own requeue (``_attempts``)."""
+    from ._attempts import RESTARTS_LEFT
+
     tool = f"{shlex.quote(python)} -m distcomp.targets.slurm._attempts"
     return [
         "# the job's attempts (distcomp.targets.slurm._attempts, attempts.json): SIGUSR1 (sbatch --signal: the time",
@@ -286,7 +317,7 @@ def attempts(python: str, max_restarts: int, ports: str, step: Sequence[str]) ->
         'eval "$DISTCOMP_ATTEMPT"  # DISTCOMP_RESTART_COUNT, DISTCOMP_NOTICE_FILE, DISTCOMP_CHECKPOINT_DIR',
         '[ -z "$DISTCOMP_NOTICED" ] || distcomp_notice  # notice came before this attempt started',
         *([ports.rstrip("\n")] if ports else []),
-        *step[:-1], step[-1] + " &",
+        *step[:-1], f"{step[-1]} {CLOSE_SWEEPER} &",
         "DISTCOMP_STEP=$!",
         '# a trapped signal ends a wait early: wait again until the step has ended, then take its status',
         'while kill -0 "$DISTCOMP_STEP" 2>/dev/null; do wait "$DISTCOMP_STEP"; done',
@@ -299,6 +330,13 @@ def attempts(python: str, max_restarts: int, ports: str, step: Sequence[str]) ->
         "    exit 143",
         "fi",
         '[ "$DISTCOMP_RC" -ne 0 ] || exit 0',
+        "# no restart left: the failure is recorded while the EXIT trap sweeps the nodes (the job ends sooner);",
+        "# no process of it ever carries the cookie, which the sweep would stop it by (env -u would, a moment)",
+        f'if [ "${{{RESTARTS_LEFT}:-1}}" -eq 0 ]; then',
+        f'    (unset {COOKIE}; exec {tool} failed "$DISTCOMP_JOB_FOLDER" "$DISTCOMP_RC") {CLOSE_SWEEPER} &',
+        f'    {RECORDING}=$!',
+        '    exit "$DISTCOMP_RC"',
+        "fi",
         f'{tool} failed "$DISTCOMP_JOB_FOLDER" "$DISTCOMP_RC" || exit "$DISTCOMP_RC"',
         "done",
     ]

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 
 PREFIX = "slurm:"
 RECORD, OUTCOME, SCRIPT, IDS = "job.json", "outcome.json", "job.sbatch", ".ids"
-POLL = 0.5  # seconds between scontrol calls while waiting
 CANCEL_WAIT = 60.0
 SKIP = {"__pycache__", ".git", ".venv", "runs", "mlruns", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
@@ -260,6 +259,7 @@ class SlurmTarget(Target):
 
     def wait(self, job_id: str, timeout: float | None, notify: Notify) -> JobOutcome:
         from . import _slurm
+        from ._pace import Pace
 
         folder = self._folder(job_id)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -271,6 +271,7 @@ class SlurmTarget(Target):
         due = record["submitted"] + limit if limit is not None and record.get("submitted") else None
         seen: str | None = None
         restarts = len(_causes(folder))
+        pace = Pace(folder)  # Slurm is asked often while the end is near (_pace)
         while True:
             if (folder / OUTCOME).is_file():
                 return self.status(job_id)
@@ -290,7 +291,8 @@ class SlurmTarget(Target):
                 seen = job.slurm_state
             if deadline is not None and time.monotonic() >= deadline:
                 return self._running(folder, job_id, job)
-            time.sleep(POLL)
+            left = [t - now for t, now in ((due, time.time()), (deadline, time.monotonic())) if t is not None]
+            pace.pause(min(left, default=None))  # no later than a deadline
 
     def status(self, job_id: str) -> JobOutcome:
         from .._progress import with_progress
