@@ -10,11 +10,13 @@ Python-function components, see ``distcomp.function``) is loaded on first use, s
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from .base import launchernames as _launchernames
 from .base import methodcache as _methodcache
 from .base.lazy import exports
+
+TYPE_CHECKING = False  # typing costs every process that imports this (an mpirun shim's too) ~10 ms; mypy reads True
+if TYPE_CHECKING:
+    from typing import Mapping
 
 _methodcache.install()  # before the first record: its generated methods come compiled (base/methodcache.py)
 

@@ -7,9 +7,11 @@ below everything."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+TYPE_CHECKING = False  # typing costs every process that imports this (an mpirun shim's too) ~10 ms; mypy reads True
+if TYPE_CHECKING:
+    from typing import Callable, Mapping
 
-Table = Callable[[], Mapping[str, str]]
+    Table = Callable[[], Mapping[str, str]]
 
 _sources: dict[str, Table] = {}
 

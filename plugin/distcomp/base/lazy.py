@@ -3,7 +3,9 @@ of its modules (``distcomp run`` needs a few) does not import them all."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, MutableMapping
+TYPE_CHECKING = False  # typing costs every process that imports this (an mpirun shim's too) ~10 ms; mypy reads True
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping, MutableMapping
 
 
 def exports(package: str, modules: Mapping[str, tuple[str, ...]], namespace: MutableMapping[str, Any],

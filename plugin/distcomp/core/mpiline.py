@@ -26,8 +26,11 @@ after it is rewritten.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing costs every process that imports this (an mpirun shim's too) ~10 ms; mypy reads True
+if TYPE_CHECKING:
+    from typing import Mapping, NamedTuple, Sequence
 
 # Open MPI 4.1 mpirun: option name -> words it takes (long names, single-dash names, letters)
 OMPI4: Mapping[str, int] = {
@@ -78,16 +81,20 @@ _SHARED = {"btl": (frozenset({"sm", "vader"}), "sm"), "coll": (frozenset({"han"}
 SHARE_HOST = "DISTCOMP_MPI_NODES_SHARE_HOST"  # set (to 1) where the job's nodes are simulated on one machine
 
 
-@dataclass(frozen=True)
-class Line:
-    """An mpirun line: its words, where its (first) program starts, what was changed and what
-    could not be read (single-dash words Open MPI 4 does not know; nothing after one is rewritten)."""
+# A record, as a named tuple: this module runs in the mpirun shim before every prterun, where
+# importing dataclasses (and inspect, which it imports) would cost each mpirun line ~10 ms.
+if TYPE_CHECKING:
+    class Line(NamedTuple):
+        """An mpirun line: its words, where its (first) program starts, what was changed and what
+        could not be read (single-dash words Open MPI 4 does not know; nothing after one is rewritten)."""
 
-    argv: tuple[str, ...]
-    program: int  # index of the program in argv (len(argv): none)
-    notes: tuple[str, ...] = ()
-    unknown: tuple[str, ...] = ()
-    missing: tuple[str, ...] = ()  # Open MPI 4 options Open MPI 5 does not have (as written)
+        argv: tuple[str, ...]
+        program: int  # index of the program in argv (len(argv): none)
+        notes: tuple[str, ...] = ()
+        unknown: tuple[str, ...] = ()
+        missing: tuple[str, ...] = ()  # Open MPI 4 options Open MPI 5 does not have (as written)
+else:
+    Line = namedtuple("Line", "argv program notes unknown missing", defaults=((), (), ()))
 
 
 def _name(word: str) -> tuple[str, str] | None:
