@@ -1,5 +1,6 @@
-"""`distcomp run`'s live line (issue 37), under a real pseudo-terminal: a small torch job logs
-its loss per step (jobs/longjob), and stderr, a terminal, shows one line rewritten in place
+"""`distcomp run`'s live line (issue 37), under a real pseudo-terminal: a small job logs its
+loss per step through distcomp.runtime (jobs/beats: longjob's steps without torch, whose import
+only cost the suite CPU here), and stderr, a terminal, shows one line rewritten in place
 (``\\r`` + erase) with the latest step and rank 0's loss; the ranks' own lines are never mixed
 with it. stderr not a terminal, $CI set, or --quiet: no line at all."""
 
@@ -16,7 +17,7 @@ from distcomp.agent import progress
 from tests._pty import CLEAR, under_pty as _under_pty
 from tests.targets._jobs import clean_env
 
-JOB = Path(__file__).parent / "jobs" / "longjob" / "component.yaml"
+JOB = Path(__file__).parent / "jobs" / "beats" / "component.yaml"
 FRAME = re.compile(r"distcomp run: (\d+:\d\d) \| (\d+)/(\d+) ranks alive \| step (\d+) \| loss (\S+) \| (\d+) restarts?")
 
 

@@ -1,4 +1,4 @@
-"""Each rank's progress while a local job runs (issue 37): the ranks of jobs/longjob beat with
+"""Each rank's progress while a local job runs (issue 37): the ranks of jobs/beats beat with
 every metric call, and `distcomp status RUN_DIR` shows each rank's last step and its age."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from tests.targets._jobs import clean_env
 
-JOB = Path(__file__).parent / "jobs" / "longjob" / "component.yaml"
+JOB = Path(__file__).parent / "jobs" / "beats" / "component.yaml"
 
 
 @pytest.mark.slow
