@@ -3,7 +3,8 @@ its checkpoint; SIGTERM to `distcomp run` is a preemption (the ranks get notice 
 runtime.preempted(), save and leave); `distcomp run --resume` goes on in the same run folder
 and MLflow run. Every job is real: two torch (gloo) ranks of jobs/longjob/train.py, which
 checkpoint every step to runtime.checkpoint_dir() and log their loss per step; the MLflow
-run is read back from its real store."""
+run is read back from its real store. The tests of where max_restarts comes from and of what
+--resume refuses run jobs/beats, the same steps without torch (only the suite's CPU differs)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 from tests.targets._jobs import clean_env
 
 JOB = Path(__file__).parent / "jobs" / "longjob"
+BEATS = Path(__file__).parent / "jobs" / "beats"
 pytestmark = pytest.mark.slow
 
 
@@ -68,10 +70,10 @@ def test_a_rank_that_fails_once_restarts_the_job_which_resumes_from_its_checkpoi
 
 
 def test_the_spec_s_max_restarts_is_the_default_and_the_flag_beats_it(tmp_path: Path) -> None:
-    ok = run(tmp_path, "run", JOB / "retried.yaml", "--run-dir", tmp_path / "a", "-i", "steps=5", "-i", "fail_at=2")
+    ok = run(tmp_path, "run", BEATS / "retried.yaml", "--run-dir", tmp_path / "a", "-i", "steps=5", "-i", "fail_at=2")
     assert ok.returncode == 0, ok.stderr
     assert "restarting every rank (restart 1 of 1)" in ok.stderr
-    failed = run(tmp_path, "run", JOB / "retried.yaml", "--run-dir", tmp_path / "b", "--max-restarts", "0",
+    failed = run(tmp_path, "run", BEATS / "retried.yaml", "--run-dir", tmp_path / "b", "--max-restarts", "0",
                  "-i", "steps=5", "-i", "fail_at=2")
     assert failed.returncode == 1, failed.stderr
     assert "job failed: rank1 (worker, node 0" in failed.stderr and "exited with code 3" in failed.stderr
@@ -131,7 +133,7 @@ def test_sigterm_preempts_the_job_and_resume_goes_on_in_the_same_run(tmp_path: P
 
 
 def test_resume_refuses_what_it_cannot_go_on_with(tmp_path: Path) -> None:
-    ok = run(tmp_path, "run", JOB / "component.yaml", "--run-dir", tmp_path / "done", "-i", "steps=2")
+    ok = run(tmp_path, "run", BEATS / "component.yaml", "--run-dir", tmp_path / "done", "-i", "steps=2")
     assert ok.returncode == 0, ok.stderr
     again = run(tmp_path, "run", "--resume", tmp_path / "done")
     assert again.returncode == 2 and "the job succeeded; there is nothing to resume" in again.stderr
@@ -141,4 +143,4 @@ def test_resume_refuses_what_it_cannot_go_on_with(tmp_path: Path) -> None:
     assert flags.returncode == 2 and "--nodes cannot be given again" in flags.stderr
     for r in (again, nothing, flags):
         assert "Traceback" not in r.stderr
-    assert os.listdir(tmp_path / "done" / "checkpoint") == ["state.pt"]
+    assert sorted(os.listdir(tmp_path / "done" / "checkpoint")) == ["arrived", "step"]
