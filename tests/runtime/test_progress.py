@@ -3,6 +3,7 @@ once a second per rank into the job's progress folder, read back in rank order."
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ def test_lines_are_in_rank_order_with_their_age(tmp_path: Path) -> None:
                                               "pid77: alive, 61 s ago"]
 
 
-def test_a_rank_s_metric_calls_beat_mlflow_s_through_the_hook_too(tmp_path: Path) -> None:
+def test_a_rank_s_metric_calls_beat_mlflow_s_through_the_hook_too(tmp_path: Path, template_db: Path) -> None:
     """In a real rank process: runtime.log_metric, runtime.progress and mlflow's client calls
     (patched by distcomp's hook, as in a tracked rank) each beat under the rank's own name."""
     code = f"""
@@ -55,6 +56,7 @@ else:
     except Exception:
         pass  # no such run: the beat came first
 """
+    shutil.copyfile(template_db, tmp_path / "x.db")  # a store MLflow made: no migrations in the rank
     for which in ("0", "1"):
         done = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "WHICH": which},
                               capture_output=True, text=True, timeout=120)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,21 +34,25 @@ def test_a_beat_keeps_the_latest_metric_and_an_old_beat_reads_without_one(tmp_pa
         assert progress.metric_of({"metric": bad}) is None
 
 
-def test_every_metric_call_beats_with_its_metric(tmp_path: Path) -> None:
+def test_every_metric_call_beats_with_its_metric(tmp_path: Path, template_db: Path) -> None:
     """In real rank processes: log_metrics' first metric, log_metric's, and MLflow's
     log_metric and log_batch (patched by distcomp's hook, as in a tracked rank)."""
     calls = {
         "0": 'runtime.log_metrics({"loss": 0.25, "acc": 0.5}, step=4)',
         "1": 'runtime.log_metric("acc", 0.75, step=2)',
         "2": 'hooked().log_metric("no-such-run", "lr", 0.125, 0, 6)',
-        "3": 'hooked().log_batch("no-such-run", metrics=[Metric("grad", 2.5, 0, 8), Metric("lr", 1.0, 0, 8)])',
+        "3": 'hooked().log_batch("no-such-run", metrics=[metric("grad", 2.5, 0, 8), metric("lr", 1.0, 0, 8)])',
     }
+    shutil.copyfile(template_db, tmp_path / "x.db")  # a store MLflow made: no migrations in the ranks
     for rank, call in calls.items():
         code = f"""
 import os
 os.environ.update({{"DISTCOMP_PROGRESS_DIR": {str(tmp_path)!r}, "RANK": {rank!r}}})
 from distcomp import runtime
-from mlflow.entities import Metric
+
+def metric(*args):  # MLflow is imported by the ranks that call it, as in a rank
+    from mlflow.entities import Metric
+    return Metric(*args)
 
 def hooked():
     from distcomp.runtime import _mlflow_hook
