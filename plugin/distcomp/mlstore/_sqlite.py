@@ -41,7 +41,7 @@ _COLUMNS = {
 }
 _MAX_FLOAT = 1.7976931348623157e308  # SQL has no inf: MLflow stores +-inf as the largest float
 _WORKSPACE = "default"  # MLflow's single workspace when workspaces are off
-_ARTIFACT_ROOT = "mlruns"  # MLflow's default artifact root for a database store, under the cwd
+ARTIFACT_ROOT = "mlruns"  # MLflow's default artifact root for a database store, under the cwd
 
 
 def refusal(uri: str, env: Mapping[str, str]) -> str | None:
@@ -133,7 +133,7 @@ class SqliteStore:
             cursor = db.execute(f"INSERT INTO experiments ({columns}) VALUES ({', '.join('?' * len(values))})",
                                 values)
             experiment_id = cursor.lastrowid
-            root = Path.cwd() / _ARTIFACT_ROOT  # where MLflow's store puts it: resolved from the cwd
+            root = Path.cwd() / ARTIFACT_ROOT  # where MLflow's store puts it: resolved from the cwd
             db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
                        (f"{root}/{experiment_id}", experiment_id))
             db.executemany("INSERT INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, ?)",

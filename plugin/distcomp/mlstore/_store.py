@@ -7,7 +7,8 @@ else goes through MLflow itself.
 
 A SQLite database that is not ready (new, or half made) is opened by MLflow under an
 exclusive lock on ``FILE.lock`` beside it: several jobs starting at once on a new store would
-otherwise each run MLflow's table creation and migrations over the others'.
+otherwise each run MLflow's table creation and migrations over the others'. A new one is a copy
+of the empty database MLflow made before, where one is kept (``_template``).
 """
 
 from __future__ import annotations
@@ -74,19 +75,28 @@ def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | N
     scheme = urlsplit(uri).scheme
     if scheme == "sqlite":
         from ._sqlite import SqliteStore, refusal
+        from ._template import from_template, keep_template
 
         if refusal(uri, env) is None:
             return SqliteStore(uri)
         path = sqlite_path(uri)
         if path and "?" not in path:
-            with _creation_lock(Path(path)):
+            db = Path(path)
+            with _creation_lock(db):
                 why = refusal(uri, env)
                 if why is None:  # another job made it while we waited
                     return SqliteStore(uri)
+                new = not db.exists()
+                if new and from_template(db, env):  # the empty database MLflow made before (_template.py)
+                    if refusal(uri, env) is None:
+                        return SqliteStore(uri)
+                    db.unlink()  # a schema the direct writer does not know: MLflow makes it, as without one
                 if why and notify is not None:
                     notify(why)
                 store = _mlflow_store(uri)
                 store.ready()  # MLflow makes the tables now, under the lock
+                if new:
+                    keep_template(db, env)
                 return store
     elif scheme in ("http", "https"):
         from ._rest import RestStore, usable as rest_usable
