@@ -64,6 +64,7 @@ bench: install
 	$(BIN)/python benchmarks/validate.py
 	$(BIN)/python benchmarks/launch.py
 	$(BIN)/python benchmarks/tracking.py
+	$(BIN)/python benchmarks/new_store.py
 	$(BIN)/python benchmarks/targets.py
 	$(BIN)/python benchmarks/registry.py
 	$(BIN)/python benchmarks/function.py

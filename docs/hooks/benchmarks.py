@@ -25,7 +25,7 @@ PLOT = "<!-- benchmark-plot -->"
 TABLE = "<!-- benchmark-results -->"
 RESULTS = "benchmarks/results"  # from the folder of mkdocs.yml
 PLOTTED = ("launch", "tracking")
-ORDER = ("validate", "launch", "tracking", "targets", "registry", "function", "slurm", "ray")  # `make bench`'s
+ORDER = ("validate", "launch", "tracking", "new_store", "targets", "registry", "function", "slurm", "ray")  # `make bench`'s
 
 # the SVG's geometry, in px of its viewBox
 ROW_H, HEAD_H, TOP, BOTTOM, PLOT_W, PAD, VALUE_W = 20, 26, 46, 10, 420, 16, 56
