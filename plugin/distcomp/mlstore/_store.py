@@ -90,7 +90,7 @@ def open_store(uri: str, env: Mapping[str, str] | None = None, retry: "Retry | N
                 if new and from_template(db, env):  # the empty database MLflow made before (_template.py)
                     if refusal(uri, env) is None:
                         return SqliteStore(uri)
-                    db.unlink()  # a schema the direct writer does not know: MLflow makes it, as without one
+                    db.unlink()  # made just now, by us, under the lock (it was not there): MLflow makes it instead
                 if why and notify is not None:
                     notify(why)
                 store = _mlflow_store(uri)

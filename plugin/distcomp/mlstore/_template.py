@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
 from typing import Mapping
+
+from ._sqlite import ARTIFACT_ROOT
 
 __all__ = ["from_template", "keep_template", "template_path"]
 
@@ -46,15 +49,15 @@ def from_template(db: Path, env: Mapping[str, str]) -> bool:
     template = template_path(env)
     if template is None or not template.is_file() or db.exists():
         return False
-    tmp = db.with_name(f".{db.name}.{os.getpid()}.tmp")  # renamed whole: no reader sees half a database
+    try:  # a file of our own (made exclusively, so never one of the user's), linked whole: no reader sees half
+        tmp = _own_tmp(db)
+    except OSError:
+        return False
     try:
         with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(tmp)) as copy:
             source.backup(copy)
             now = int(time.time() * 1000)
-            with copy:
-                # as MLflow's store writes it: the default artifact root resolved from the cwd
-                from ._sqlite import ARTIFACT_ROOT
-
+            with copy:  # as MLflow's store writes it: the default artifact root resolved from the cwd
                 updated = copy.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, "
                                        "last_update_time = ? WHERE experiment_id = ?",
                                        (f"{Path.cwd() / ARTIFACT_ROOT}/{_DEFAULT}", now, now, _DEFAULT)).rowcount
@@ -78,7 +81,7 @@ def keep_template(db: Path, env: Mapping[str, str]) -> None:
     template = template_path(env)
     if template is None or template.exists():
         return
-    tmp = template.with_name(f".{template.name}.{os.getpid()}.tmp")
+    tmp: Path | None = None
     try:
         with closing(sqlite3.connect(db)) as source:
             rows = source.execute("SELECT experiment_id FROM experiments").fetchall()
@@ -86,13 +89,27 @@ def keep_template(db: Path, env: Mapping[str, str]) -> None:
             if rows != [(_DEFAULT,)] or runs != (0,):  # written to already: not an empty database
                 return
             template.parent.mkdir(parents=True, exist_ok=True)
+            tmp = _own_tmp(template)
             with closing(sqlite3.connect(tmp)) as copy:
                 source.backup(copy)
         os.replace(tmp, template)
     except (OSError, sqlite3.Error):
         pass
     finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _own_tmp(beside: Path) -> Path:
+    """A new empty file beside ``beside``, created exclusively: the only file a failure removes."""
+    fd, name = tempfile.mkstemp(prefix=f".{beside.name}.", suffix=".tmp", dir=beside.parent)
+    try:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # the mode SQLite gives a database it creates, not mkstemp's 0600
+    finally:
+        os.close(fd)
+    return Path(name)
