@@ -8,7 +8,8 @@ bucket are created through moto's IAM and S3 APIs with boto3; then ``/moto-api/r
 sets the count to 0, and from there every request must carry a valid Signature V4 of that
 user's key. The server is one per session, ended by its own pid (its process group).
 
-Use it from any test module with ``from tests._s3server import s3_server  # noqa: F401``.
+Every test may ask for ``s3_server``: tests/conftest.py loads this module as a plugin (one
+server per session, not one per module that imports the fixture).
 """
 
 from __future__ import annotations

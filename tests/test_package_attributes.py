@@ -18,7 +18,6 @@ import distcomp
 
 from .function.conftest import distcomp as distcomp_cli, explain
 from .targets.conftest import _kill_leftovers  # noqa: F401  (autouse: no rank outlives a test)
-from .tracking.conftest import sqlite_uri, template_db  # noqa: F401  (a real MLflow store per test)
 
 PUBLIC = sorted(m.name for m in pkgutil.iter_modules(distcomp.__path__) if not m.name.startswith("_"))
 

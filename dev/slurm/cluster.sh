@@ -80,6 +80,9 @@ write_conf() {
     cat >"$CONF.tmp" <<EOF
 # distcomp's dev cluster (dev/slurm/cluster.sh): two nodes on 127.0.0.1
 ClusterName=distcomp
+# job ids of their own (from the controller's free port), so two dev clusters on one host never
+# share one: a node's processes carry SLURM_JOB_ID
+FirstJobId=$((ctld * 1000))
 SlurmctldHost=$host
 SlurmctldPort=$ctld
 SlurmdPort=$p1

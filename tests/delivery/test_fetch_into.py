@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from distcomp.delivery.store import SOURCE, StoreURI, pack, upload_code
-from tests._s3server import S3Server, s3_server  # noqa: F401
+from tests._s3server import S3Server
 
 
 def _fetch_into(s3: S3Server, *args: str) -> subprocess.Popen[str]:

@@ -1,4 +1,3 @@
 """The examples run for real: a test SQLite MLflow store per test, and no rank outlives its test."""
 
 from ..targets.conftest import _kill_leftovers  # noqa: F401  (autouse: whatever a failed test left running)
-from ..tracking.conftest import sqlite_uri, template_db  # noqa: F401

@@ -14,7 +14,6 @@ import pytest
 
 from ..targets._jobs import clean_env
 from ..targets.conftest import _kill_leftovers  # noqa: F401  (autouse: no rank outlives a test)
-from ..tracking.conftest import sqlite_uri, template_db  # noqa: F401  (a real MLflow store per test)
 
 WAIT = 120
 # a str value that a shell would split, unquote and run: it must reach the function exactly

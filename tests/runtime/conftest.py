@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ..tracking.conftest import mlflow_server, own_server, server_process, template_db  # noqa: F401  (real stores)
 from ..tracking._server import Server
 from ._stores import KINDS, Store
 

@@ -15,7 +15,6 @@ import pytest
 from mlflow import MlflowClient
 
 from ..targets._jobs import clean_env
-from ..tracking.conftest import sqlite_uri, template_db  # noqa: F401  (a real MLflow store per test)
 
 SECRET = "hunter2-Rank-7c1e"
 INHERITED = "ghp_inherit-55aa"

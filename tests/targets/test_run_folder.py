@@ -12,7 +12,6 @@ from pathlib import Path
 
 from tests.targets._jobs import WAIT, finish, wait_for
 from tests.targets._supervised import command, everything_under, launch, record, status
-from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixtures: a store MLflow made)
 
 HOST = socket.gethostname()
 

@@ -21,7 +21,6 @@ import pytest
 from tests.targets._jobs import WAIT, clean_env, finish, wait_for
 from tests.targets._supervised import (Console, launch, my_start_time, record, running, running_record, status,
                                       survivors)
-from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401  (fixtures: a store MLflow made)
 
 HOST = socket.gethostname()
 TALKED = [f"[rank{r}]: rank {r} line {i}" for r in (0, 1) for i in range(5)]

@@ -29,7 +29,7 @@ from distcomp.targets.kubeflow._compile import CompileError
 from distcomp.targets.kubeflow._job import job_of
 from distcomp.core.plan import make_plan
 
-from tests._s3server import S3Server, s3_server  # noqa: F401
+from tests._s3server import S3Server
 
 from ._kubelet import mounted, prepare, resolve_secrets, run_inits, writable
 from ._operator import LOCALHOST, Pod, _items, free_ports, pytorchjob_pods, run_pods

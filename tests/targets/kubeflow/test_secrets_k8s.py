@@ -21,7 +21,6 @@ from distcomp.spec import load
 from distcomp.targets.kubeflow._job import job_of
 from distcomp.core.plan import make_plan
 
-from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
 from ._kubelet import resolve_secrets
 from ._operator import container_env, pytorchjob_pods, run_pods
 from ._scratch import job_doc

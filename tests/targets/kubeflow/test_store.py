@@ -32,7 +32,7 @@ from distcomp.errors import UsageError
 from distcomp.delivery import fetcher as ps
 from distcomp.delivery.store import SOURCE, StoreURI, code_key, download_tree, pack, upload_code
 from distcomp.targets.local._ports import free_ports
-from tests._s3server import S3Server, s3_server  # noqa: F401
+from tests._s3server import S3Server
 
 
 def pod(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,6 @@ from distcomp.targets.kubeflow._submit import SubmitError, submit_and_wait
 from kubernetes import client as k8s
 
 from ...conftest import REPO
-from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
 from ._http import FakeKube, JsonHandler
 
 JOB = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs"

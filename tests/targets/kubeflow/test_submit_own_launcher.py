@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ...tracking.conftest import mlflow_server  # noqa: F401  (a real `mlflow server` on 127.0.0.1)
 from .test_submit import FakeApi, condition, kubeconfig
 
 SPEC = """\

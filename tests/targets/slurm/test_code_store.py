@@ -21,7 +21,7 @@ import pytest
 import distcomp
 from distcomp.errors import UsageError
 from distcomp.records import JobState
-from tests._s3server import S3Server, s3_server  # noqa: F401
+from tests._s3server import S3Server
 
 from .conftest import JOBS, record_of
 

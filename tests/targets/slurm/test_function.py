@@ -17,7 +17,7 @@ import pytest
 
 import distcomp
 from distcomp.records import JobState
-from tests._s3server import S3Server, s3_server  # noqa: F401
+from tests._s3server import S3Server
 
 from .._jobs import clean_env
 from ...function.cluster import NASTY, SHIPPED, check_typed, ranks, write_project

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from tests.tracking.conftest import sqlite_uri, template_db  # noqa: F401
 
 from ..mlflow._helpers import all_runs, explain, mlflow_run
 from .conftest import JOBS
