@@ -1016,19 +1016,15 @@ def test_a_launcher_without_a_kubeflow_mapping_gets_the_node_agent_job(pm: Plugi
 
 
 def test_native_mappings_docstring_example_makes_a_valid_pytorchjob(tmp_path: Path) -> None:
-    import jsonschema
-    import yaml
-
     from distcomp.targets.kubeflow import compile_job
-    from tests.conftest import REFERENCE
+    from tests.targets.kubeflow.test_manifests import validator
 
     fresh = PluginManager()
     fresh.register_plugin(example_module("distcomp_launchers"), name="mine-plugin", provider="mypkg 1.0")
     fresh.register_plugin(example_module("distcomp_native_mappings"), name="mine-native", provider="mypkg 1.0")
     spec = loads(spec_text("mine", nodes=3), base_dir=tmp_path, launchers=fresh.alias_table())
     manifest = compile_job(make_plan(spec, gpu=False, pm=fresh), {}, {}, pm=fresh, image="i:1")
-    crd = yaml.safe_load((REFERENCE / "crds" / "kubeflow.org_pytorchjobs.v1.yaml").read_text())
-    jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    validator("kubeflow.org/v1", "PyTorchJob").validate(manifest)  # the CRD's schema, parsed once a worker
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     command = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
     assert command[0] == "torchrun"  # the native job: torchrun in each pod, not distcomp's node agent
