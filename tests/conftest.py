@@ -117,40 +117,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Under pytest-xdist (make test runs workers), the tests of a dev cluster (tests/targets/slurm,
-# tests/targets/ray: a cluster per package) run on one worker, so a run starts one Ray cluster,
-# not one per worker; so do the README's commands, which run in order. Every other test goes to
-# whichever worker is free. By folder, because the
+# tests/targets/ray: a cluster per package) run on one worker, so a run starts one Slurm and one
+# Ray cluster, not one per worker; so do the README's commands, which run in order. Every other
+# test goes to whichever worker is free. By folder, because the
 # controller that schedules never sees the fixtures (xdist's own xdist_group marks are lost
 # under pytest 9.2, whose node ids no longer take the group's suffix). The Ray tests that kill
-# nodes start clusters of their own, so they are scheduled alone. Slurm's long-job tests wait
-# minutes on Slurm's own clocks (requeue holds, the time limit, a lost node): they are a group of
-# their own, so their worker starts a second Slurm cluster (little CPU: the tests mostly wait)
-# and the two halves run side by side rather than one ~15-minute chain.
-_GROUPS = (("tests/targets/slurm/test_long_jobs.py", "slurm-long"), ("tests/targets/slurm/", "slurm"),
-           ("tests/targets/ray/", "ray"), ("tests/test_readme.py", "readme"))
+# nodes start clusters of their own, so they are scheduled alone.
+_GROUPS = (("tests/targets/slurm/", "slurm"), ("tests/targets/ray/", "ray"), ("tests/test_readme.py", "readme"))
 _OWN_CLUSTERS = ("tests/targets/ray/test_killed_node.py", "tests/targets/ray/test_cluster_script.py")
-# the groups handed out first, the longest first (the Ray tests with clusters of their own stay
-# where they are collected: started beside the package's cluster and the first jobs, at a load
-# of 10 on 2 cores, a lost owner's actors outlived their test's minute)
-_LONGEST_FIRST = ("ray", "slurm", "slurm-long")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
     class ByCluster(LoadScopeScheduling):
-        ordered = False
-
-        def _assign_work_unit(self, node: object) -> None:
-            # the longest chains first, each to its own worker (xdist orders by the number of
-            # tests, which would give one worker both Slurm groups, one after the other)
-            if not self.ordered:
-                self.ordered = True
-                for first in reversed(_LONGEST_FIRST):
-                    if first in self.workqueue:
-                        self.workqueue.move_to_end(first, last=False)
-            super()._assign_work_unit(node)  # type: ignore[arg-type]
-
         def _split_scope(self, nodeid: str) -> str:
             if not nodeid.startswith(_OWN_CLUSTERS):
                 for folder, group in _GROUPS:
