@@ -24,6 +24,7 @@ import os
 import sys
 from importlib.machinery import PathFinder, SourceFileLoader
 from types import CodeType, ModuleType
+from .cachedir import cache_dir
 
 TYPE_CHECKING = False  # typing costs every process that imports distcomp ~10 ms; mypy reads True
 if TYPE_CHECKING:
@@ -60,8 +61,7 @@ def stats() -> dict[str, int]:
 def cache_file() -> str:
     from importlib.util import MAGIC_NUMBER
 
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "distcomp", "dataclasses", f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal")
+    return cache_dir("dataclasses", f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal")
 
 
 def _patch(module: ModuleType) -> None:

@@ -22,6 +22,8 @@ import time
 from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 
+from ..base.cachedir import cache_dir
+
 __all__ = ["CachedEntryPoint", "RACY_S", "cache_file", "declaring", "entry_points", "other_finders"]
 
 VERSION = 1  # the file's format
@@ -73,9 +75,8 @@ def entry_points(group: str) -> Sequence[Any]:
 
 def cache_file(group: str) -> str:
     """Where the entries of ``group`` under this ``sys.path`` are kept."""
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
     crc = binascii.crc32("\0".join(sys.path).encode("utf-8", "surrogateescape"))
-    return os.path.join(base, "distcomp", "entry-points", f"{group}-{crc:08x}.json")
+    return cache_dir("entry-points", f"{group}-{crc:08x}.json")
 
 
 def declaring(group: str) -> list[str] | None:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from ..base.cachedir import cache_dir
 from ..base.files import write_atomic
 from ._signature import FunctionError
 
@@ -32,8 +33,7 @@ SPEC_FILE = "component.yaml"
 
 def functions_cache(env: Mapping[str, str] = os.environ) -> Path:
     """``$XDG_CACHE_HOME/distcomp/functions`` (default ``~/.cache/distcomp/functions``)."""
-    cache = env.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(os.path.abspath(cache), "distcomp", "functions")
+    return Path(cache_dir("functions", env=env))
 
 
 def filed_spec(fn: "FunctionComponent") -> "ComponentSpec":

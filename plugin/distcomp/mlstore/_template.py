@@ -21,6 +21,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Mapping
 
+from ..base.cachedir import cache_dir
 from ._sqlite import ARTIFACT_ROOT
 
 __all__ = ["from_template", "keep_template", "template_path"]
@@ -39,8 +40,7 @@ def template_path(env: Mapping[str, str]) -> Path | None:
         mlflow = version("mlflow")
     except PackageNotFoundError:
         return None
-    cache = env.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "distcomp" / "mlflow-stores" / f"mlflow-{mlflow}.db"
+    return Path(cache_dir("mlflow-stores", f"mlflow-{mlflow}.db", env=env))
 
 
 def from_template(db: Path, env: Mapping[str, str]) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+from ..base.cachedir import cache_dir
 # the registry's places are core (``distcomp.base.stores``): jobs and exports refuse them without the registry
 from ..base.stores import default_location, inside_store, stored_version
 
@@ -23,8 +24,7 @@ def pycache_prefix(env: Mapping[str, str] = os.environ) -> str:
     """Where ranks of a registry job keep bytecode (``PYTHONPYCACHEPREFIX``): a per-user cache
     outside any registry, ``$XDG_CACHE_HOME/distcomp/pycache`` (default ``~/.cache/...``), so
     bytecode beside the stored files is never read, and torch is compiled once, not per rank."""
-    cache = env.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(os.path.abspath(cache), "distcomp", "pycache")
+    return cache_dir("pycache", env=env)
 
 
 def stored_code_env(code: str | os.PathLike[str], env: Mapping[str, str],
