@@ -41,7 +41,7 @@ _SERVERS: dict[str, Server] = {}  # uri -> the session's server, for tests that 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` of a real ``mlflow server`` that proxies its artifacts, for the
-    whole session. Self-contained: other packages' tests import this fixture alone."""
+    whole session: every package's tests ask for it by name (never import it: that makes another)."""
     server = Server(tmp_path_factory.mktemp("server")).start()
     _SERVERS[server.uri] = server
     try:

@@ -24,6 +24,7 @@ import os
 import sys
 from importlib.machinery import PathFinder, SourceFileLoader
 from types import CodeType, ModuleType
+
 from .cachedir import cache_dir
 
 TYPE_CHECKING = False  # typing costs every process that imports distcomp ~10 ms; mypy reads True

@@ -93,6 +93,7 @@ def keep_template(db: Path, env: Mapping[str, str]) -> None:
             with closing(sqlite3.connect(tmp)) as copy:
                 source.backup(copy)
         os.replace(tmp, template)
+        tmp = None  # the name is the template's now: nothing of ours left to remove
     except (OSError, sqlite3.Error):
         pass
     finally:
