@@ -104,14 +104,16 @@ def _function_cache(tmp_path_factory: pytest.TempPathFactory):
             os.environ[name] = value
 
 
-# A test on a dev cluster is slow: make test-fast starts no cluster.
-_CLUSTER_FIXTURES = ("slurm_cluster", "ray_cluster")
+# A test on a dev cluster or a real `mlflow server` is slow: make test-fast starts neither (a
+# server's start is ~9 s a worker). A fixture that asks for a server by getfixturevalue marks
+# that param slow itself (pytest.param(..., marks=pytest.mark.slow)).
+_SLOW_FIXTURES = ("slurm_cluster", "ray_cluster", "mlflow_server", "server_process", "own_server")
 
 
 @pytest.hookimpl(wrapper=True)  # around every other plugin's: before -m deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     for item in items:
-        if any(f in getattr(item, "fixturenames", ()) for f in _CLUSTER_FIXTURES):
+        if any(f in getattr(item, "fixturenames", ()) for f in _SLOW_FIXTURES):
             item.add_marker(pytest.mark.slow)
     return (yield)
 

@@ -192,6 +192,7 @@ def test_a_compiled_job_carries_its_plan_and_its_submit_makes_no_other(recorder:
     assert len(recorder) == 1 and Recorder.seen[-1][1].plan is compiled.plan
 
 
+@pytest.mark.slow
 def test_a_submit_stopped_by_ctrl_c_ends_its_run_killed_not_failed(recorder: list[Any], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """As `distcomp run` interrupted before its ranks started always did: the run is KILLED."""

@@ -15,6 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from distcomp.agent import hang, procs, progress, supervise
 
 PY = sys.executable
@@ -168,6 +170,7 @@ run([sys.executable, "-c", "import time; time.sleep(120)"])  # a child that must
 """
 
 
+@pytest.mark.slow
 def test_the_loop_ends_a_stalled_job_as_failed_with_every_rank_s_stack(tmp_path: Path) -> None:
     class Sink:
         def feed(self, data: bytes) -> None:
@@ -194,6 +197,7 @@ def test_the_loop_ends_a_stalled_job_as_failed_with_every_rank_s_stack(tmp_path:
     assert not [pid for pid in pids if procs.alive(pid)]  # every rank and the child: none left
 
 
+@pytest.mark.slow
 def test_no_beat_no_hang_in_the_loop(tmp_path: Path) -> None:
     class Sink:
         def feed(self, data: bytes) -> None:

@@ -164,6 +164,7 @@ def test_notice_lets_the_processes_save_and_leave_and_is_no_failure(tmp_path: Pa
     assert path.read_text().split()[1] == "SIGUSR1"
 
 
+@pytest.mark.slow
 def test_a_process_that_ignores_the_notice_is_stopped_after_its_grace_or_at_a_second_signal(tmp_path: Path) -> None:
     for times, bound in ((1, (1.5, 8.0)), (2, (0.0, 1.4))):
         notice, _, given = _notice(tmp_path, grace=1.5 if times == 1 else 30.0)

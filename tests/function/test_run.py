@@ -34,6 +34,7 @@ def _typed(got: dict[str, Any], note: str, epochs: int, amp: bool) -> None:
     assert got["out_type"] == "Output" and got["world"] == 2 and got["env"] == "yes"
 
 
+@pytest.mark.slow
 def test_from_python_two_ranks_typed_values_and_one_mlflow_run(project: Path, sqlite_uri: str, tmp_path: Path) -> None:
     out, run_dir = tmp_path / "out", tmp_path / "run"
     script = tmp_path / "driver.py"

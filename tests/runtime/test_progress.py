@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from distcomp.agent import progress
 
 
@@ -33,6 +35,7 @@ def test_lines_are_in_rank_order_with_their_age(tmp_path: Path) -> None:
                                               "pid77: alive, 61 s ago"]
 
 
+@pytest.mark.slow
 def test_a_rank_s_metric_calls_beat_mlflow_s_through_the_hook_too(tmp_path: Path, template_db: Path) -> None:
     """In a real rank process: runtime.log_metric, runtime.progress and mlflow's client calls
     (patched by distcomp's hook, as in a tracked rank) each beat under the rank's own name."""

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from distcomp.agent import progress
 from distcomp.cli._live import ALIVE_S, frame
 
@@ -34,6 +36,7 @@ def test_a_beat_keeps_the_latest_metric_and_an_old_beat_reads_without_one(tmp_pa
         assert progress.metric_of({"metric": bad}) is None
 
 
+@pytest.mark.slow
 def test_every_metric_call_beats_with_its_metric(tmp_path: Path, template_db: Path) -> None:
     """In real rank processes: log_metrics' first metric, log_metric's, and MLflow's
     log_metric and log_batch (patched by distcomp's hook, as in a tracked rank)."""

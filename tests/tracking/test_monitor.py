@@ -183,6 +183,7 @@ def test_unknown_run_or_unreachable_store_is_reported_by_stop(where, store, star
     assert "ready" not in p.log_path.read_text().splitlines()
 
 
+@pytest.mark.slow
 def test_straggler_is_killed_and_reported(store, run_id, started, tmp_path):
     # timeout=0: still importing mlflow when its time is up, so it must be SIGKILLed.
     uri, _ = store

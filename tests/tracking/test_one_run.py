@@ -155,6 +155,7 @@ def test_a_run_made_without_the_hook_is_found_in_the_experiment(mlflow_server: s
     assert "distcomp.job_run_id" not in MlflowClient(mlflow_server).get_run(side).data.tags
 
 
+@pytest.mark.slow
 def test_the_experiment_distcomp_creates_is_a_training_one_and_a_users_keeps_its_kind(
         sqlite_uri: str, tmp_path: Path) -> None:
     (tmp_path / "new").mkdir()
@@ -243,7 +244,7 @@ def test_tracking_off_leaves_the_ranks_pythonpath_as_it_was(tmp_path: Path) -> N
     assert {seen[r]["pythonpath"] for r in (0, 1)} == {None}
 
 
-@pytest.fixture(params=["sqlite", "server", "mlflow"])
+@pytest.fixture(params=["sqlite", pytest.param("server", marks=pytest.mark.slow), "mlflow"])
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "sqlite":
         store = open_store(request.getfixturevalue("sqlite_uri"), {})

@@ -239,7 +239,7 @@ def _open(request: pytest.FixtureRequest) -> tuple[object, str]:
     return (SqliteStore(uri) if request.param == "sqlite" else ClientStore(uri)), uri
 
 
-@pytest.fixture(params=["sqlite", "rest", "client"])
+@pytest.fixture(params=["sqlite", pytest.param("rest", marks=pytest.mark.slow), "client"])
 def each_store(request: pytest.FixtureRequest) -> tuple[object, str]:
     return _open(request)
 
@@ -282,7 +282,7 @@ def test_a_param_over_mlflows_limit_is_cut_and_the_run_says_so_on_any_store(
     assert "truncated" not in capfd.readouterr().err  # MLflow's own warning (the value's start) is not printed
 
 
-@pytest.fixture(params=["rest", "client"])
+@pytest.fixture(params=[pytest.param("rest", marks=pytest.mark.slow), "client"])
 def validating_store(request: pytest.FixtureRequest) -> tuple[object, str]:
     """The stores MLflow itself validates (the SQLite writer trusts its callers' names)."""
     return _open(request)

@@ -104,6 +104,7 @@ def test_only_distcomp_entry_points_are_taken(template: str) -> None:
     check_entry_command("python -m distcomp.worker distcomp-job.json a={a}")
 
 
+@pytest.mark.slow
 def test_a_run_here_loads_no_spec_loader_and_no_plugin_manager(tmp_path: Path) -> None:
     """What ``mlflow run -b distcomp`` pays beside MLflow's local backend (issue 38): the backend,
     its config of a run here and the job record, without the spec package or the installed
