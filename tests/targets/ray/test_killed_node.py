@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from .conftest import QUICK_NODE_DEATH, TORCH, cluster, distcomp, marked, ray_env
@@ -103,13 +104,12 @@ def _join(folder: Path, name: str) -> None:
 
 
 def _commands(pids: list[int]) -> dict[int, str]:
-    """What each of ``pids`` runs (for a failing assertion's message), those still alive."""
+    """What each of ``pids`` still alive runs (for a failing assertion's message)."""
     out = {}
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                out[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
-        except OSError:
+            out[pid] = " ".join(psutil.Process(pid).cmdline())[:200]
+        except psutil.Error:  # gone meanwhile
             continue
     return out
 
