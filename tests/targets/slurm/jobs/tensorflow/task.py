@@ -1,6 +1,6 @@
 """One TensorFlow task under the slurm target: TF_CONFIG as built from the allocation, then
 (--tf 1) a MultiWorkerMirroredStrategy all-reduce; a parameter server only serves (it is
-stopped once the chief and workers are done)."""
+stopped once the chief and workers are done), and the workers end only once every one serves."""
 
 import argparse
 import json
@@ -42,6 +42,12 @@ if role == "ps":
     (args.out / f"ps-{index}.json").write_text(json.dumps(result))
     print(f"ps {index} on {env['SLURMD_NODENAME']}: serving", flush=True)
     time.sleep(3600)  # a parameter server serves until it is stopped
+if cluster.get("ps"):
+    # a worker of a ps job talks to its parameter servers before it is done: wait for each to serve
+    deadline = time.monotonic() + 120
+    while len(list(args.out.glob("ps-*.json"))) < len(cluster["ps"]):
+        check(time.monotonic() < deadline, "no parameter server served within 120 s")
+        time.sleep(0.05)
 if args.tf:
     import tensorflow as tf
 
