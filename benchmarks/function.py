@@ -17,11 +17,14 @@ Each round, in turns, fresh processes, timed from inside each (the interpreter's
 
 Printed beside: the CPU seconds of each (user + system: on a busy machine they vary less than
 wall time; creating 200 files is mostly system time), the import + decoration alone, the export alone, the whole distcomp process
-(wall), and the wall of ``python -c "import distcomp"`` and of ``python -c pass``.
+(wall), the same decorate + export with nothing kept (``DISTCOMP_YAML_CACHE=off``: a new or
+changed function's first export, which imports PyYAML), and the wall of
+``python -c "import distcomp"`` and of ``python -c pass``.
 
 Bytecode is cached (a temporary PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE unset) as a
 normal install has it, and so are distcomp's own (a temporary XDG_CACHE_HOME: the entry points,
-the records' generated methods); one unmeasured round first compiles and warms the page cache.
+the records' generated methods, the function's YAML text and its parse); one unmeasured round
+first compiles, fills them and warms the page cache: the measured rounds export an unchanged function.
 The job's start of a function against the same job written as YAML is in launch.py
 (``--only fnstart,fnwall``).
 
@@ -158,7 +161,9 @@ def main() -> int:
     notes: dict[str, list[float]] = {"CPU s, distcomp": [], "CPU s, plain copy": [],
                                      "import + decoration alone": [], "export alone": [],
                                      "the whole distcomp process (wall)": [], 'python -c "import distcomp" (wall)': [],
-                                     "python -c pass (wall)": []}
+                                     "python -c pass (wall)": [],
+                                     "decorate + export, nothing kept (DISTCOMP_YAML_CACHE=off: a new or changed "
+                                     "function's first export)": []}
     with tempfile.TemporaryDirectory(prefix="distcomp-fn-bench-") as tmp:
         work = Path(tmp)
         project = work / "project"
@@ -186,6 +191,12 @@ def main() -> int:
                         notes["export alone"].append(printed[1])
                         notes["the whole distcomp process (wall)"].append(took)
                 if i:
+                    cold = work / f"cold{i}"
+                    _, printed = timed([sys.executable, "-c", OURS, str(project), str(cold)],
+                                       {**env, "DISTCOMP_YAML_CACHE": "off"})
+                    notes["decorate + export, nothing kept (DISTCOMP_YAML_CACHE=off: a new or changed "
+                          "function's first export)"].append(printed[0] + printed[1])
+                    shutil.rmtree(cold)
                     notes['python -c "import distcomp" (wall)'].append(
                         wall([sys.executable, "-c", "import distcomp"], env))
                     notes["python -c pass (wall)"].append(wall([sys.executable, "-c", "pass"], env))

@@ -21,6 +21,8 @@ over the rounds are printed with their ratio to the raw tool. The jobs are in be
                      (`date +%s%N` prints the moment)  vs  starting `date` directly
   cgroup             the same start with the job's cgroup (where the kernel allows one)
                                                     vs  without (DISTCOMP_CGROUP=off)
+  yamlcache          the same start, the spec's parse kept between runs (base/yamlcache.py)
+                                                    vs  parsed by PyYAML each run (DISTCOMP_YAML_CACHE=off)
   function start     distcomp run start_fn.py:start, a @distcomp.component function on 2 ranks
                      that prints `time.time_ns()`: from starting `distcomp run` to the later
                      rank's line  vs  the same job written as YAML (component.yaml + script.py,
@@ -378,6 +380,11 @@ def benches(rounds: int, tf_rounds: int, skip_tf: bool) -> list[Bench]:
                      started(_distcomp("start", 0), "distcomp start"),
                      started(_distcomp("start", 0), "distcomp start, DISTCOMP_CGROUP=off", {"DISTCOMP_CGROUP": "off"}),
                      "the same without one (DISTCOMP_CGROUP=off)", ratio_at_most(1.1), rounds))
+    out.append(Bench("yamlcache", "distcomp run's own start, the spec's parse kept",
+                     started(_distcomp("start", 0), "distcomp start"),
+                     started(_distcomp("start", 0), "distcomp start, DISTCOMP_YAML_CACHE=off",
+                             {"DISTCOMP_YAML_CACHE": "off"}),
+                     "the same parsing with PyYAML (DISTCOMP_YAML_CACHE=off)", ratio_at_most(1.0), rounds))
     # issue 25: a function component against the same job as YAML (the same folder, the same 2 ranks)
     function = _distcomp("fn_start", 0, spec="start_fn.py:start")
     yaml = _distcomp("fn_start", 0)
@@ -428,7 +435,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
     ap.add_argument("--tf-rounds", type=int, default=3, help="rounds for TensorFlow, ~10-17 s a run (default 3)")
     ap.add_argument("--skip-tf", action="store_true", help="leave the TensorFlow pair out")
-    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,mpifail,torchx,start,cgroup,fnstart,fnwall "
+    ap.add_argument("--only", metavar="KEYS", help="comma-separated subset of: torch,mpi,tf,fail,mpifail,torchx,start,cgroup,yamlcache,fnstart,fnwall "
                                                 ",fntorch,fntop (default all)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first, to warm the page cache (default 1)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds before one run is stopped (default 180)")
@@ -444,7 +451,7 @@ def main() -> int:
     todo = benches(args.rounds, args.tf_rounds, args.skip_tf)
     if args.only:
         keys = {k.strip() for k in args.only.split(",") if k.strip()}
-        known = {"torch", "mpi", "tf", "fail", "mpifail", "torchx", "start", "cgroup", "fnstart", "fnwall", "fntorch", "fntop"}
+        known = {"torch", "mpi", "tf", "fail", "mpifail", "torchx", "start", "cgroup", "yamlcache", "fnstart", "fnwall", "fntorch", "fntop"}
         unknown = keys - known
         if unknown:
             ap.error(f"--only: unknown {', '.join(sorted(unknown))} (expected {', '.join(sorted(known))})")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distcomp.base import methodcache
+from distcomp.base import methodcache, yamlcache
 from distcomp.base.cachedir import cache_dir
 from distcomp.core import _epcache
 from distcomp.function._filed import functions_cache
@@ -31,9 +31,9 @@ def test_every_cache_is_under_the_one_folder(tmp_path: Path, monkeypatch: pytest
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     root = tmp_path / "distcomp"
     found = [Path(methodcache.cache_file()), Path(_epcache.cache_file("distcomp.targets")),
-             Path(pycache_prefix(env)), functions_cache(env)]
+             Path(pycache_prefix(env)), functions_cache(env), Path(yamlcache.entry_file("parse", b"x"))]
     kept = _template.template_path(env)
     if kept is not None:  # only where MLflow is installed
         found.append(kept)
     assert all(root in p.parents for p in found), found
-    assert {p.relative_to(root).parts[0] for p in found} >= {"dataclasses", "entry-points", "pycache", "functions"}
+    assert {p.relative_to(root).parts[0] for p in found} >= {"dataclasses", "entry-points", "pycache", "functions", "yaml"}

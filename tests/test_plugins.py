@@ -1200,3 +1200,22 @@ def test_python_spec_load_sees_an_installed_plugin_without_heavy_imports(site: P
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=work, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == ["fake", 2, []]
+
+
+def test_python_spec_load_without_a_plugin_loads_none(work: Path) -> None:
+    """No distribution declares a distcomp plugin (this environment): a spec's launcher alias
+    resolves from the built-ins' own names (``base.launchernames.BUILTIN``), with neither pluggy
+    nor a launcher module imported; an unknown launcher is still refused, naming the built-ins."""
+    (work / "component.yaml").write_text(spec_text("horovod", nodes=2), encoding="utf-8")
+    (work / "unknown.yaml").write_text(spec_text("fk", nodes=2), encoding="utf-8")
+    code = ("import json, sys\nimport distcomp.spec\nspec = distcomp.spec.load('component.yaml')\n"
+            "try:\n    distcomp.spec.load('unknown.yaml')\nexcept distcomp.spec.SpecError as exc:\n    refused = str(exc)\n"
+            "loaded = sorted(m for m in sys.modules if m == 'pluggy' or m.startswith(('distcomp.launchers', "
+            "'distcomp.core.plugins')))\n"
+            "print(json.dumps([spec.distribution.launcher, loaded, refused]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=work, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    launcher, loaded, refused = json.loads(proc.stdout)
+    assert (launcher, loaded) == ("mpi", [])
+    assert "unknown launcher 'fk'" in refused and "torch.distributed" in refused

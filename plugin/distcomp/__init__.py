@@ -47,18 +47,17 @@ __getattr__, __dir__ = exports(__name__, _MODULES, globals(), _SUBMODULES)
 
 
 def _installed_launchers() -> Mapping[str, str]:
+    import sys
+
+    if "distcomp.core.plugins" not in sys.modules:  # no manager yet, so no plugin registered by hand
+        from .core import _epcache
+
+        if not _epcache.entry_points(_launchernames.GROUP):  # and none installed: the built-ins, none loaded
+            return _launchernames.builtin_table()
     from .core.plugins import get_plugin_manager  # on use: `import distcomp` loads no plugin
 
     return get_plugin_manager().alias_table()
 
 
-def _builtin_launchers() -> Mapping[str, str]:
-    from .core.plugins import PluginManager
-
-    manager = PluginManager()
-    manager.load_builtins()
-    return manager.alias_table()
-
-
 # the spec layer lists launcher names through these, without importing the plugin manager above it
-_launchernames.provide(installed=_installed_launchers, builtin=_builtin_launchers)
+_launchernames.provide(installed=_installed_launchers, builtin=_launchernames.builtin_table)

@@ -170,7 +170,7 @@ def validate(*paths: "str | os.PathLike[str] | FunctionComponent") -> Validation
 def _plan_error(file: "str | FunctionComponent", spec: "ComponentSpec", message: str) -> "Diagnostic":
     """The plan's refusal as an error at the spec's command (its line, where the file says it)."""
     from ..spec import Diagnostic
-    from ..spec._source import parse
+    from ..spec._parsecache import parse
 
     line, col, where = 1, 1, "command"
     if isinstance(file, str) and spec.source is not None:

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Iterable
 
 import pluggy
 
+from ..base.launchernames import GROUP
 from ..records import LauncherType, RegistryStoreType
 from .target import TargetType
 
 if TYPE_CHECKING:
     from .kinds import NativeMapping
 
-PROJECT = "distcomp"
+PROJECT = GROUP  # the entry-point group too
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

@@ -53,8 +53,6 @@ def command(target: str, params: tuple[Param, ...], path: str = "", source: str 
 def spec_text(settings: Settings, params: tuple[Param, ...], target: str, code: str, path: str = "",
               source: str | None = None) -> str:
     """The YAML text; ``code``: the code folder, relative to the file's folder."""
-    import yaml
-
     doc: dict[str, Any] = {"name": settings.name}
     if settings.version is not None:
         doc["version"] = settings.version
@@ -83,7 +81,31 @@ def spec_text(settings: Settings, params: tuple[Param, ...], target: str, code: 
     if settings.env:
         doc["environment_variables"] = dict(settings.env)
     doc["code"] = code
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 16)
+    return _dump(doc)
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    """PyYAML's text of ``doc``, from ``distcomp.base.yamlcache`` where this very document (its
+    marshal bytes: every key, value, type and order) was dumped before, so that exporting an
+    unchanged function imports no PyYAML."""
+    import marshal
+
+    from ..base import yamlcache
+
+    try:
+        content = marshal.dumps(doc)
+    except ValueError:  # a default marshal cannot hold: dumped each time
+        content = None
+    key = yamlcache.key(__file__) if content is not None else None
+    found = yamlcache.get("dump", content, key) if content is not None else yamlcache.MISS
+    if isinstance(found, str):
+        return found
+    import yaml
+
+    text: str = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 16)
+    if content is not None:
+        yamlcache.put("dump", content, key, text)
+    return text
 
 
 def _input(p: Param) -> dict[str, Any]:

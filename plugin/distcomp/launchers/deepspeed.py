@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..base.launchernames import BUILTIN
 from ..core.hookspec import hookimpl
 from ..records import LauncherType, Topology
 from .torch import rank_topology
@@ -26,7 +27,7 @@ def deepspeed_topology(spec: "ComponentSpec") -> Topology:
 
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
-    yield LauncherType(name=NAME, factory=deepspeed_topology,
+    yield LauncherType(name=NAME, factory=deepspeed_topology, aliases=BUILTIN[NAME],
                        description="DeepSpeed: the torch.distributed env; init_distributed() discovers it")
 
 

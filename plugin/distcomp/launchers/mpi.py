@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agent.rankwatch import EXEC_AGENT
+from ..base.launchernames import BUILTIN
 from ..core.hookspec import hookimpl
 from ..records import (COMMAND, JOB_DIR, LauncherType, RankFailure, Replica, Topology, host,
                        node_name, port)
@@ -119,7 +120,7 @@ def mpi_topology(spec: "ComponentSpec") -> Topology:
 
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
-    yield LauncherType(name=NAME, factory=mpi_topology, aliases=("horovod", "openmpi"),
+    yield LauncherType(name=NAME, factory=mpi_topology, aliases=BUILTIN[NAME],
                        description="MPI via mpirun and a hostfile (Open MPI; Horovod)")
 
 

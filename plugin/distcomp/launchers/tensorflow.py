@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from ..base.launchernames import BUILTIN
 from ..core.hookspec import hookimpl
 from ..records import LauncherType, Replica, Topology, host, port
 
@@ -70,7 +71,7 @@ def _cpu_only() -> dict[str, str]:
 
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
-    yield LauncherType(name=NAME, factory=tf_topology, aliases=("tensorflow", "tf", "tf.distributed"),
+    yield LauncherType(name=NAME, factory=tf_topology, aliases=BUILTIN[NAME],
                        description="TensorFlow: one process per task with TF_CONFIG (worker, chief, ps, evaluator)")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..base.launchernames import BUILTIN
 from ..core.hookspec import hookimpl
 from ..records import (JOB_DIR, JOB_ID, MAX_RESTARTS, RESTART, LauncherType, Replica, Topology,
                        host, port)
@@ -54,7 +55,7 @@ def rank_topology(spec: "ComponentSpec", launcher: str = NAME) -> Topology:
 @hookimpl
 def distcomp_launchers():  # type: ignore[no-untyped-def]
     yield LauncherType(
-        name=NAME, factory=rank_topology, aliases=("pytorch", "torch", "pytorch.distributed"),
+        name=NAME, factory=rank_topology, aliases=BUILTIN[NAME],
         description="PyTorch torch.distributed: torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...)")
 
 

@@ -13,7 +13,7 @@ from ._diagnostics import DocPath, Problems, did_you_mean, one_of, show
 from ._limits import MAX_NAME
 from ._model import ComponentSpec, Distribution, EnvironmentSpec, InputSpec, OutputSpec, RoleSpec, frozen_map
 from ._paths import SymlinkLoop, resolve
-from ._source import Located
+from ._located import Located
 from ._types import PARAMETER_TYPES, PORT_TYPES, TENSORFLOW
 from ._values import check_default, is_uri
 

@@ -15,7 +15,7 @@ from ._diagnostics import Diagnostic, Problems, SpecError, show
 from ._limits import check_document
 from ._model import ComponentSpec
 from ._schema import Obj
-from ._source import parse
+from ._parsecache import parse
 from ._types import installed_launchers
 
 MAX_BYTES = 4 * 1024 * 1024  # a spec is a few KB; refuse to parse a stray data file

@@ -8,12 +8,12 @@ instead of silent overwrites or exceptions.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from ._diagnostics import Diagnostic, DocPath, PositionLookup, dotted
+from ._diagnostics import Diagnostic, DocPath, dotted
+from ._located import Located
 
 try:  # libyaml is several times faster; fall back to the pure-Python loader
     _Base: type = yaml.CSafeLoader
@@ -22,28 +22,6 @@ except AttributeError:  # pragma: no cover - depends on the PyYAML build
 
 MAX_NODES = 100_000  # an alias bomb expands past this long before it hurts
 MAX_DEPTH = 64  # a spec nests ~6 deep; libyaml's composer recurses in C and crashes near 10,000
-
-
-@dataclass
-class Located(PositionLookup):
-    """The document's data and where each part of it was written."""
-
-    file: str
-    data: Any = None
-    values: dict[DocPath, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[DocPath, tuple[int, int]] = field(default_factory=dict)
-
-    def locate(self, path: DocPath, *, at_key: bool = False) -> tuple[int, int]:
-        """Position of ``path``; falls back to the nearest enclosing part that exists."""
-        table = (self.keys, self.values) if at_key else (self.values, self.keys)
-        probe = tuple(path)
-        while True:
-            for t in table:
-                if probe in t:
-                    return t[probe]
-            if not probe:
-                return (1, 1)
-            probe = probe[:-1]
 
 
 class _DocumentError(Exception):
