@@ -9,9 +9,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlflow import MlflowClient
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 from ..launchers.conftest import JobRun, _explain, clean_env
 
@@ -29,7 +30,9 @@ class ComponentRun(JobRun):
         return Path(self.status["outputs"][name])
 
     @property
-    def client(self) -> MlflowClient:
+    def client(self) -> "MlflowClient":
+        from mlflow import MlflowClient  # here: collecting the suite should not import mlflow (~2 s)
+
         return MlflowClient(self.uri)
 
     def mlflow_run(self) -> Any:

@@ -9,7 +9,6 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
 from ._run import run_component, steps_only_once
 
@@ -37,6 +36,8 @@ def test_trains_on_generated_data(sqlite_uri: str, tmp_path: Path) -> None:
     losses = [h["loss"] for h in saved["history"]]
     assert losses[-1] < losses[0], losses
     assert saved["history"][-1]["val_accuracy"] > 0.6, saved["history"]  # 4 classes: chance is 0.25
+
+    import torch  # here, not at the top: collecting the suite should not import torch
 
     checkpoint = torch.load(model_dir / "model.pt", weights_only=True)
     assert checkpoint["epochs"] == epochs and checkpoint["arch"] == {"features": 20, "hidden": 64, "classes": 4}
@@ -66,6 +67,8 @@ def test_resumes_from_a_checkpoint_on_csv_data(sqlite_uri: str, tmp_path: Path) 
     assert second.mlflow_run().data.params["resumed_from_epoch"] == "2"
     start = first.history(first.mlflow_run().info.run_id, "loss")[0][1]
     assert second.history(run_id, "loss")[0][1] < start, "resuming did not start from the trained weights"
+    import torch
+
     checkpoint = torch.load(second.output("model") / "model.pt", weights_only=True)
     assert checkpoint["arch"] == {"features": 6, "hidden": 64, "classes": 3} and checkpoint["epochs"] == 3
     assert "320 training samples each, 160 for validation" in second.log("rank0")
