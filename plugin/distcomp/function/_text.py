@@ -93,7 +93,7 @@ def _dump(doc: dict[str, Any]) -> str:
     from ..base import yamlcache
 
     try:
-        content = marshal.dumps(doc)
+        content = marshal.dumps(doc, 2)  # version 2 keeps no references: the same document, the same bytes
     except ValueError:  # a default marshal cannot hold: dumped each time
         content = None
     key = yamlcache.key(__file__) if content is not None else None
