@@ -38,8 +38,10 @@ for flag in ("--token", "--sha", "--dest"):
 args = p.parse_args()
 attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
 whole = hashlib.sha256(args.token.encode()).hexdigest() == args.sha
-with open(os.path.join(args.dest, f"attempt{attempt}"), "w") as f:
+path = os.path.join(args.dest, f"attempt{attempt}")
+with open(path + ".tmp", "w") as f:
     f.write("whole" if whole else "changed")
+os.replace(path + ".tmp", path)  # whole at once: the test reads it the moment it is there
 if attempt == "0":
     time.sleep(120)  # the first run waits to be requeued or cancelled
 """
