@@ -96,12 +96,29 @@ def _function_cache(tmp_path_factory: pytest.TempPathFactory):
     os.environ["TORCH_EXTENSIONS_DIR"] = extensions or os.path.join(
         before or os.path.join(os.path.expanduser("~"), ".cache"), "torch_extensions")
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    _warm_start_caches(tmp_path_factory.mktemp("warm"))
     yield
     for name, value in (("XDG_CACHE_HOME", before), ("TORCH_EXTENSIONS_DIR", extensions)):
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def _warm_start_caches(folder: Path) -> None:
+    """The session's distcomp start caches (the records' generated methods, a spec's parse) filled
+    by one real one-rank run, as a user's first run fills them. Where PYTHONDONTWRITEBYTECODE is
+    set (this machine, CI) no process the tests start writes them, as Python's own bytecode rule
+    has it, so each would compile every record's methods again: ~60 ms of each distcomp process
+    (0.20 s against 0.14 s for `distcomp run`), thousands of them in the suite. The tests of the
+    caches themselves use caches of their own."""
+    import os
+    import subprocess
+
+    start = REPO / "benchmarks" / "jobs" / "start" / "component.yaml"  # one rank: `date +%s%N`
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-m", "distcomp", "run", str(start), "--quiet", "--no-tracking", "--run-dir",
+                    str(folder / "run")], env=env, cwd=folder, capture_output=True, timeout=120, check=False)
 
 
 # A test on a dev cluster or a real `mlflow server` is slow: make test-fast starts neither (a
