@@ -240,6 +240,9 @@ SLURM = TargetType(
                      help="for nodes that do not see the code folder: submit uploads the code to this S3-compatible "
                           "store (AWS_* settings) and each node fetches it into a folder of its own before the job "
                           "starts"),
+        TargetOption("node_dir", path="there", writes=True, metavar="DIR",
+                     help="with --code-store: the node-local folder each node fetches the code into, in a "
+                          "subfolder of the job's own, removed when the job ends (default /tmp/distcomp-USER)"),
         replace(TIMEOUT, submit_only=False,  # in the script (--time): compiled, not submit-only
                 help="the job's time limit in seconds (rounded up to minutes) when --time is not given"),
         TargetOption("max_restarts", "int", metavar="K", minimum=0,

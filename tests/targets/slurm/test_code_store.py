@@ -54,6 +54,25 @@ def test_compile_fetches_the_code_on_every_node_before_the_agents(tmp_path: Path
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
 
 
+def test_the_node_dir_holds_the_jobs_node_local_folder(tmp_path: Path) -> None:
+    nodes = tmp_path / "node local"  # a space: one quoted word wherever the script names it
+    compiled = distcomp.compile(STORE_JOB / "component.yaml", "slurm", nodes=2, code_store="s3://ml-jobs/team",
+                                node_dir=str(nodes), job_dir=str(tmp_path / "jobs"))
+    text = compiled.text or ""
+    assert record_of(text)["cwd"] == f"{nodes}/{{{{job_name}}}}"
+    assert f"fetches it into {nodes}/{{{{job_name}}}}" in compiled.notes[0] and "/tmp/distcomp-" not in text
+    assert any("rm -rf -- " in line and str(nodes) in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"node_dir": "/scratch/me"}, "give --code-store too"),
+    ({"code_store": "s3://ml-jobs/team", "node_dir": "relative/dir"}, "absolute"),
+])
+def test_a_node_dir_needs_the_code_store_and_an_absolute_path(options: dict[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        distcomp.compile(STORE_JOB / "component.yaml", "slurm", **options)
+
+
 def test_a_bad_code_store_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="is not an object store location"):
         distcomp.compile(STORE_JOB / "component.yaml", "slurm", code_store="/shared/bucket")
@@ -70,8 +89,9 @@ def test_a_job_whose_code_is_gone_runs_from_the_store_on_both_nodes(
         monkeypatch.setenv(name, value)
     job_dir = tmp_path / "jobs"
     prefix = f"slurm-{tmp_path.name}"
+    nodes = tmp_path / "nodes"  # the node-local folders: this test's own, not the machine's /tmp
     job = distcomp.submit(src / "component.yaml", "slurm", nodes=2, job_dir=str(job_dir),
-                          code_store=f"s3://{s3_server.bucket}/{prefix}")
+                          code_store=f"s3://{s3_server.bucket}/{prefix}", node_dir=str(nodes))
     shutil.rmtree(src)  # the code is gone from this machine: only the store has it now
     outcome = job.wait()
     folder = Path(outcome.details["folder"])
@@ -84,7 +104,7 @@ def test_a_job_whose_code_is_gone_runs_from_the_store_on_both_nodes(
     assert [r["node"] for r in ranks] == ["n1", "n2"] and {r["all_reduce"] for r in ranks} == {3.0}
     record = json.loads((folder / "node.json").read_text())
     local = record["cwd"]
-    assert {r["cwd"] for r in ranks} == {local} and local.startswith(f"/tmp/distcomp-{getpass.getuser()}/")
+    assert {r["cwd"] for r in ranks} == {local} and local.startswith(f"{nodes}/")
     assert {r["greeting"] for r in ranks} == {"fetched whole"}  # the code's subfolder came too
     assert not Path(local).exists()  # removed on every node when the job ended
     slurm_out = (folder / f"slurm-{job.id}.out").read_text()

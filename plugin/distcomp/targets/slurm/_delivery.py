@@ -4,8 +4,8 @@ With ``--code-store s3://BUCKET/PREFIX`` submit uploads the code folder as the c
 content-addressed archive (``distcomp.delivery``) instead of copying it into the job folder, and
 the job script's first step runs the core's stdlib fetcher once on every node, before the node
 agents start: it downloads the archive, checks its sha256 and extracts it into a node-local
-folder of the job's own (``/tmp/distcomp-USER/JOB_FOLDER_NAME``, mode 700), the replicas'
-working folder. When the script ends, the cleanup that stops what the ranks left on each node
+folder of the job's own (``NODE_DIR/JOB_FOLDER_NAME``, mode 700; ``--node-dir``, default
+``/tmp/distcomp-USER``), the replicas' working folder. When the script ends, the cleanup that stops what the ranks left on each node
 removes that folder too.
 
 The store's credentials are secrets: they are in neither the script nor the record. Submit
@@ -42,7 +42,13 @@ def plan(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[str, st
 
     given = options.get("code_store")
     if not given:
+        if options.get("node_dir"):
+            raise UsageError("--node-dir is where each node fetches the code from --code-store: give --code-store "
+                             "too, or leave --node-dir out")
         return None
+    root = options.get("node_dir")
+    if root and not os.path.isabs(str(root)):
+        raise UsageError(f"--node-dir {root}: a folder on each node, so an absolute path (e.g. /scratch/$USER)")
     store = StoreURI.parse(str(given))
     if not spec.code.is_dir():
         raise UsageError(f"--code-store {given}: {spec.ref}'s code folder {spec.code} does not exist on this "
@@ -52,15 +58,16 @@ def plan(spec: "ComponentSpec", options: Mapping[str, Any], env: Mapping[str, st
                     "--code-store given")
 
 
-def node_folder(folder: Path) -> str:
-    """The job's node-local code folder: the same path on every node, the user's own."""
-    return f"/tmp/distcomp-{getpass.getuser()}/{folder.name}"
+def node_folder(folder: Path, root: str | None = None) -> str:
+    """The job's node-local code folder: the same path on every node, in ``root`` (``--node-dir``),
+    else in the user's own folder of /tmp."""
+    return f"{(root or f'/tmp/distcomp-{getpass.getuser()}').rstrip('/') or '/'}/{folder.name}"
 
 
 def note(options: Mapping[str, Any], folder: Path) -> str:
     return (f"written for the job folder {folder}; `distcomp submit --target slurm` copies the spec there and "
             f"uploads the code to {options['code_store']} (not again when unchanged); each node fetches it into "
-            f"{node_folder(folder)} before the job starts, with the credentials submit writes to {folder / FILE} "
+            f"{node_folder(folder, options.get('node_dir'))} before the job starts, with the credentials submit writes to {folder / FILE} "
             "(mode 600)")
 
 

@@ -344,17 +344,17 @@ def attempts(python: str, max_restarts: int, ports: str, step: Sequence[str]) ->
 
 def script(plan: "Plan", argv: Sequence[str], folder: Path, name: str, res: Resources,
            env: Mapping[str, str], masker: Masker = NONE, python: str = "python3",
-           code: "Delivery | None" = None) -> str:
+           code: "Delivery | None" = None, node_dir: str | None = None) -> str:
     """The whole sbatch script for the job in ``folder``; ``argv``: the rendered command (each
     value one word), ``env``: variables for every replica (the spec's, the MLflow run's);
     ``python``: the interpreter that runs the node agents (one with distcomp installed);
     ``code``: the code comes through an object store, fetched on every node (``_delivery``),
-    not from the job folder's copy."""
+    not from the job folder's copy, into a folder of the job's own in ``node_dir`` on each node."""
     from ._delivery import cleanup as remove_code
     from ._delivery import fetch_step, node_folder
 
     spec, t = plan.spec, plan.topology
-    local = node_folder(folder) if code is not None else None
+    local = node_folder(folder, node_dir) if code is not None else None
     per_node, ntasks = tasks_of(plan)
     head = ["#!/bin/bash",
             f"# distcomp: {spec.ref} on Slurm, {t.launcher}, {t.nodes} node(s) x {t.processes_per_node} process(es)",

@@ -130,7 +130,8 @@ class SlurmTarget(Target):
         # the nodes run the submitter's interpreter (a cluster's nodes share its install, as they
         # share the job folder): distcomp is there, and so is what the command's python needs
         code = code or plan_code(spec, options, os.environ)
-        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable, code=code)
+        return script(plan, argv, folder, spec.name, res, env, masker, python=sys.executable, code=code,
+                      node_dir=options.get("node_dir"))
 
     # -- submitting ------------------------------------------------------------------------
     def check(self, plan: "Plan", options: Mapping[str, Any], compiled: Compiled) -> None:
