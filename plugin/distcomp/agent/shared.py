@@ -46,8 +46,9 @@ def mask_pattern(needles: Iterable[str]) -> "tuple[tuple[str, ...], re.Pattern[s
     return ordered, (re.compile("|".join(parts)) if parts else None)
 
 
-def write_atomic(path: "str | os.PathLike[str]", text: str, durable: bool = False, mode: "int | None" = None) -> None:
-    """Write ``text`` to ``path`` through a temporary sibling, so a reader (or a crash) never
+def write_atomic(path: "str | os.PathLike[str]", text: "str | bytes", durable: bool = False,
+                 mode: "int | None" = None) -> None:
+    """Write ``text`` (UTF-8; or bytes as they are) to ``path`` through a temporary sibling, so a reader (or a crash) never
     sees half a file and a previous version stays until the new one is complete. The sibling's
     name is this writer's own (pid and a random part): two writers of one file (a supervisor and
     its watchdog, two publishers) never write into each other's. ``durable``: fsync the file and
@@ -58,14 +59,15 @@ def write_atomic(path: "str | os.PathLike[str]", text: str, durable: bool = Fals
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         os.makedirs(folder, exist_ok=True)
+        data = text.encode("utf-8") if isinstance(text, str) else text
         if mode is None:
-            f = open(tmp, "w", encoding="utf-8")
+            f = open(tmp, "wb")
         else:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             os.fchmod(fd, mode)  # exactly: the umask may leave fewer bits, not more
-            f = os.fdopen(fd, "w", encoding="utf-8")
+            f = os.fdopen(fd, "wb")
         with f:
-            f.write(text)
+            f.write(data)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

@@ -34,6 +34,7 @@ ENV = "DISTCOMP_YAML_CACHE"  # "off": PyYAML every time
 LIMIT = 512  # entries kept of each kind (one per content seen; a few KB each)
 FORMAT = 1  # the entry's layout
 MISS = object()  # what ``get`` returns when nothing is kept
+_yaml: str | None = None  # PyYAML's __init__.py ("" where there is none), looked up once a process
 
 
 def key(*files: str) -> tuple[Any, ...] | None:
@@ -41,11 +42,14 @@ def key(*files: str) -> tuple[Any, ...] | None:
     own modules), as they are now; None where the cache is off or one cannot be found."""
     if os.environ.get(ENV, "").strip().lower() in ("off", "0", "no", "false"):
         return None
-    from importlib.machinery import PathFinder
+    global _yaml
+    if _yaml is None:
+        from importlib.machinery import PathFinder
 
-    found = PathFinder.find_spec("yaml")  # where `import yaml` would load it from, without importing it
+        found = PathFinder.find_spec("yaml")  # where `import yaml` would load it from, without importing it
+        _yaml = (found.origin or "") if found is not None else ""
     stats: list[tuple[str, int, int, int]] = []
-    for path in (found.origin if found is not None else None, *files):
+    for path in (_yaml, *files):
         if not path:
             return None
         try:
@@ -83,20 +87,14 @@ def put(kind: str, content: bytes, cache_key: tuple[Any, ...] | None, value: Any
         blob = marshal.dumps((cache_key, content, value))
     except ValueError:
         return
+    from ..agent.shared import write_atomic  # as base.files has it: a miss only
+
     path = entry_file(kind, content)
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # hosts sharing a home: their own
     try:
-        folder = os.path.dirname(path)
-        os.makedirs(folder, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)  # whole or not at all: a reader never sees half an entry
-        _prune(folder)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        write_atomic(path, blob)  # whole or not at all: a reader never sees half an entry
+        _prune(os.path.dirname(path))
+    except OSError:  # a read-only home, a full disk: made again next time
+        pass
 
 
 def _prune(folder: str) -> None:
